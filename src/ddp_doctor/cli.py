@@ -1,0 +1,118 @@
+"""Argument parsing, the one error handler, exit codes. No logic lives here.
+
+Each command is a module under `ddp_doctor.commands` with:
+    HELP: str                         one line for `ddp-doctor --help`
+    add_arguments(parser) -> None     its own flags
+    run(args) -> Report | Printed     the work; cli renders and picks the exit code
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+
+from ddp_doctor import __version__
+from ddp_doctor.commands import Printed
+from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
+from ddp_doctor.render import FORMATS, render
+
+COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line naming the problem, plus where to look; exit 2 like argparse.
+        self.exit(EXIT_USAGE, f"ddp-doctor: error: {message} (see '{self.prog} --help')\n")
+
+
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(f"ddp_doctor.commands.{name}")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
+    parser.add_argument("--format", choices=list(formats), default="text", help="report format (default: text)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ddp-doctor",
+        description="Does this PyTorch + CUDA environment really run distributed training? If not, why, and what to change.",
+    )
+    parser.add_argument("--version", action="version", version=f"ddp-doctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        module = _load(name)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def _write(text: str, output: str | None) -> None:
+    if not text.endswith("\n"):
+        text += "\n"
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(output))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ddp-doctor-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
+    except OSError as exc:
+        raise DoctorError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def _crash_log(exc: BaseException) -> str:
+    fd, path = tempfile.mkstemp(prefix="ddp-doctor-crash-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f"ddp-doctor {__version__}, argv={sys.argv!r}\n")
+        f.write("".join(traceback.format_exception(exc)))
+    return path
+
+
+def use_color(output: str | None) -> bool:
+    if "NO_COLOR" in os.environ or (output not in (None, "-")):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    try:
+        outcome = args._module.run(args)
+        if isinstance(outcome, Printed):
+            _write(outcome.text, getattr(args, "output", None))
+            return outcome.exit_code
+        report = outcome.finish(started)
+        fmt = getattr(args, "format", "text")
+        _write(render(report, fmt, color=use_color(getattr(args, "output", None))), getattr(args, "output", None))
+        return report.exit_code(strict=getattr(args, "strict", False))
+    except DoctorError as exc:
+        print(f"ddp-doctor: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ddp-doctor: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_INTERNAL
+    except Exception as exc:  # the tool's own bug: one line, details in a log
+        path = _crash_log(exc)
+        print(f"ddp-doctor: internal error: {type(exc).__name__}: {exc} (full log: {path})", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import argparse
+import json
+
+from ddp_doctor.commands import Printed
+from ddp_doctor.errors import InputError
+from ddp_doctor.report import Report
+
+HELP = "re-render a saved JSON report in another format"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ddp_doctor.cli import add_output_arguments
+
+    parser.add_argument("report", metavar="REPORT.json", help="a report written with --format json ('-' for stdin)")
+    add_output_arguments(parser)
+
+
+def load_report(path: str) -> Report:
+    import sys
+
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return Report.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path} is not a ddp-doctor JSON report: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> Printed:
+    from ddp_doctor.cli import use_color
+    from ddp_doctor.render import render
+
+    # Rendered here, not by cli, so the saved timing and root cause stay as recorded.
+    report = load_report(args.report)
+    return Printed(render(report, args.format, color=use_color(args.output)), report.exit_code(args.strict))

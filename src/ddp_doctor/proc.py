@@ -1,0 +1,98 @@
+"""Run a child process under a deadline; on the way out, end its whole process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+GRACE_S = 3.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int | None
+    """None when the deadline ended the process."""
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
+    """SIGTERM to the group, a grace period, then SIGKILL; the child is reaped either way."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        pgid = None
+    if pgid is not None:
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+            # The leader is gone; members may linger, so SIGKILL whatever remains.
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run(
+    argv: Sequence[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    max_output_bytes: int = 4 << 20,
+) -> Completed:
+    """Run argv to completion or until `timeout_s`; output is decoded leniently and capped."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Completed(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror or exc}", 0.0, False)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc)
+        out, err = proc.communicate()
+    except BaseException:
+        kill_group(proc)
+        raise
+    else:
+        # A child may have left grandchildren in its group; they do not outlive us.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return Completed(
+        argv=tuple(argv),
+        returncode=None if timed_out else proc.returncode,
+        stdout=out[-max_output_bytes:].decode("utf-8", "replace"),
+        stderr=err[-max_output_bytes:].decode("utf-8", "replace"),
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+    )

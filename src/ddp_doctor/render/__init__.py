@@ -1,0 +1,14 @@
+"""Renderers: each `render(report, color=...) -> str` is a pure function of the Report."""
+
+from __future__ import annotations
+
+import importlib
+
+from ddp_doctor.report import Report
+
+FORMATS = ("text", "json", "junit", "markdown", "html")
+
+
+def render(report: Report, fmt: str, color: bool = False) -> str:
+    module = importlib.import_module(f"ddp_doctor.render.{fmt}")
+    return str(module.render(report, color=color))

@@ -1,0 +1,48 @@
+"""A self-contained HTML page: no scripts, no external assets, every value escaped."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ddp_doctor.render.labels import ICON, WORD, counts, target_line, where
+from ddp_doctor.report import Report
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.35em .6em;text-align:left;vertical-align:top}
+.pass{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#777}.error{color:#8250df}
+code,pre{background:#f6f8fa;padding:.1em .3em}pre{padding:.6em;white-space:pre-wrap}
+details{margin:.3em 0 .8em}
+"""
+
+
+def render(report: Report, color: bool = False) -> str:
+    verdict = report.verdict().value
+    rows = []
+    for r in report.results:
+        detail = ""
+        if r.cause or r.remedy or r.evidence:
+            inner = ""
+            if where(r):
+                inner += f"<p><b>where:</b> {escape(where(r))}</p>"
+            if r.cause:
+                inner += f"<p><b>cause:</b> {escape(r.cause)}</p>"
+            if r.remedy:
+                inner += f"<p><b>remedy:</b></p><pre>{escape(r.remedy)}</pre>"
+            if r.evidence:
+                ev = "\n".join(f"{e.source}:{e.line if e.line is not None else '-'}: {e.text}" for e in r.evidence[:50])
+                inner += f"<pre>{escape(ev)}</pre>"
+            detail = f"<details><summary>details</summary>{inner}</details>"
+        rows.append(
+            f'<tr><td class="{r.status.value}">{ICON[r.status]} {WORD[r.status]}</td>'
+            f"<td><code>{escape(r.id)}</code></td><td>{escape(r.summary)}{detail}</td></tr>"
+        )
+    root = f"<p>Root cause: <code>{escape(report.root_cause)}</code></p>" if report.root_cause else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"
+        f'<h1>ddp-doctor {escape(report.command)}: <span class="{verdict}">{verdict.upper()}</span></h1>'
+        f"<p>{escape(target_line(report))} · {escape(counts(report))} · {report.duration_s:.1f} s · {escape(report.started)}</p>"
+        f"{root}<table><tr><th>status</th><th>check</th><th>summary</th></tr>{''.join(rows)}</table>"
+        "</body></html>\n"
+    )

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ddp_doctor.render.labels import ICON, STYLE, VERDICT_STYLE, WORD, counts, needs_detail, target_line, where
+from ddp_doctor.report import Report
+
+WIDTH = 110
+
+
+def render(report: Report, color: bool = False) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=color, no_color=not color, width=WIDTH, highlight=False, soft_wrap=False)
+    verdict = report.verdict().value
+    console.print(Text.assemble(
+        ("ddp-doctor ", "bold"), f"{report.command} — {target_line(report)} — verdict: ",
+        (verdict.upper(), VERDICT_STYLE[verdict]), f"  ({counts(report)}; {report.duration_s:.1f} s)",
+    ))
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("summary", overflow="fold")
+    for r in report.results:
+        label = Text(f"{ICON[r.status]} {WORD[r.status]}", style=STYLE[r.status])
+        name = r.id + (f" [{where(r)}]" if r.rank is not None or r.node is not None else "")
+        table.add_row(label, name, r.summary)
+    console.print(table)
+    details = [r for r in report.results if needs_detail(r)]
+    if report.root_cause:
+        console.print(Text.assemble("\nroot cause: ", (report.root_cause, "bold")))
+    for r in details:
+        console.print(Text.assemble("\n", (f"{ICON[r.status]} {WORD[r.status]} {r.id}", STYLE[r.status]), f" — {r.title}"))
+        if where(r):
+            console.print(f"  where:  {where(r)}")
+        if r.cause:
+            console.print(f"  cause:  {r.cause}")
+        if r.remedy:
+            console.print("  remedy: " + r.remedy.replace("\n", "\n          "))
+        for e in r.evidence[:5]:
+            loc = f"{e.source}:{e.line}" if e.line is not None else e.source
+            console.print(Text(f"  | {loc}: {e.text}", style="dim"))
+    return buf.getvalue()
