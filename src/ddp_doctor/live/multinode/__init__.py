@@ -1,0 +1,1 @@
+"""`ddp-doctor check` across nodes: preflight before torchrun's c10d rendezvous, the cluster report after."""
