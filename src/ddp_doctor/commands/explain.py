@@ -1,16 +1,51 @@
+"""`ddp-doctor explain [FILE|-]`: name the cause of a failed distributed job from its log.
+
+Reads torchrun / NCCL_DEBUG / kubectl logs output (plain, gzip or zstd; any size, in bounded
+memory) and reports the root cause first, then the other findings, each with the lines that
+prove it. Exit 1 when a failure signature matched, 0 when none, 2 when the input is unreadable.
+"""
+
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ddp_doctor.errors import UsageError
-from ddp_doctor.report import Report
+from ddp_doctor.report import Report, Result, Status
 
-HELP = "(explain: not built yet)"
+HELP = "explain why a distributed training job failed, from its log (FILE, or '-' for stdin)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from ddp_doctor.cli import add_output_arguments
+
+    parser.add_argument("file", nargs="?", default="-", metavar="FILE|-",
+                        help="the log: torchrun, NCCL_DEBUG or kubectl logs output; .gz/.zst unpacked (default: stdin)")
+    add_output_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> Report:
-    raise UsageError("'explain' is not built yet")
+    from ddp_doctor.diagnose import Stats, explain_stream
+    from ddp_doctor.diagnose.logread import open_log
+    from ddp_doctor.diagnose.prefilter import engine_name
+
+    if args.file == "-" and sys.stdin.isatty():
+        raise UsageError("no log given: pass a FILE, or pipe a log into 'ddp-doctor explain -'")
+    stream, name = open_log(args.file)
+    stats = Stats()
+    try:
+        results = explain_stream(stream, name, stats)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    report = Report(command="explain", target={"file": args.file if args.file != "-" else "stdin"})
+    report.facts = {"log": {"name": name, "bytes": stats.bytes_read, "lines": stats.lines,
+                            "candidate_lines": stats.candidates, "regex_engine": engine_name()}}
+    if not results:
+        results = [Result(
+            id="diag.none", title="No failure signature found", status=Status.PASS,
+            summary=f"read {stats.lines} line(s); none matches a known failure signature or looks like an error",
+        )]
+    report.extend(results)
+    report.root_cause = next((r.id for r in results if r.status is Status.FAIL), None)
+    return report

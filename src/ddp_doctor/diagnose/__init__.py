@@ -1,0 +1,70 @@
+"""Diagnosis: failure signatures (catalogue.yaml) + a matcher, log text / exit codes -> Results.
+
+The one entry point every part uses, so `check`, `bench`, image runs and `explain` name a
+failure with the same cause and remedy:
+
+    diagnose({"rank-1.log": lines, ...}, {"rank 1": -9}) -> [Result, ...]   # root cause first
+    signature("diag.shm_exhausted") -> {"title", "cause", "remedy", "severity", "source", ...}
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+from ddp_doctor.diagnose import catalogue, prefilter
+from ddp_doctor.diagnose.engine import Matcher
+from ddp_doctor.diagnose.logread import Stats, scan
+from ddp_doctor.report import Result
+
+__all__ = ["diagnose", "signature", "explain_stream", "Stats"]
+
+
+@functools.lru_cache(maxsize=1)
+def _prefilters() -> tuple[Any, Any]:
+    sigs = catalogue.load()
+    pattern = prefilter.union(p.pattern for s in sigs for p in s.patterns)
+    return prefilter.compile_str(pattern), prefilter.compile_bytes(pattern)
+
+
+def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None,
+             unknown: bool = False) -> list[Result]:
+    """Results `diag.<signature>` (fail / warn), root cause first; [] when nothing matched.
+
+    `unknown=True` adds `diag.unknown` with the error-looking lines when no signature explains them.
+    """
+    matcher = Matcher(catalogue.load())
+    text_filter, _ = _prefilters()
+    for name, lines in sources.items():
+        previous_hit = False  # the line after a hit is fed too: NCCL puts its "Last error" there
+        for lineno, line in enumerate(lines, start=1):
+            hit = text_filter.search(line) is not None
+            if hit or previous_hit:
+                matcher.line(name, lineno, line[: 8 << 10])
+            previous_hit = hit
+    for name, code in (exit_codes or {}).items():
+        matcher.exit_code(name, code)
+    return matcher.results(unknown=unknown)
+
+
+def explain_stream(stream: IO[bytes], name: str, stats: Stats | None = None,
+                   exit_codes: Mapping[str, int] | None = None) -> list[Result]:
+    """Diagnose one (possibly huge) binary log stream in bounded memory; unknown failures included."""
+    matcher = Matcher(catalogue.load())
+    _, byte_filter = _prefilters()
+    stats = stats if stats is not None else Stats()
+    for cand in scan(stream, byte_filter, stats, name=name):
+        matcher.line(name, cand.lineno, cand.text.decode("utf-8", "replace"))
+    for key, code in (exit_codes or {}).items():
+        matcher.exit_code(key, code)
+    return matcher.results(unknown=True)
+
+
+def signature(id: str) -> dict[str, Any] | None:  # noqa: A002 - the contract's name
+    sig = catalogue.by_id().get(id)
+    if sig is None:
+        return None
+    entry = sig.to_dict()
+    entry["source"] = "; ".join(sig.sources)
+    return entry

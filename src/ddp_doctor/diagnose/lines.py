@@ -1,0 +1,75 @@
+"""One log line made readable: colour codes and CR stripped, the rank / host prefix recognised.
+
+Rank attribution matters because the root cause is usually on one rank and the cascade on
+the others; the prefixes below are the ones torchrun, NCCL and `kubectl logs --prefix` write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+# Order matters: the first prefix that matches names the line's origin.
+_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("pod", re.compile(r"^\[pod/(?P<node>[^/\]\s]+)(?:/[^\]\s]*)?\]\s?")),          # kubectl logs --prefix
+    ("rank", re.compile(r"^\[rank(?P<rank>\d+)\]:")),                               # TORCH_DISTRIBUTED_DEBUG / torch >= 2.2 log prefix
+    ("local", re.compile(r"^\[(?:default|[A-Za-z_]\w*?)(?P<local>\d+)\]:")),        # torchrun --tee / --log-dir local-rank prefix
+    # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO ..."
+    ("nccl", re.compile(r"^(?P<node>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] ")),
+)
+# Rank numbers written inside messages: "[Rank 1] Watchdog caught", "rank      : 1 (local_rank: 1)".
+_INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|^\s*rank\s*:\s*(?P<rank2>\d+) \(local_rank")
+# `tail -n +1 a.log b.log` and `kubectl logs` collections separate files with these headers.
+HEADER = re.compile(r"^==> (?P<name>.+?) <==$")
+
+
+@dataclass(frozen=True)
+class Origin:
+    rank: int | None = None
+    local_rank: int | None = None
+    node: str | None = None
+    gpu: int | None = None
+    pid: int | None = None
+
+    def label(self) -> str:
+        parts = []
+        if self.node:
+            parts.append(self.node)
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        elif self.local_rank is not None:
+            parts.append(f"local rank {self.local_rank}")
+        if self.gpu is not None:
+            parts.append(f"gpu {self.gpu}")
+        return ", ".join(parts)
+
+
+def clean(text: str) -> str:
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    return text.rstrip("\r\n").replace("\x00", "")
+
+
+def origin(text: str, node: str | None = None) -> Origin:
+    """Where a line came from, as far as its prefixes say; `node` is the enclosing file header."""
+    fields: dict[str, int | str | None] = {"node": node}
+    rest = text
+    progress = True
+    while progress:  # prefixes stack: "[pod/w-0/c] [default1]:[rank1]:..."
+        progress = False
+        for _kind, pattern in _PREFIXES:
+            m = pattern.match(rest)
+            if not m:
+                continue
+            for key, value in m.groupdict().items():
+                if value is not None and key != "tid":
+                    fields["local_rank" if key == "local" else key] = value if key == "node" else int(value)
+            rest = rest[m.end():]
+            progress = True
+    if fields.get("rank") is None:
+        m = _INLINE_RANK.search(rest)
+        if m:
+            fields["rank"] = int(m.group("rank") or m.group("rank2"))
+    return Origin(**fields)  # type: ignore[arg-type]
