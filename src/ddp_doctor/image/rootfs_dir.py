@@ -1,0 +1,95 @@
+"""Walk a rootfs directory into a Tree by file descriptors: no link is followed, no mount crossed."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tarfile
+from typing import TYPE_CHECKING
+
+from ddp_doctor.errors import InputError
+from ddp_doctor.image.streams import CHUNK
+
+if TYPE_CHECKING:
+    from ddp_doctor.image.archive import Layers
+
+_TYPE = ((stat.S_ISREG, tarfile.REGTYPE), (stat.S_ISDIR, tarfile.DIRTYPE), (stat.S_ISLNK, tarfile.SYMTYPE),
+         (stat.S_ISCHR, tarfile.CHRTYPE), (stat.S_ISBLK, tarfile.BLKTYPE), (stat.S_ISFIFO, tarfile.FIFOTYPE))
+
+
+def _type(mode: int) -> bytes | None:
+    for test, t in _TYPE:
+        if test(mode):
+            return t
+    return None  # sockets: nothing an image carries
+
+
+def walk_into(root: str, layers: Layers) -> None:
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise InputError(f"cannot open {root}: {exc.strerror}") from None
+    device = os.fstat(top).st_dev
+    todo: list[tuple[int, str]] = [(top, "")]
+    tree = layers.tree
+    scanned: dict[str, set[bytes]] = {}
+    try:
+        while todo:
+            dfd, rel = todo.pop()
+            try:
+                with os.scandir(dfd) as it:
+                    entries = [(e.name, e.stat(follow_symlinks=False)) for e in it]
+            except OSError as exc:
+                raise InputError(f"cannot list {root}/{rel}: {exc.strerror}") from None
+            for name, st in sorted(entries):
+                t = _type(st.st_mode)
+                if t is None:
+                    continue
+                path = f"{rel}/{name}" if rel else name
+                link = os.readlink(name, dir_fd=dfd) if t == tarfile.SYMTYPE else ""
+                fd: int | None = None
+
+                def read(n: int, name: str = name, dfd: int = dfd) -> bytes:
+                    nonlocal fd
+                    fd = _open_file(name, dfd, f"{root}/{path}")
+                    return os.read(fd, n) if fd is not None else b""
+
+                try:
+                    full = tree.apply(path, t, st.st_size if t == tarfile.REGTYPE else 0, stat.S_IMODE(st.st_mode),
+                                      st.st_uid, link, root, read)
+                    if full is not None:
+                        wanted = layers.policy.scan(full)
+                        if wanted:
+                            fd = fd if fd is not None else _open_file(name, dfd, f"{root}/{path}")
+                            if fd is not None:
+                                from ddp_doctor.image.archive import _scan
+                                os.lseek(fd, 0, os.SEEK_SET)
+                                scanned[full] = _scan(iter(lambda fd=fd: os.read(fd, CHUNK), b""), wanted)
+                finally:
+                    if fd is not None:
+                        os.close(fd)
+                if t == tarfile.DIRTYPE and st.st_dev == device:
+                    try:
+                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+                    except OSError:
+                        continue  # replaced by a link or removed while we walked
+                    todo.append((sub, path))
+            if dfd != top:
+                os.close(dfd)
+    finally:
+        for dfd, _ in todo:
+            if dfd != top:
+                os.close(dfd)
+        os.close(top)
+    layers.markers.update({path: (tree.layer, found) for path, found in scanned.items()})
+
+
+def _open_file(name: str, dfd: int, what: str) -> int | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
