@@ -1,10 +1,142 @@
-"""Placeholder: replaced by the static-checks work."""
+"""gather(): every static fact about this environment, as one JSON-able dict.
+
+The parent never imports torch and never initialises CUDA. The slow probes (the torch import
+in a child interpreter, NVML) start first and run concurrently with the fast file reads, so
+`check --static` costs about one `python -c "import torch"`.
+"""
 
 from __future__ import annotations
 
-import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
+from ddp_doctor.env.probes import gpu, network, nccl_probe, system, torch_probe
 
-def gather() -> dict[str, Any]:
-    return {"python": {"version": sys.version.split()[0], "executable": sys.executable}}
+NVML_TIMEOUT_S = 20.0
+
+
+class _Background:
+    """A probe on a daemon thread with a deadline: a hung driver call cannot hang the doctor."""
+
+    def __init__(self, name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        self.name = name
+        self._fn = fn
+        self._result: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"probe-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - reported as the probe's error below
+            self._error = exc
+
+    def result(self, timeout_s: float) -> tuple[dict[str, Any] | None, str | None]:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            return None, f"the {self.name} probe did not answer within {timeout_s:.0f} s"
+        if self._error is not None:
+            return None, f"the {self.name} probe broke: {type(self._error).__name__}: {self._error}"
+        return self._result, None
+
+
+def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_error: str | None) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "installed": meta["installed"], "version": meta["version"], "location": meta["location"],
+        "importable": None, "import_error": None, "cuda": meta["cuda"], "hip": meta["hip"], "cudnn": None,
+        "flavour": None, "arch_list": [], "distributed": None,
+        "backends": {"nccl": False, "gloo": False, "mpi": False}, "nccl_version": None,
+        "git_version": meta.get("git_version"), "nccl_requirement": meta.get("nccl_requirement"),
+        "run_module": None, "source": "files",
+    }
+    if imported is not None or probe_error is not None:
+        data = imported or {}
+        facts["source"] = "import"
+        facts["importable"] = bool(data.get("importable"))
+        facts["import_error"] = data.get("import_error") or probe_error
+        if data.get("stderr_tail") and facts["import_error"]:
+            facts["import_stderr_tail"] = data["stderr_tail"]
+        if data.get("importable"):
+            facts["version"] = data.get("version") or facts["version"]
+            facts["cuda"] = data.get("cuda")
+            facts["hip"] = data.get("hip")
+            facts["cudnn"] = data.get("cudnn")
+            facts["arch_list"] = list(data.get("arch_list") or [])
+            dist = data.get("dist") or {}
+            facts["distributed"] = dist.get("available")
+            facts["backends"] = dict(dist.get("backends") or facts["backends"])
+            facts["nccl_version"] = data.get("nccl_version")
+            facts["run_module"] = data.get("run_module")
+            facts["import_s"] = data.get("import_s")
+            if data.get("errors"):
+                facts["probe_errors"] = data["errors"]
+    if facts["installed"]:
+        facts["flavour"] = "rocm" if facts["hip"] else "cuda" if facts["cuda"] else "cpu"
+    return facts
+
+
+def _nccl_facts(torch: dict[str, Any], imported: dict[str, Any] | None,
+                loaded: dict[str, Any] | None, candidate: tuple[str, str] | None) -> dict[str, Any]:
+    facts: dict[str, Any] = {"library": None, "source": None, "loadable": None, "version": None, "error": None,
+                             "candidates": []}
+    mapped = (imported or {}).get("nccl_loaded")
+    if mapped:
+        facts.update(library=mapped, source="loaded by torch", loadable=True,
+                     version=(imported or {}).get("nccl_loaded_version"))
+        for src, path in nccl_probe.candidates(torch.get("location")):
+            if str(path) == mapped or mapped.startswith(str(path.parent)):
+                facts["source"] = f"loaded by torch from the {src}"
+                break
+        return facts
+    if candidate is not None:
+        facts.update(library=candidate[1], source=candidate[0])
+        if loaded is not None:
+            facts.update(loadable=loaded.get("loadable"), version=loaded.get("version"), error=loaded.get("error"))
+    elif torch.get("nccl_version"):
+        facts.update(source="statically linked into torch", loadable=True, version=torch["nccl_version"])
+    return facts
+
+
+def gather(probe_torch: bool = True) -> dict[str, Any]:
+    started = time.monotonic()
+    meta = torch_probe.metadata()
+    torch_job = _Background("torch import", torch_probe.run_import) if probe_torch and meta["installed"] else None
+    gpu_job = _Background("NVML", gpu.probe)
+    nccl_candidates = nccl_probe.candidates(meta["location"])
+    first = (nccl_candidates[0][0], str(nccl_candidates[0][1])) if nccl_candidates else None
+    nccl_job = (_Background("NCCL load", lambda: nccl_probe.load(first[1]))
+                if first is not None and torch_job is None else None)
+
+    facts: dict[str, Any] = {
+        "python": system.python(),
+        "torchrun": system.torchrun(),
+        "shm": system.shm(),
+        "ulimits": system.ulimits(),
+        "container": system.container(),
+        "user": system.user(),
+        "env": system.env_vars(),
+        "network": {"interfaces": network.interfaces(), "infiniband": system.infiniband()},
+    }
+
+    gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
+    facts["gpus"] = gpus or {"driver_loaded": False, "driver_version": None, "cuda_driver_version": None, "count": 0,
+                             "physical_count": 0, "visible": [], "all": [], "cuda_visible_devices": None,
+                             "error": gpu_error, "device_nodes": gpu.device_nodes(), "topology": []}
+    facts["topology"] = {"pairs": facts["gpus"].get("topology", [])}
+
+    imported, import_error = (torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None))
+    facts["torch"] = _torch_facts(meta, imported, import_error)
+
+    loaded = None
+    if nccl_job is not None:
+        loaded, err = nccl_job.result(nccl_probe.LOAD_TIMEOUT_S + 5)
+        loaded = loaded or {"loadable": False, "error": err}
+    elif first is not None and not (imported or {}).get("nccl_loaded"):
+        loaded = nccl_probe.load(first[1])
+    facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first)
+    facts["nccl"]["candidates"] = [{"source": s, "path": str(p)} for s, p in nccl_candidates]
+    facts["gather_s"] = round(time.monotonic() - started, 3)
+    return facts

@@ -1,0 +1,115 @@
+"""Release tables as data: torch releases <-> CUDA wheels <-> NCCL <-> archs, and driver floors.
+
+The YAML files next to this module carry a source for each entry; this module only reads them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@functools.cache
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"knowledge file {name} is not a mapping")
+    return data
+
+
+def releases() -> dict[str, dict[str, Any]]:
+    return dict(_load("torch_releases.yaml")["releases"])
+
+
+def newest_verified() -> str:
+    return str(_load("torch_releases.yaml")["newest_verified"])
+
+
+def release_key(torch_version: str) -> str | None:
+    """'2.7.1+cu126' -> '2.7'; None when the string is not a torch version."""
+    m = re.match(r"^(\d+)\.(\d+)", torch_version.strip())
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def release(torch_version: str) -> dict[str, Any] | None:
+    key = release_key(torch_version)
+    entry = releases().get(key) if key else None
+    if entry is None:
+        return None
+    return {
+        "version": key,
+        "python": list(entry.get("python") or []),
+        "cuda_variants": list(entry.get("cuda_variants") or []),
+        "nccl": dict(entry.get("nccl") or {}),
+        "arch_list": {k: list(v) for k, v in (entry.get("arch_list") or {}).items()},
+        "source": entry.get("source"),
+    }
+
+
+def official_variants(torch_version: str) -> list[str] | None:
+    rel = release(torch_version)
+    return None if rel is None else rel["cuda_variants"]
+
+
+def variant_of(cuda_version: str | None) -> str:
+    """The wheel index name for a CUDA runtime: '12.6' -> 'cu126'; None -> 'cpu'."""
+    if not cuda_version:
+        return "cpu"
+    parts = cuda_version.split(".")
+    return f"cu{parts[0]}{parts[1] if len(parts) > 1 else '0'}"
+
+
+def cuda_of(variant: str) -> str | None:
+    """'cu126' -> '12.6'; 'cpu' -> None."""
+    m = re.fullmatch(r"cu(\d+)(\d)", variant)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def index_url(variant: str) -> str:
+    return str(_load("torch_releases.yaml")["index_url"]).format(variant=variant)
+
+
+def install_command(torch_version: str | None, variant: str, python: str | None = None) -> str:
+    """The pip command that installs an official wheel into this interpreter's environment."""
+    spec = f"torch=={torch_version}" if torch_version else "torch"
+    return f"{python or sys.executable} -m pip install '{spec}' --index-url {index_url(variant)}"
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+def driver_floor(cuda_version: str) -> dict[str, Any] | None:
+    """Driver floors for a CUDA runtime '12.6': minor-compat floor of its family and its GA driver."""
+    data = _load("cuda_drivers.yaml")
+    parts = cuda_version.split(".")
+    family = data["families"].get(parts[0])
+    if family is None:
+        return None
+    toolkit = data["toolkits"].get(".".join(parts[:2])) or {}
+    return {
+        "cuda": ".".join(parts[:2]),
+        "minor_compat": str(family["minor_compat"]),
+        "ga_driver": toolkit.get("ga_driver"),
+        "source": "; ".join(s for s in (family.get("source"), toolkit.get("source")) if s),
+    }
+
+
+def env_rules() -> dict[str, Any]:
+    return _load("env_vars.yaml")
+
+
+def variants_supporting(torch_version: str, sm: str) -> list[str]:
+    """Official variants of this release whose recorded arch list runs an `sm_XY` GPU."""
+    from ddp_doctor.env.arch import runs_on
+
+    rel = release(torch_version)
+    if rel is None:
+        return []
+    return [v for v, archs in rel["arch_list"].items() if runs_on(sm, archs)]

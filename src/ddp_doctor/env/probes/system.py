@@ -1,0 +1,164 @@
+"""The fast facts that need neither torch nor a GPU: interpreter, torchrun, /dev/shm, ulimits,
+container, user, environment variables. Each reads files or syscalls; none starts a process."""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import pwd
+import resource
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+SHM_PATH = "/dev/shm"
+
+
+def python() -> dict[str, Any]:
+    prefix = sys.prefix
+    conda = os.environ.get("CONDA_DEFAULT_ENV")
+    if conda is None and Path(prefix, "conda-meta").is_dir():
+        conda = Path(prefix).name
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "prefix": prefix,
+        "base_prefix": sys.base_prefix,
+        "venv": sys.prefix != sys.base_prefix,
+        "conda_env": conda,
+    }
+
+
+def _shebang_python(script: Path) -> str | None:
+    """The interpreter a console script runs: its #! line, or the `exec' PY` trampoline pip
+    writes when the path is too long for #!."""
+    try:
+        with script.open("rb") as f:
+            head = f.read(1024).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    words = head[0][2:].strip().split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env" and len(words) > 1:
+        return shutil.which(words[-1]) or words[-1]
+    if Path(words[0]).name in ("sh", "bash"):
+        for line in head[1:4]:
+            if "exec'" in line:
+                parts = line.split("exec'", 1)[1].strip().split()
+                return parts[0].strip("'\"") if parts else None
+        return None
+    return words[0]
+
+
+def _same_interpreter(candidate: str | None) -> bool | None:
+    if not candidate:
+        return None
+    cand = Path(candidate)
+    try:
+        if cand.resolve() == Path(sys.executable).resolve() and cand.parent.parent == Path(sys.prefix):
+            return True
+    except OSError:
+        return None
+    # A venv's python is a symlink to the base interpreter, so compare environments too.
+    return cand.parent.parent.resolve() == Path(sys.prefix).resolve() or cand.parent.resolve() == Path(sys.executable).parent.resolve()
+
+
+def torchrun() -> dict[str, Any]:
+    path = shutil.which("torchrun")
+    own = Path(sys.executable).parent / "torchrun"
+    facts: dict[str, Any] = {"path": path, "shebang_python": None, "same_env": None,
+                             "env_script": str(own) if own.is_file() else None}
+    if path:
+        facts["shebang_python"] = _shebang_python(Path(path))
+        facts["same_env"] = _same_interpreter(facts["shebang_python"])
+    return facts
+
+
+def shm() -> dict[str, Any]:
+    facts: dict[str, Any] = {"path": SHM_PATH, "size_bytes": None, "free_bytes": None, "error": None}
+    try:
+        st = os.statvfs(SHM_PATH)
+    except OSError as exc:
+        facts["error"] = f"{SHM_PATH}: {exc.strerror or exc}"
+        return facts
+    facts["size_bytes"] = st.f_frsize * st.f_blocks
+    facts["free_bytes"] = st.f_frsize * st.f_bavail
+    return facts
+
+
+def _limit(value: int) -> int | None:
+    return None if value == resource.RLIM_INFINITY else int(value)
+
+
+def ulimits() -> dict[str, Any]:
+    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return {
+        "memlock_soft_bytes": _limit(memlock[0]), "memlock_hard_bytes": _limit(memlock[1]),
+        "nofile_soft": _limit(nofile[0]), "nofile_hard": _limit(nofile[1]),
+    }
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def container() -> dict[str, Any]:
+    evidence: list[str] = []
+    kind: str | None = None
+    if Path("/.dockerenv").exists():
+        kind = "docker"
+        evidence.append("/.dockerenv exists")
+    if Path("/run/.containerenv").exists():
+        kind = "podman"
+        evidence.append("/run/.containerenv exists")
+    cgroup = _read("/proc/1/cgroup")
+    for marker, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("libpod", "podman"), ("containerd", "containerd")):
+        if marker in cgroup:
+            evidence.append(f"/proc/1/cgroup mentions {marker}")
+            kind = kind or name
+    kubernetes = "KUBERNETES_SERVICE_HOST" in os.environ or "kubepods" in cgroup
+    if "KUBERNETES_SERVICE_HOST" in os.environ:
+        evidence.append("KUBERNETES_SERVICE_HOST is set")
+    if kind is None and os.environ.get("container"):
+        kind = os.environ["container"]
+        evidence.append(f"container={kind} in the environment")
+    return {"in_container": kind is not None or kubernetes, "kind": kind, "kubernetes": kubernetes, "evidence": evidence}
+
+
+def user() -> dict[str, Any]:
+    uid = os.geteuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = None
+    return {"uid": uid, "gid": os.getegid(), "name": name, "root": uid == 0}
+
+
+def env_vars(prefixes: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_"),
+             names: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                       "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
+                                       "OMP_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH")) -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k in names or k.startswith(prefixes)}
+
+
+def infiniband() -> dict[str, Any]:
+    devices = sorted(p.name for p in Path("/sys/class/infiniband").glob("*")) if Path("/sys/class/infiniband").is_dir() else []
+    verbs = None
+    if devices:
+        for pattern in ("/usr/lib/x86_64-linux-gnu/libibverbs.so*", "/usr/lib/aarch64-linux-gnu/libibverbs.so*",
+                        "/usr/lib64/libibverbs.so*", "/usr/lib/libibverbs.so*", "/lib/x86_64-linux-gnu/libibverbs.so*"):
+            hits = sorted(glob.glob(pattern))
+            if hits:
+                verbs = hits[0]
+                break
+    return {"devices": devices, "libibverbs": verbs}

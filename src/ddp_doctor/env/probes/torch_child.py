@@ -1,0 +1,118 @@
+# Runs in a short-lived child interpreter (`python -c <this source>`), never in the parent:
+# importing torch is what is being tested, and it must not touch the doctor's own process.
+# It prints one JSON object on stdout. It never initialises CUDA (no torch.cuda.is_available()).
+import json
+import sys
+import time
+
+if sys.path and sys.path[0] in ("", "."):
+    sys.path.pop(0)  # a ./torch directory in the caller's cwd must not shadow the real one
+
+t0 = time.perf_counter()
+out = {"importable": False}
+try:
+    import torch
+except BaseException as exc:  # noqa: BLE001 - the exact failure is the finding
+    import traceback
+
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    out["import_error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    out["import_traceback_tail"] = "".join(lines[-6:])[-3000:]
+    print(json.dumps(out))
+    sys.exit(0)
+
+out["importable"] = True
+out["import_s"] = round(time.perf_counter() - t0, 3)
+out["version"] = str(torch.__version__)
+out["location"] = getattr(torch, "__file__", None)
+version_mod = getattr(torch, "version", None)
+out["cuda"] = getattr(version_mod, "cuda", None)
+out["hip"] = getattr(version_mod, "hip", None)
+out["git_version"] = getattr(version_mod, "git_version", None)
+
+
+def attempt(name, fn):
+    try:
+        out[name] = fn()
+    except BaseException as exc:  # noqa: BLE001
+        out[name] = None
+        out.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"[:500]
+
+
+def cudnn_version():
+    cudnn = torch.backends.cudnn
+    return cudnn.version() if cudnn.is_available() else None
+
+
+def arch_list():
+    # torch.cuda.get_arch_list() returns [] unless a device is usable; the compiled-in
+    # flags are what matter for "no kernel image" and need no device.
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    value = flags() if flags is not None else None
+    return value.split() if value else []
+
+
+def distributed():
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return {"available": False, "backends": {"nccl": False, "gloo": False, "mpi": False}}
+    return {
+        "available": True,
+        "backends": {
+            "nccl": bool(dist.is_nccl_available()),
+            "gloo": bool(dist.is_gloo_available()),
+            "mpi": bool(dist.is_mpi_available()),
+        },
+    }
+
+
+def nccl_version():
+    if not hasattr(torch._C, "_nccl_version"):
+        return None
+    import torch.cuda.nccl as nccl
+
+    v = nccl.version()
+    return ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
+
+
+def run_module():
+    import torch.distributed.run as run
+
+    return callable(getattr(run, "main", None))
+
+
+def loaded_nccl():
+    # The library torch really mapped, whichever of torch/lib, nvidia-nccl-cu*, or a system
+    # copy the dynamic loader picked.
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+            if "/libnccl" in path and ".so" in path:
+                return path.strip()
+    return None
+
+
+def nccl_lib_version(path):
+    import ctypes
+
+    lib = ctypes.CDLL(path)
+    code = ctypes.c_int(0)
+    rc = lib.ncclGetVersion(ctypes.byref(code))
+    if rc != 0:
+        raise RuntimeError(f"ncclGetVersion returned {rc}")
+    c = code.value
+    # NCCL >= 2.9 encodes major*10000 + minor*100 + patch; older ones major*1000 + minor*100 + patch.
+    return f"{c // 10000}.{c % 10000 // 100}.{c % 100}" if c >= 10000 else f"{c // 1000}.{c % 1000 // 100}.{c % 100}"
+
+
+attempt("cudnn", cudnn_version)
+attempt("arch_list", arch_list)
+attempt("dist", distributed)
+attempt("nccl_version", nccl_version)
+attempt("run_module", run_module)
+attempt("nccl_loaded", loaded_nccl)
+if out.get("nccl_loaded"):
+    attempt("nccl_loaded_version", lambda: nccl_lib_version(out["nccl_loaded"]))
+out["probe_s"] = round(time.perf_counter() - t0, 3)
+print(json.dumps(out))
