@@ -1,0 +1,56 @@
+"""LaunchSpec -> a docker compose file (one service; one host per compose project)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddp_doctor.deploy.serialize import yaml_documents
+from ddp_doctor.deploy.spec import LaunchSpec, gib_text
+
+
+def service(spec: LaunchSpec) -> dict[str, Any]:
+    # Compose interpolates ${VAR:?message} itself: a missing variable stops `up` with that message.
+    node_rank = "${NODE_RANK:?set NODE_RANK to this node's rank}"
+    master = "${MASTER_ADDR:?set MASTER_ADDR to node 0's address}"
+    svc: dict[str, Any] = {
+        "image": spec.image,
+        "command": spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}"),
+        "user": f"{spec.uid}:{spec.gid}",
+    }
+    if spec.ipc_host:
+        svc["ipc"] = "host"
+    else:
+        svc["shm_size"] = gib_text(spec.shm, "compose")
+    svc["ulimits"] = {"memlock": -1, "stack": 67108864}
+    if spec.multi_node:
+        svc["network_mode"] = "host"
+    svc["environment"] = dict(spec.env)
+    svc["volumes"] = [f"{m.source}:{m.target}" + (":ro" if m.read_only else "")
+                      for m in (*spec.data, spec.log_mount(kubernetes=False))]
+    limits = {"cpus": str(spec.cpu_count), "memory": gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose")}
+    resources: dict[str, Any] = {"limits": limits}
+    if spec.gpus_per_node:
+        device: dict[str, Any] = {"driver": "nvidia", "capabilities": ["gpu"]}
+        if spec.all_devices:
+            device["count"] = "all"
+        elif spec.devices:
+            device["device_ids"] = list(spec.devices)
+        else:
+            device["count"] = spec.gpus_per_node
+        resources["reservations"] = {"devices": [device]}
+    svc["deploy"] = {"resources": resources}
+    return svc
+
+
+def to_dict(spec: LaunchSpec) -> dict[str, Any]:
+    return {"name": spec.name, "services": {spec.name: service(spec)}}
+
+
+def render(spec: LaunchSpec) -> str:
+    header = f"ddp-doctor launch --target compose: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n" \
+             "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n" \
+             "ulimits.memlock -1: NCCL / RDMA pin host memory."
+    if spec.multi_node:
+        header += "\nRun `docker compose up` on every node with NODE_RANK=0..N-1, MASTER_ADDR=node 0, one RUN_ID;\n" \
+                  "network_mode host: the other nodes must reach the rendezvous and NCCL ports."
+    return yaml_documents([to_dict(spec)], header)

@@ -1,0 +1,78 @@
+"""LaunchSpec -> `docker run` argv, printed as a small shell script with the why of each flag."""
+
+from __future__ import annotations
+
+from ddp_doctor.deploy.serialize import shell_lines, shell_word
+from ddp_doctor.deploy.spec import LaunchSpec, gib_text, host_path
+
+WHY = {
+    "--gpus": "hands the GPUs to the container through the NVIDIA Container Toolkit; without it torch sees no GPU",
+    "--shm-size": "Docker's /dev/shm is 64 MB; DataLoader workers and NCCL's shared-memory transport need more "
+                  "(a Bus error / 'No space left on device' otherwise)",
+    "--ipc": "--ipc=host shares the host's /dev/shm instead of a sized private one: simplest for NCCL, "
+             "but the container can see the host's IPC objects",
+    "--ulimit": "memlock=-1 lets NCCL / RDMA pin host memory; stack=64 MiB as NVIDIA's containers recommend",
+    "--network": "--network host: ranks on other nodes must reach this node's rendezvous and NCCL ports",
+    "--user": "run as an unprivileged user; files written to the mounts belong to that uid",
+}
+
+
+def gpu_flag(spec: LaunchSpec) -> list[str]:
+    if spec.gpus_per_node == 0:
+        return []
+    if spec.all_devices:
+        return ["--gpus", "all"]
+    if spec.devices:
+        # The inner double quotes are part of the value: docker splits on commas otherwise.
+        return ["--gpus", '"device=' + ",".join(spec.devices) + '"']
+    return ["--gpus", str(spec.gpus_per_node)]
+
+
+def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
+    node_rank, master = "${NODE_RANK}", "${MASTER_ADDR}"
+    out = [engine, "run", "--rm", "--name", spec.name if not spec.multi_node else f"{spec.name}-node-{node_rank}"]
+    out += gpu_flag(spec)
+    out += ["--ipc=host"] if spec.ipc_host else ["--shm-size", gib_text(spec.shm, "docker")]
+    out += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    out += ["--cpus", str(spec.cpu_count), "--memory", gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "docker")]
+    if spec.multi_node:
+        out += ["--network", "host"]
+    out += ["--user", f"{spec.uid}:{spec.gid}"]
+    for m in (*spec.data, spec.log_mount(kubernetes=False)):
+        out += ["--volume", f"{host_path(m.source)}:{m.target}" + (":ro" if m.read_only else "")]
+    for key, value in spec.env:
+        out += ["--env", f"{key}={value}"]
+    out += [spec.image]
+    out += spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID}}")
+    return out
+
+
+def group_flags(flags: list[str], image: str) -> list[list[str]]:
+    """[engine run], then each flag with its value, then the image and the command."""
+    at = flags.index(image)
+    groups, i = [flags[:2]], 2
+    while i < at:
+        takes_value = "=" not in flags[i] and flags[i] != "--rm" and i + 1 < at
+        groups.append(flags[i:i + 2] if takes_value else [flags[i]])
+        i += 2 if takes_value else 1
+    groups.append(flags[at:])
+    return groups
+
+
+def render(spec: LaunchSpec) -> str:
+    lines = ["#!/bin/sh", f"# ddp-doctor launch --target docker: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)"]
+    flags = argv(spec)
+    present = {f.split("=")[0] for f in flags if f.startswith("--")}
+    lines += [f"# {flag}: {why}" for flag, why in WHY.items() if flag in present]
+    lines.append("set -eu")
+    if spec.multi_node:
+        lines += [
+            "# Run this script on every node, node 0 first: NODE_RANK=0..N-1, MASTER_ADDR = node 0's address,",
+            "# RUN_ID the same on every node of one run.",
+            ': "${NODE_RANK:?set NODE_RANK to this node\'s rank, 0 on the master}"',
+            ': "${MASTER_ADDR:?set MASTER_ADDR to node 0\'s address (not localhost)}"',
+            ': "${RUN_ID:?set RUN_ID to one value shared by every node}"',
+        ]
+    lines.append("mkdir -p " + shell_word(host_path(spec.log_mount(kubernetes=False).source)))
+    lines.append("exec " + shell_lines(group_flags(flags, spec.image)))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""The pod template shared by the Kubernetes Job and the PyTorchJob: GPUs, /dev/shm, security, volumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddp_doctor.deploy.spec import LaunchSpec, Mount, gib_text
+
+GPU_RESOURCE = "nvidia.com/gpu"
+RUNTIME_CLASS = "nvidia"
+CONTAINER = "trainer"
+
+
+def _volume(m: Mount) -> dict[str, Any]:
+    if m.claim:
+        return {"name": m.name, "persistentVolumeClaim": {"claimName": m.claim, "readOnly": m.read_only}}
+    return {"name": m.name, "hostPath": {"path": m.source, "type": "DirectoryOrCreate"}}
+
+
+def resources(spec: LaunchSpec) -> dict[str, Any]:
+    # A memory-backed emptyDir is charged to the container's memory: raise the limit by the
+    # shm size, or the pod is OOM-killed when /dev/shm fills up.
+    amounts: dict[str, Any] = {"cpu": str(spec.cpu_count), "memory": gib_text(spec.memory + spec.shm, "k8s")}
+    if spec.gpus_per_node:
+        amounts[GPU_RESOURCE] = spec.gpus_per_node
+    # requests == limits: GPUs demand it, and Guaranteed QoS keeps the ranks from being evicted first.
+    return {"limits": dict(amounts), "requests": dict(amounts)}
+
+
+def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]]) -> dict[str, Any]:
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    for m in (*spec.data, spec.log_mount(kubernetes=True)):
+        mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
+    c: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": command[:1],
+        "args": command[1:],
+        "env": [{"name": k, "value": v} for k, v in spec.env] + env,
+        "resources": resources(spec),
+        "volumeMounts": mounts,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if ports:
+        c["ports"] = ports
+    return c
+
+
+def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | None = None,
+             ports: list[dict[str, Any]] | None = None, restart: str | None = "Never",
+             subdomain: str | None = None) -> dict[str, Any]:
+    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_text(spec.shm, "k8s")}}]
+    volumes += [_volume(m) for m in (*spec.data, spec.log_mount(kubernetes=True))]
+    pod: dict[str, Any] = {}
+    if restart:
+        pod["restartPolicy"] = restart
+    if spec.gpus_per_node:
+        # Clusters whose default runtime is not NVIDIA's (most GPU Operator installs) need this.
+        pod["runtimeClassName"] = RUNTIME_CLASS
+    if subdomain:
+        pod["subdomain"] = subdomain
+    pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid, "runAsNonRoot": True}
+    pod["containers"] = [container(spec, command, env or [], ports or [])]
+    pod["volumes"] = volumes
+    return pod
+
+
+def metadata(spec: LaunchSpec) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": spec.name, "labels": {"app.kubernetes.io/name": spec.name,
+                                                          "app.kubernetes.io/managed-by": "ddp-doctor"}}
+    if spec.namespace:
+        meta["namespace"] = spec.namespace
+    return meta

@@ -1,0 +1,47 @@
+"""LaunchSpec -> a Kubeflow PyTorchJob (kubeflow.org/v1): Master + Workers, nprocPerNode = GPU limit.
+
+The training operator sets MASTER_ADDR / MASTER_PORT (from the container port named
+`pytorchjob-port`) and RANK (the pod's rank: Master 0, Worker i -> i+1) in every pod, and
+Kubernetes expands $(VAR) in args from the container's environment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddp_doctor.deploy import pod
+from ddp_doctor.deploy.serialize import yaml_documents
+from ddp_doctor.deploy.spec import LaunchSpec
+
+PORT_NAME = "pytorchjob-port"
+
+
+def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> dict[str, Any]:
+    command = spec.entrypoint(node_rank="$(RANK)", rdzv_host=rdzv_host, rdzv_id=spec.name)
+    ports = [{"name": PORT_NAME, "containerPort": spec.rdzv_port}]
+    template_spec = pod.pod_spec(spec, command, ports=ports, restart=None)
+    return {"replicas": replicas, "restartPolicy": "Never",
+            "template": {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}}
+
+
+def to_dict(spec: LaunchSpec) -> dict[str, Any]:
+    job_spec: dict[str, Any] = {"nprocPerNode": str(spec.ranks_per_node)}
+    if spec.min_nodes is not None:
+        # Elastic: only Workers, any of which may host the c10d store; worker 0 is the endpoint.
+        job_spec["elasticPolicy"] = {"rdzvBackend": "c10d", "rdzvPort": spec.rdzv_port, "minReplicas": spec.min_nodes,
+                                     "maxReplicas": spec.nodes, "maxRestarts": 3}
+        job_spec["pytorchReplicaSpecs"] = {"Worker": _replica(spec, spec.nodes, f"{spec.name}-worker-0")}
+    else:
+        replicas = {"Master": _replica(spec, 1, "$(MASTER_ADDR)")}
+        if spec.nodes > 1:
+            replicas["Worker"] = _replica(spec, spec.nodes - 1, "$(MASTER_ADDR)")
+        job_spec["pytorchReplicaSpecs"] = replicas
+    job_spec["runPolicy"] = {"cleanPodPolicy": "None", "backoffLimit": 0}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": pod.metadata(spec), "spec": job_spec}
+
+
+def render(spec: LaunchSpec) -> str:
+    header = (f"ddp-doctor launch --target pytorchjob: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
+              "Needs the Kubeflow training operator (kubeflow.org/v1 PyTorchJob).\n"
+              f"nprocPerNode = nvidia.com/gpu limit = {spec.ranks_per_node}; /dev/shm memory-backed, counted in the memory limit.")
+    return yaml_documents([to_dict(spec)], header)

@@ -1,0 +1,262 @@
+"""The neutral launch spec: what to run, on how many nodes and GPUs, with which mounts.
+
+Built from `ddp-doctor launch` flags or a small YAML file; each translator in this
+package turns one LaunchSpec into a plain dict or argv, serialised last.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.errors import InputError, UsageError
+
+GIB = 1024**3
+MIB = 1024**2
+
+# Defaults, documented in docs/launch.md. Per GPU so that a 1-GPU spec stays small and
+# an 8-GPU node gets room for 8 ranks' DataLoader workers and NCCL's shared-memory rings.
+SHM_PER_GPU = 4 * GIB
+MEMORY_PER_GPU = 16 * GIB
+CPUS_PER_GPU = 8
+DEFAULT_GPUS = 8
+RDZV_PORT = 29500
+DEFAULT_ENV = {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "1"}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+
+
+def parse_size(text: str | int, what: str) -> int:
+    """'16g', '16Gi', '512m', '2GB' or a byte count -> bytes (binary units)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE.match(str(text))
+    if not m:
+        raise UsageError(f"{what}: {text!r} is not a size; expected e.g. 16g, 16Gi or 512m")
+    scale = {"": 1, "k": 1024, "m": MIB, "g": GIB, "t": 1024 * GIB}[m.group(2).lower()]
+    return int(float(m.group(1)) * scale)
+
+
+def gib_text(n: int, style: str) -> str:
+    """Bytes -> '16Gi' (kubernetes), '16g' (docker), '16gb' (compose), '16G' (slurm)."""
+    suffix = {"k8s": ("Gi", "Mi"), "docker": ("g", "m"), "compose": ("gb", "mb"), "slurm": ("G", "M")}[style]
+    if n % GIB == 0:
+        return f"{n // GIB}{suffix[0]}"
+    return f"{max(1, n // MIB)}{suffix[1]}"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A directory made visible in the container."""
+
+    source: str
+    """A host path (docker, compose, slurm; hostPath in Kubernetes) or `pvc:NAME` (Kubernetes only)."""
+    target: str
+    """The path inside the container."""
+    read_only: bool = False
+    name: str = "data"
+
+    @property
+    def claim(self) -> str | None:
+        return self.source[4:] if self.source.startswith("pvc:") else None
+
+
+def host_path(source: str) -> str:
+    """A relative host path made absolute at run time (docker -v and pyxis need absolute paths)."""
+    if source.startswith(("/", "$", "~")):
+        return source
+    return "${PWD}/" + source.removeprefix("./")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    image: str
+    """The only field without a default."""
+    name: str = "ddp-doctor"
+    """Job / service name; a DNS label."""
+    nodes: int = 1
+    min_nodes: int | None = None
+    """Set for an elastic job: torchrun --nnodes MIN:MAX, a PyTorchJob elasticPolicy."""
+    gpus_per_node: int = DEFAULT_GPUS
+    devices: tuple[str, ...] = ()
+    """Explicit GPU indices (docker / compose); when given, gpus_per_node == len(devices)."""
+    all_devices: bool = False
+    """docker / compose: every GPU of the host (`--gpus all`); gpus_per_node must be their number."""
+    shm_bytes: int | None = None
+    """/dev/shm size; default SHM_PER_GPU per GPU."""
+    ipc_host: bool = False
+    """docker / compose: share the host IPC namespace instead of sizing /dev/shm."""
+    script: str | None = None
+    """The user's training script, run through torchrun; None runs `ddp-doctor check`."""
+    script_args: tuple[str, ...] = ()
+    data: tuple[Mount, ...] = ()
+    logs: Mount | None = None
+    """Where logs and checkpoints go; default ./logs (pvc:NAME-logs on Kubernetes)."""
+    env: tuple[tuple[str, str], ...] = tuple(DEFAULT_ENV.items())
+    uid: int = 1000
+    gid: int = 1000
+    cpus: int | None = None
+    """CPUs per node; default CPUS_PER_GPU per GPU."""
+    memory_bytes: int | None = None
+    """Memory per node for the processes, without /dev/shm; default MEMORY_PER_GPU per GPU."""
+    rdzv_port: int = RDZV_PORT
+    namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.image or any(c.isspace() for c in self.image):
+            problems.append(f"image {self.image!r} is not an image reference")
+        if not _NAME.match(self.name):
+            problems.append(f"name {self.name!r} is not a DNS label (lower-case letters, digits, '-', at most 52)")
+        if self.nodes < 1:
+            problems.append(f"nodes is {self.nodes}; expected at least 1")
+        if self.min_nodes is not None and not 1 <= self.min_nodes <= self.nodes:
+            problems.append(f"min nodes is {self.min_nodes}; expected 1..{self.nodes}")
+        if self.gpus_per_node < 0:
+            problems.append(f"GPUs per node is {self.gpus_per_node}; expected 0 or more")
+        if self.devices and len(self.devices) != self.gpus_per_node:
+            problems.append(f"{len(self.devices)} devices listed but {self.gpus_per_node} GPUs per node")
+        if not 1 <= self.rdzv_port <= 65535:
+            problems.append(f"rendezvous port {self.rdzv_port} is outside 1..65535")
+        if problems:
+            raise UsageError("; ".join(problems))
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1
+
+    @property
+    def ranks_per_node(self) -> int:
+        """GPUs per node, or 2 CPU ranks with gloo when the spec asks for no GPU."""
+        return self.gpus_per_node or 2
+
+    @property
+    def shm(self) -> int:
+        return self.shm_bytes if self.shm_bytes is not None else SHM_PER_GPU * max(1, self.gpus_per_node)
+
+    @property
+    def memory(self) -> int:
+        return self.memory_bytes if self.memory_bytes is not None else MEMORY_PER_GPU * max(1, self.gpus_per_node)
+
+    @property
+    def cpu_count(self) -> int:
+        return self.cpus if self.cpus is not None else CPUS_PER_GPU * max(1, self.gpus_per_node)
+
+    @property
+    def nnodes_arg(self) -> str:
+        return f"{self.min_nodes}:{self.nodes}" if self.min_nodes is not None else str(self.nodes)
+
+    def log_mount(self, kubernetes: bool) -> Mount:
+        if self.logs is not None:
+            return self.logs
+        return Mount(f"pvc:{self.name}-logs" if kubernetes else "./logs", "/logs", name="logs")
+
+    def entrypoint(self, node_rank: str, rdzv_host: str, rdzv_id: str) -> list[str]:
+        """The container command: `ddp-doctor check` or torchrun + the user's script.
+
+        node_rank / rdzv_host / rdzv_id are target-specific expressions (a shell variable,
+        a Kubernetes $(VAR)), used only for several nodes.
+        """
+        n = str(self.ranks_per_node)
+        endpoint = f"{rdzv_host}:{self.rdzv_port}"
+        if self.script is None:
+            argv = ["ddp-doctor", "check", "--nproc", n]
+            if self.multi_node:
+                argv += ["--nnodes", self.nnodes_arg, "--node-rank", node_rank,
+                         "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
+            return argv
+        if not self.multi_node:
+            return ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", n, self.script, *self.script_args]
+        return ["torchrun", "--nnodes", self.nnodes_arg, "--nproc-per-node", n, "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id, self.script, *self.script_args]
+
+
+def parse_mount(text: str, name: str, what: str) -> Mount:
+    """SRC:DEST[:ro]."""
+    parts = text.split(":")
+    if parts[0] == "pvc" and len(parts) >= 3:
+        parts = [f"pvc:{parts[1]}", *parts[2:]]
+    read_only = parts[-1] in ("ro", "rw") and len(parts) == 3 and parts.pop() == "ro"
+    if len(parts) != 2 or not parts[0] or not parts[1].startswith("/"):
+        raise UsageError(f"{what} {text!r}: expected SRC:/container/path[:ro] (SRC a host path or pvc:NAME)")
+    return Mount(parts[0], parts[1], read_only, name)
+
+
+def parse_env(items: list[str]) -> tuple[tuple[str, str], ...]:
+    env = dict(DEFAULT_ENV)
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE")
+        env[key] = value
+    return tuple(env.items())
+
+
+# Spec-file keys -> LaunchSpec fields (and how to convert them). Unknown keys are an error
+# so that a typo does not silently fall back to a default.
+_FILE_KEYS = {
+    "image": str, "name": str, "nodes": int, "min_nodes": int, "gpus_per_node": int, "namespace": str,
+    "ipc_host": bool, "script": str, "uid": int, "gid": int, "cpus": int, "rdzv_port": int,
+}
+
+
+def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A spec file's mapping -> LaunchSpec keyword arguments (flags override them later)."""
+    out: dict[str, Any] = {}
+    known = set(_FILE_KEYS) | {"devices", "shm_size", "memory", "script_args", "data", "logs", "env"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InputError(f"{source}: unknown key(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}")
+    try:
+        for key, conv in _FILE_KEYS.items():
+            if key in data and data[key] is not None:
+                value = data[key]
+                if conv is int and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise TypeError(f"{key} must be an integer, got {value!r}")
+                if conv is bool and not isinstance(value, bool):
+                    raise TypeError(f"{key} must be true or false, got {value!r}")
+                out[key] = conv(value)
+        if "devices" in data:
+            out["devices"] = tuple(str(d) for d in data["devices"] or ())
+        if "shm_size" in data:
+            out["shm_bytes"] = parse_size(data["shm_size"], f"{source}: shm_size")
+        if "memory" in data:
+            out["memory_bytes"] = parse_size(data["memory"], f"{source}: memory")
+        if "script_args" in data:
+            out["script_args"] = tuple(str(a) for a in data["script_args"] or ())
+        if "data" in data:
+            out["data"] = tuple(parse_mount(str(m), f"data{i}" if i else "data", f"{source}: data")
+                                for i, m in enumerate(data["data"] or ()))
+        if "logs" in data:
+            out["logs"] = parse_mount(str(data["logs"]), "logs", f"{source}: logs")
+        if "env" in data:
+            env = data["env"] or {}
+            if not isinstance(env, dict):
+                raise TypeError("env must be a mapping NAME: VALUE")
+            out["env"] = parse_env([f"{k}={v}" for k, v in env.items()])
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{source}: {exc}") from None
+    return out
+
+
+def load_file(path: str) -> dict[str, Any]:
+    from ddp_doctor.deploy.lint.loader import load_yaml_documents, read_text
+
+    text = read_text(Path(path))
+    docs = load_yaml_documents(text, path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError(f"{path}: a launch spec is one YAML mapping (image: ..., nodes: ...); found {len(docs)} document(s)")
+    return from_mapping(docs[0].plain(), path)  # type: ignore[attr-defined]
+
+
+def build(values: dict[str, Any]) -> LaunchSpec:
+    if not values.get("image"):
+        raise UsageError("--image is required (in flags or the spec file)")
+    if values.get("devices") and "gpus_per_node" not in values:
+        values["gpus_per_node"] = len(values["devices"])
+    known = {f.name for f in fields(LaunchSpec)}
+    return LaunchSpec(**{k: v for k, v in values.items() if k in known})
+

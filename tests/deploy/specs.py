@@ -1,0 +1,32 @@
+"""The launch specs behind the golden files: 1 node x 1 GPU, 1 x 8, 4 x 8 (+ an elastic script run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import FIXTURES
+
+GOLDEN = FIXTURES / "deploy" / "golden"
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+EXT = {"docker": "sh", "compose": "yaml", "k8s": "yaml", "pytorchjob": "yaml", "slurm": "sbatch"}
+
+# name -> launch flags (every one a real `ddp-doctor launch` command line)
+SPECS: dict[str, list[str]] = {
+    "1x1": ["--image", IMAGE, "--gpus-per-node", "1", "--name", "doctor-1x1"],
+    "1x8": ["--image", IMAGE, "--name", "doctor-1x8", "--data", "/datasets/imagenet:/data:ro"],
+    "4x8": ["--image", IMAGE, "--nodes", "4", "--name", "doctor-4x8", "--env", "NCCL_SOCKET_IFNAME=eth0"],
+    "4x8-elastic-script": ["--image", IMAGE, "--nodes", "4", "--min-nodes", "2", "--name", "train-4x8",
+                           "--shm-size", "64g", "--memory", "512g", "--script", "train.py", "--", "--epochs", "3"],
+}
+TARGETS = tuple(EXT)
+
+
+def golden_path(spec: str, target: str) -> Path:
+    return GOLDEN / spec / f"{target}.{EXT[target]}"
+
+
+def extra_flags(spec: str, target: str) -> list[str]:
+    # Kubernetes reads mounts as hostPath / PVC; the other targets as host paths.
+    if spec == "1x8" and target in ("k8s", "pytorchjob"):
+        return ["--logs", "pvc:doctor-logs:/logs"]
+    return []
