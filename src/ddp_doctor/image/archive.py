@@ -18,7 +18,15 @@ from typing import Any, BinaryIO
 from ddp_doctor.errors import InputError
 from ddp_doctor.image.limits import Limits
 from ddp_doctor.image.streams import (
-    CHUNK, BombGuard, Hashing, Peek, Readable, Slice, check_digest, compression_of, decompressed,
+    CHUNK,
+    BombGuard,
+    Hashing,
+    Peek,
+    Readable,
+    Slice,
+    check_digest,
+    compression_of,
+    decompressed,
 )
 from ddp_doctor.image.tarstream import TarStream
 from ddp_doctor.image.tree import Tree
@@ -223,8 +231,8 @@ class TarStore:
         info = self._member(name)
         if info.size > limit:
             raise InputError(f"{self.path}: {name} is {info.size} bytes, more than the {limit} a metadata file may hold")
-        data = b"".join(iter(lambda s=Slice(self._f, info.offset_data, info.size, f"{self.path}: {name}"): s.read(CHUNK), b""))
-        return data
+        src = Slice(self._f, info.offset_data, info.size, f"{self.path}: {name}")
+        return b"".join(iter(lambda: src.read(CHUNK), b""))
 
     def blob(self, name: str) -> tuple[Readable, int, Callable[[], None]]:
         info = self._member(name)
@@ -265,8 +273,8 @@ def _matches(platform: Any, want: dict[str, str]) -> bool:
 
 
 # -- OCI (layout directory or archive) --------------------------------------------------------------
-def _descriptor(d: Any, what: str) -> dict[str, Any]:
-    d = _obj(d, what)
+def _descriptor(value: Any, what: str) -> dict[str, Any]:
+    d = _obj(value, what)
     check_digest(d.get("digest"), what)
     size = d.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
@@ -278,7 +286,7 @@ def _read_blob_json(store: Store, desc: dict[str, Any], limits: Limits, what: st
     digest = desc["digest"]
     if desc["size"] > limits.max_metadata_bytes:
         raise InputError(f"{what} declares {desc['size']} bytes; a manifest or config holds at most {limits.max_metadata_bytes}")
-    src, size, close = store.blob(_blob_name(digest))
+    src, _, close = store.blob(_blob_name(digest))
     try:
         h = Hashing(src, digest, f"{what} {digest[:19]}", desc["size"])
         data = b"".join(iter(lambda: h.read(CHUNK), b""))
@@ -312,7 +320,7 @@ def _pick_manifest(store: Store, index: dict[str, Any], want: dict[str, str], li
             raise InputError(f"{store.path}: image indexes nested more than 4 deep")
         inner = _obj(_read_blob_json(store, chosen, limits, f"{store.path}: nested index"), "nested index")
         return _pick_manifest(store, inner, want, limits, depth + 1)
-    return chosen
+    return dict(chosen)
 
 
 def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Policy) -> Image:
@@ -394,14 +402,14 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
         h = Hashing(src, stored, what, size)
         applier.apply(h, what, h, diff_id)
         close()
-    info = {"format": "docker-archive", "platform": platform, "config_digest": config_digest or None,
+    info: dict[str, Any] = {"format": "docker-archive", "platform": platform, "config_digest": config_digest or None,
             "repo_tags": entry.get("RepoTags") if isinstance(entry.get("RepoTags"), list) else [],
             "compressed_bytes": compressed, "verified_blobs": len(layers) + (1 if config_digest else 0),
             "images_in_archive": len(entries)}
     return applier.image(config, info)
 
 
-class Peek_bytes:  # noqa: N801 - a bytes object as a Readable
+class Peek_bytes:
     def __init__(self, data: bytes) -> None:
         self._data, self._pos = data, 0
 
@@ -435,10 +443,10 @@ def _outer_members(path: str, f: BinaryIO) -> dict[str, tarfile.TarInfo] | None:
     """The members of an image archive, or None when the tar is a rootfs (some member is a file path)."""
     members: dict[str, tarfile.TarInfo] = {}
     try:
-        tf = tarfile.open(fileobj=f, mode="r:")
+        tf = tarfile.open(fileobj=f, mode="r:")  # noqa: SIM115 - closing it would close f, which the caller owns
         while True:
             info = tf.next()
-            tf.members.clear()  # a rootfs tar can hold millions; keep only ours
+            tf.members.clear()  # type: ignore[attr-defined]  # a rootfs tar can hold millions; keep only ours
             if info is None:
                 break
             name = "/".join(p for p in info.name.split("/") if p not in ("", "."))
@@ -472,7 +480,7 @@ def load(path: str, platform: str = "linux/amd64", limits: Limits | None = None,
         return load_rootfs_dir(path, limits, policy)
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is neither a file nor a directory")
-    f = open(path, "rb")
+    f = open(path, "rb")  # noqa: SIM115 - closed in finally, or handed to a TarStore
     try:
         head = f.read(512)
         compression = compression_of(head)
@@ -484,11 +492,11 @@ def load(path: str, platform: str = "linux/amd64", limits: Limits | None = None,
         members = _outer_members(path, f)
         if members is None:
             return load_rootfs_stream(Slice(f, 0, st.st_size, path), path, "rootfs-tar", limits, policy)
-        store = TarStore(path, f, members)
+        tar_store = TarStore(path, f, members)
         if "index.json" in members and ("oci-layout" in members or "manifest.json" not in members):
-            return load_oci(store, "oci-archive", platform, limits, policy)
+            return load_oci(tar_store, "oci-archive", platform, limits, policy)
         if "manifest.json" in members:
-            return load_docker(store, platform, limits, policy)
+            return load_docker(tar_store, platform, limits, policy)
         raise InputError(f"{path}: a tar of image blobs without manifest.json or index.json; save the image with "
                          "'docker save', 'podman save' or 'skopeo copy ... oci-archive:FILE'")
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ddp_doctor.errors import InputError
@@ -51,7 +52,7 @@ def walk_into(root: str, layers: Layers) -> None:
 
                 def read(n: int, name: str = name, dfd: int = dfd) -> bytes:
                     nonlocal fd
-                    fd = _open_file(name, dfd, f"{root}/{path}")
+                    fd = _open_file(name, dfd)
                     return os.read(fd, n) if fd is not None else b""
 
                 try:
@@ -60,11 +61,11 @@ def walk_into(root: str, layers: Layers) -> None:
                     if full is not None:
                         wanted = layers.policy.scan(full)
                         if wanted:
-                            fd = fd if fd is not None else _open_file(name, dfd, f"{root}/{path}")
+                            fd = fd if fd is not None else _open_file(name, dfd)
                             if fd is not None:
                                 from ddp_doctor.image.archive import _scan
                                 os.lseek(fd, 0, os.SEEK_SET)
-                                scanned[full] = _scan(iter(lambda fd=fd: os.read(fd, CHUNK), b""), wanted)
+                                scanned[full] = _scan(_chunks(fd), wanted)
                 finally:
                     if fd is not None:
                         os.close(fd)
@@ -84,7 +85,7 @@ def walk_into(root: str, layers: Layers) -> None:
     layers.markers.update({path: (tree.layer, found) for path, found in scanned.items()})
 
 
-def _open_file(name: str, dfd: int, what: str) -> int | None:
+def _open_file(name: str, dfd: int) -> int | None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
     except OSError:
@@ -93,3 +94,8 @@ def _open_file(name: str, dfd: int, what: str) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, CHUNK):
+        yield chunk

@@ -129,7 +129,7 @@ class Unzstd:
                              "pip install zstandard") from None
         self._what = what
         self._err = zstandard.ZstdError
-        self._r = zstandard.ZstdDecompressor().stream_reader(src, read_size=CHUNK, read_across_frames=True)
+        self._r = zstandard.ZstdDecompressor().stream_reader(src, read_size=CHUNK, read_across_frames=True)  # type: ignore[arg-type]
 
     def read(self, n: int = -1, /) -> bytes:
         try:

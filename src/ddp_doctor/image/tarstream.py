@@ -136,9 +136,8 @@ class TarStream:
                 elif info.type == tarfile.XHDTYPE:
                     pax = _parse_pax(data, self._what)
                 continue  # a global pax header (XGLTYPE) carries nothing the audit uses
-            if info.type == tarfile.GNUTYPE_SPARSE or info.type not in _KNOWN:
-                if info.type == tarfile.GNUTYPE_SPARSE:
-                    raise InputError(f"{self._what}: entry {info.name[:200]!r} is a GNU sparse file, which image layers do not use")
+            if info.type == tarfile.GNUTYPE_SPARSE:
+                raise InputError(f"{self._what}: entry {info.name[:200]!r} is a GNU sparse file, which image layers do not use")
             name = pax.get("path") or long_name or info.name
             link = pax.get("linkpath") or long_link or info.linkname
             if "size" in pax:

@@ -24,7 +24,7 @@ _KIND = {tarfile.REGTYPE: FILE, tarfile.AREGTYPE: FILE, tarfile.CONTTYPE: FILE, 
 
 
 class Node:
-    __slots__ = ("kind", "size", "mode", "uid", "link", "data", "layer", "children")
+    __slots__ = ("children", "data", "kind", "layer", "link", "mode", "size", "uid")
 
     def __init__(self, kind: str, size: int = 0, mode: int = 0o755, uid: int = 0, link: str = "",
                  layer: int = -1) -> None:

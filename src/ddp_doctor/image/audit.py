@@ -1,0 +1,51 @@
+"""`ddp-doctor image PATH`: read the image (never run it), gather its facts, apply the rules."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ddp_doctor.image import findings, rules
+from ddp_doctor.image.archive import Image, load
+from ddp_doctor.image.limits import Limits
+from ddp_doctor.report import Report
+
+
+def facts_of(image: Image, path: str) -> dict[str, Any]:
+    tree, config = image.tree, image.config
+    env = findings.env_of(config)
+    path_var = env.get("PATH") or findings.DEFAULT_PATH
+    inv = findings.inventory(tree)
+    torch = findings.torch_facts(tree, inv, path_var)
+    cfg = (config or {}).get("config") if config is not None else None
+    info = dict(image.info)
+    tags = info.get("repo_tags") or []
+    info.update(
+        path=path, name=(tags[0] if tags else info.get("ref")) or None, path_env=path_var, env=env,
+        config=None if config is None else {k: (cfg or {}).get(k) for k in ("User", "Env", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
+        architecture=(config or {}).get("architecture"), os=(config or {}).get("os"), created=(config or {}).get("created"),
+        os_release=findings.os_release(tree), size_bytes=info.get("uncompressed_bytes"),
+    )
+    if info["config"] is not None and info["config"].get("User") is None:
+        info["config"]["User"] = ""
+    return {
+        "image": info,
+        "python": findings.python_facts(tree, inv, torch),
+        "torch": torch,
+        "nccl": findings.lib_facts(tree, inv, "nccl", "nvidia-nccl", torch, image.markers),
+        "cudnn": findings.lib_facts(tree, inv, "cudnn", "nvidia-cudnn", torch, image.markers),
+        "cuda_runtime": findings.lib_facts(tree, inv, "cuda_runtime", "nvidia-cuda-runtime", torch, image.markers),
+        "torchrun": findings.torchrun_facts(tree, inv, torch, path_var),
+    }
+
+
+def audit(path: str, platform: str = "linux/amd64", limits: Limits | None = None) -> Report:
+    image = load(path, platform, limits, findings.policy())
+    report = Report(command="image", target={"image": os.path.abspath(path)})
+    report.facts = facts_of(image, path)
+    nccl = report.facts["nccl"]
+    report.facts["torch"]["nccl_version"] = nccl["version"]
+    report.facts["torch"]["backends"] = {"nccl": nccl["library"] is not None if report.facts["torch"]["flavour"] == "cuda" else False,
+                                         "gloo": report.facts["torch"]["installed"], "mpi": None}
+    report.extend(rules.evaluate(report.facts))
+    return report
