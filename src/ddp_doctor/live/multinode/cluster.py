@@ -1,0 +1,275 @@
+"""Node 0's view of the whole cluster: who joined, and the checks that need every node.
+
+Inputs are plain data: `cluster.json` written by rank 0 (see rankside.py: one entry per rank
+with its payload, versions, clock offset, bandwidth, preflight facts) and what the parent saw
+of the c10d store's TCP connections while torchrun ran (`StoreWatch`). No torch import.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.report import Result, Status
+
+CLOCK_SKEW_WARN_S = 1.0
+"""Log lines of different nodes interleave wrongly beyond about a second (log stamps are per second or ms)."""
+SLOW_LINK_RATIO = 0.5
+"""An inter-node link slower than half the median inter-node link is a slow link."""
+VERSION_KEYS = ("torch", "cuda", "nccl", "driver")
+
+
+def expected_nodes(nnodes: str) -> tuple[int, int]:
+    """(min, max) from `N` or `MIN:MAX`."""
+    lo, _, hi = nnodes.partition(":")
+    return int(lo), int(hi or lo)
+
+
+# -- who is connected to the rendezvous store ----------------------------------------------
+
+def _hex_addr(text: str) -> str:
+    raw = bytes.fromhex(text)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    # /proc/net/tcp6 stores four little-endian 32-bit words.
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    addr = ipaddress.IPv6Address(words)
+    return str(addr.ipv4_mapped or addr)
+
+
+def store_peers(port: int) -> set[str]:
+    """Remote addresses with an ESTABLISHED TCP connection to local `port` in this network namespace."""
+    peers: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) < 4 or cols[3] != "01":  # 01 = ESTABLISHED
+                continue
+            _, local_port = cols[1].rsplit(":", 1)
+            remote_hex, _ = cols[2].rsplit(":", 1)
+            if int(local_port, 16) == port:
+                peers.add(_hex_addr(remote_hex))
+    return peers
+
+
+class StoreWatch:
+    """While torchrun runs on node 0, remember every address that connected to the c10d store.
+
+    Each node's agent holds a connection to the store for the whole rendezvous, so the distinct
+    addresses are the nodes that joined, even when the rendezvous never completes.
+    """
+
+    def __init__(self, port: int, interval_s: float = 0.25) -> None:
+        self.port = port
+        self.interval_s = interval_s
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ddp-doctor-store-watch", daemon=True)
+
+    def __enter__(self) -> StoreWatch:  # noqa: PYI034 - py3.10 has no typing.Self
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * self.interval_s + 1)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for peer in store_peers(self.port):
+                self.seen.setdefault(peer, time.time())
+            self._stop.wait(self.interval_s)
+
+
+def reachable(address: str, port: int, timeout_s: float = 2.0) -> bool:
+    """A TCP connect that is accepted or refused proves the path; a timeout or no route does not."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect((address, port))
+            return True
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+def _node_label(entry: Mapping[str, Any]) -> str:
+    return f"node {entry.get('node_rank')} ({entry.get('hostname') or entry.get('node')})"
+
+
+def _by_node(ranks: Mapping[str, Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
+    nodes: dict[int, list[Mapping[str, Any]]] = {}
+    for entry in ranks.values():
+        nodes.setdefault(int(entry.get("node_rank") or 0), []).append(entry)
+    return dict(sorted(nodes.items()))
+
+
+def joined(nnodes: str, cluster: Mapping[str, Any] | None, seen_peers: Iterable[str],
+           join_timeout_s: float | None, rendezvous_error: str | None) -> Result:
+    lo, hi = expected_nodes(nnodes)
+    peers = sorted(set(seen_peers))
+    nodes = _by_node(cluster["ranks"]) if cluster else {}
+    count = len(nodes) if nodes else len(peers)
+    observed: dict[str, Any] = {"nodes_joined": count, "store_peers": peers, "nnodes": nnodes}
+    if nodes:
+        observed["nodes"] = {str(n): entries[0].get("hostname") for n, entries in nodes.items()}
+    want = f"{hi}" if lo == hi else f"{lo} to {hi}"
+    title = "nodes joined the rendezvous"
+    if (nodes and count >= lo) or (not rendezvous_error and count >= lo):
+        return Result("multinode.joined", title, Status.PASS, f"{count} of {want} nodes joined",
+                      observed=observed, metrics={"nodes": count})
+    timeout = f" within the join timeout ({join_timeout_s:.0f} s)" if join_timeout_s else ""
+    return Result(
+        "multinode.joined", title, Status.FAIL,
+        f"{count} of {want} nodes joined{timeout}"
+        + (f"; connected to the store: {', '.join(peers)}" if peers else ""),
+        cause=rendezvous_error or "the rendezvous did not complete",
+        remedy="start `ddp-doctor check` with the same --nnodes/--rdzv-endpoint/--rdzv-id on every node; on a "
+               "missing node, its own report (preflight) says why it could not join",
+        observed=observed, expected={"nodes": hi}, metrics={"nodes": count}, phase="rendezvous",
+        started=time.time())
+
+
+def missing_ranks(cluster: Mapping[str, Any], heartbeats: Mapping[str, Any] | None = None) -> Result | None:
+    missing = list(cluster.get("missing") or [])
+    if not missing:
+        return None
+    world = cluster.get("world_size")
+    return Result(
+        "multinode.ranks_reported", "every rank reported to node 0", Status.FAIL,
+        f"{world - len(missing) if isinstance(world, int) else '?'} of {world} ranks reported to rank 0 "
+        f"within {cluster.get('gather_timeout_s', '?')} s; silent: rank {', '.join(map(str, missing))}",
+        cause="those ranks died, hung, or lost their network path to node 0 before the end of the run",
+        remedy="read the local report of the node that ran them; it names the phase each rank reached",
+        observed={"missing": missing, "error": cluster.get("error")}, expected={"missing": []},
+        phase="gather", started=time.time())
+
+
+def versions(cluster: Mapping[str, Any]) -> Result:
+    nodes = _by_node(cluster["ranks"])
+    per_node = {n: (entries[0].get("versions") or {}) for n, entries in nodes.items()}
+    labels = {n: _node_label(entries[0]) for n, entries in nodes.items()}
+    differ: dict[str, dict[str, Any]] = {}
+    for key in VERSION_KEYS:
+        values = {labels[n]: v.get(key) for n, v in per_node.items()}
+        if len(set(values.values())) > 1:
+            differ[key] = values
+    observed = {"per_node": {labels[n]: v for n, v in per_node.items()}}
+    if not differ:
+        first = next(iter(per_node.values()), {})
+        same = ", ".join(f"{k} {first.get(k)}" for k in VERSION_KEYS if first.get(k))
+        return Result("multinode.versions", "same versions on every node", Status.PASS,
+                      f"{len(nodes)} nodes run the same {same or 'versions'}", observed=observed)
+    detail = "; ".join(f"{k}: " + ", ".join(f"{node} {v}" for node, v in vals.items()) for k, vals in differ.items())
+    return Result(
+        "multinode.versions", "same versions on every node", Status.FAIL, f"versions differ between nodes: {detail}",
+        cause="ranks built against different torch / CUDA / NCCL or drivers can disagree on collective protocols "
+              "and fail or corrupt results in ways that look like network errors",
+        remedy="run one image (or one locked environment) on every node; upgrade the odd node out",
+        observed={**observed, "differ": differ}, expected={"identical": list(differ)}, started=time.time())
+
+
+def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
+    measured: dict[str, float] = {}
+    for entry in cluster["ranks"].values():
+        measured.update({k: float(v) for k, v in (entry.get("bandwidth_gbps") or {}).items()})
+    if not measured:
+        return None
+    inter = {k: v for k, v in measured.items() if k.startswith("inter:")}
+    intra = measured.get("intra")
+    metrics: dict[str, float] = {f"inter_node{k.split(':')[1]}_gbps": v for k, v in inter.items()}
+    if inter:
+        metrics["inter_min_gbps"] = min(inter.values())
+    if intra is not None:
+        metrics["intra_gbps"] = intra
+    if intra and inter:
+        metrics["inter_to_intra_ratio"] = round(min(inter.values()) / intra, 3)
+    text = ", ".join(f"node 0<->{k.split(':')[1]} {v:.2f} GB/s" for k, v in sorted(inter.items()))
+    summary = f"{backend} point-to-point: inter-node {text or 'not measured'}" + (
+        f"; intra-node (node 0) {intra:.2f} GB/s" if intra is not None else "")
+    median = statistics.median(inter.values()) if inter else 0.0
+    slow = sorted(k.split(":")[1] for k, v in inter.items() if len(inter) > 1 and v < SLOW_LINK_RATIO * median)
+    if slow:
+        return Result(
+            "multinode.bandwidth", "inter-node bandwidth", Status.WARN,
+            summary + f"; node {', '.join(slow)} below {SLOW_LINK_RATIO:.0%} of the median inter-node link",
+            cause="one slow link sets the pace of every collective of the job",
+            remedy="check that node's NIC speed (`ethtool`), the interface in use and the switch port",
+            metrics=metrics, observed={"slow_nodes": slow})
+    return Result("multinode.bandwidth", "inter-node bandwidth", Status.PASS, summary, metrics=metrics,
+                  observed={"message_bytes": 4 << 20})
+
+
+def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
+    per_node: dict[str, dict[str, Any]] = {}
+    for entries in _by_node(cluster["ranks"]).values():
+        pre = entries[0].get("preflight") or {}
+        transports = sorted({t for e in entries for t in ((e.get("payload") or {}).get("transports") or [])})
+        per_node[_node_label(entries[0])] = {
+            "interface": pre.get("interface"), "address": pre.get("address"),
+            "transport": ", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
+        }
+    text = "; ".join(f"{node}: {v['interface'] or '?'} {v['address'] or ''} {v['transport'] or ''}".strip()
+                     for node, v in per_node.items())
+    return Result("multinode.interfaces", "interface and transport of each node", Status.PASS, text,
+                  observed={"per_node": per_node})
+
+
+def clock_skew(cluster: Mapping[str, Any]) -> Result | None:
+    offsets = {_node_label(e): float(e["clock"]["offset_s"]) for e in cluster["ranks"].values() if e.get("clock")}
+    if not offsets:
+        return None
+    worst_node, worst = max(offsets.items(), key=lambda kv: abs(kv[1]))
+    metrics = {"max_clock_skew_s": round(abs(worst), 6)}
+    if abs(worst) > CLOCK_SKEW_WARN_S:
+        return Result(
+            "multinode.clock_skew", "clocks agree across nodes", Status.WARN,
+            f"{worst_node}'s clock is {worst:+.3f} s from node 0's (more than {CLOCK_SKEW_WARN_S:.0f} s)",
+            cause="timestamps in the logs of different nodes will not line up, which misleads the reading of "
+                  "which node failed first",
+            remedy="run NTP/chrony on every node (`chronyc tracking` shows the offset)",
+            observed={"offset_s": offsets}, expected={"max_abs_offset_s": CLOCK_SKEW_WARN_S}, metrics=metrics)
+    return Result("multinode.clock_skew", "clocks agree across nodes", Status.PASS,
+                  f"largest offset from node 0: {abs(worst) * 1000:.1f} ms ({worst_node})",
+                  observed={"offset_s": offsets}, metrics=metrics)
+
+
+def lost_peers(peers: Iterable[str], port: int, local: Iterable[str]) -> Result | None:
+    """After a failed run on node 0: which nodes that had joined no longer answer at all."""
+    mine = set(local)
+    gone = [p for p in sorted(set(peers)) if p not in mine and not ipaddress.ip_address(p).is_loopback
+            and not reachable(p, port)]
+    if not gone:
+        return None
+    return Result(
+        "multinode.link_lost", "network path to every node", Status.FAIL,
+        f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0",
+        cause="the network path to that node was lost during the run (link down, node down, or a firewall change)",
+        remedy="check that node's link and its own report; collectives then wait until the process-group timeout",
+        observed={"unreachable": gone}, expected={"unreachable": []}, phase="network", started=time.time())
+
+
+def evaluate(cluster: Mapping[str, Any], backend: str) -> list[Result]:
+    """The cross-node checks over rank 0's gathered entries."""
+    found: list[Result | None] = [missing_ranks(cluster), versions(cluster), bandwidth(cluster, backend),
+                                  interfaces(cluster, backend), clock_skew(cluster)]
+    errors = [f"rank {r}: {e['error']}" for r, e in cluster["ranks"].items() if e.get("error")]
+    if errors:
+        found.append(Result("multinode.probes", "cross-node probes", Status.ERROR,
+                            "the cross-node probes broke on " + "; ".join(errors),
+                            observed={"errors": errors}))
+    return [r for r in found if r is not None]
