@@ -1,0 +1,377 @@
+"""Launch a torchrun job as data, run it under one deadline, always clean up.
+
+Generic: the live chain, `bench` and the multi-node check all start their ranks through
+`launch(LaunchSpec(...))`. The parent never imports torch.
+
+    spec = LaunchSpec("ddp_doctor.live.worker", ["--phases", "init"], nproc=2, backend="gloo",
+                      timeout_s=60, env={})
+    argv, env = build_command(spec, run_dir)      # pure data: printable, testable
+    outcome = launch(spec)                        # RunOutcome; nothing of the run survives it
+
+In `env`, the text `{run_dir}` is replaced by the run's private directory (e.g. for
+NCCL_DEBUG_FILE={run_dir}/nccl.%p.log).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.live import procs, rankio
+
+GRACE_S = 3.0
+STACK_WAIT_S = 1.5
+POLL_S = 0.05
+LOG_TAIL_LINES = 200
+TORCHRUN_MONITOR_INTERVAL_S = 0.1
+_SRC_DIR = str(Path(__file__).resolve().parents[2])
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One torchrun job on this node."""
+
+    entry_module: str
+    """Module each rank runs (`torchrun -m`)."""
+    entry_args: list[str]
+    """Arguments after the module."""
+    nproc: int
+    """Ranks on this node (`--nproc-per-node`)."""
+    backend: str
+    """nccl or gloo; recorded, and passed to the entry module by the caller."""
+    timeout_s: float
+    """One deadline for the whole job, from start to the last rank's exit."""
+    env: dict[str, str]
+    """Added to this process's environment for torchrun and the ranks; `{run_dir}` is substituted."""
+    nnodes: str = "1"
+    """`N` or `MIN:MAX`."""
+    node_rank: int | None = None
+    """This node's rank, given to the ranks as DDP_DOCTOR_NODE_RANK (c10d assigns its own)."""
+    rdzv_endpoint: str | None = None
+    """HOST:PORT of the c10d rendezvous; None with one node: --standalone."""
+    rdzv_id: str | None = None
+    master_port: int | None = None
+    """One node: rendezvous on 127.0.0.1:PORT instead of a free port."""
+    join_timeout_s: float | None = None
+    """How long torchrun's rendezvous waits for every node (`--rdzv-conf join_timeout=`)."""
+    keep_run_dir: bool = False
+    """Keep the run directory (per-rank logs, payloads, stacks); RunOutcome.run_dir names it."""
+    launcher: tuple[str, ...] | None = None
+    """The torchrun command to use; None: find it (see `find_torchrun`)."""
+
+
+@dataclass
+class RunOutcome:
+    argv: list[str]
+    returncode: int | None
+    """torchrun's exit status; None when it never ran or the deadline ended it."""
+    timed_out: bool
+    duration_s: float
+    ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """rank -> its rank-N.json payload."""
+    heartbeats: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """rank -> its last heartbeat {"phase", "step", "time", "pid", "progress"}."""
+    logs: dict[str, list[str]] = field(default_factory=dict)
+    """torchrun.log, rank-N.log, <name>-rank-N.log -> last lines."""
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    """"torchrun" and "rank N" -> return code as Python reports it (negative = signal)."""
+    stacks: dict[int, str] = field(default_factory=dict)
+    """rank -> faulthandler dump (stuck ranks, watchdog)."""
+    error_files: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """rank -> torchelastic error file of an uncaught exception."""
+    launcher_source: str = "path"
+    """path | interpreter | module: how torchrun was found (module = python -m torch.distributed.run)."""
+    preflight_error: str | None = None
+    """Why the job was not started (e.g. the port is taken); None when it was."""
+    run_dir: str | None = None
+    """The kept run directory, or None when it was removed."""
+    cleanup: dict[str, Any] = field(default_factory=dict)
+    """What the parent had to end or remove itself: {"processes": n, "shm": [names]}."""
+    interrupted: bool = False
+
+
+def find_torchrun() -> tuple[tuple[str, ...], str]:
+    """torchrun on PATH; else the one beside this interpreter; else `python -m torch.distributed.run`."""
+    on_path = shutil.which("torchrun")
+    if on_path:
+        return (on_path,), "path"
+    beside = Path(sys.executable).with_name("torchrun")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return (str(beside),), "interpreter"
+    return (sys.executable, "-m", "torch.distributed.run"), "module"
+
+
+def _is_local(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1", "::1", "") or host == socket.gethostname()
+
+
+def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
+    """The torchrun argv and the full environment for it; no side effects."""
+    launcher = spec.launcher or find_torchrun()[0]
+    run_dir = str(run_dir)
+    argv = [
+        *launcher,
+        "--nnodes", spec.nnodes,
+        "--nproc-per-node", str(spec.nproc),
+        "--max-restarts", "0",
+        "--monitor-interval", str(TORCHRUN_MONITOR_INTERVAL_S),
+        # torchrun otherwise makes /tmp/torchelastic_* and never removes it.
+        "--log-dir", os.path.join(run_dir, "torchelastic"),
+    ]
+    if spec.nnodes == "1" and spec.rdzv_endpoint is None:
+        if spec.master_port is None:
+            argv.append("--standalone")
+        else:
+            argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{spec.master_port}",
+                     "--rdzv-id", spec.rdzv_id or f"ddp-doctor-{uuid.uuid4().hex[:12]}"]
+    else:
+        endpoint = spec.rdzv_endpoint or f"127.0.0.1:{spec.master_port or 29400}"
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.rdzv_id or "ddp-doctor"]
+        if spec.join_timeout_s is not None:
+            argv += ["--rdzv-conf", f"join_timeout={int(max(1, spec.join_timeout_s))}"]
+    argv += ["-m", spec.entry_module, *spec.entry_args]
+
+    env = dict(os.environ)
+    env.update({k: v.replace("{run_dir}", run_dir) for k, v in spec.env.items()})
+    env[rankio.RUN_DIR_ENV] = run_dir
+    env.setdefault(rankio.NODE_ENV, socket.gethostname())
+    if spec.node_rank is not None:
+        env["DDP_DOCTOR_NODE_RANK"] = str(spec.node_rank)
+    env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set here to skip its banner
+    env["PYTHONUNBUFFERED"] = "1"
+    # The entry module must import in torchrun's interpreter even when that is another env.
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([_SRC_DIR, *[p for p in parts if p != _SRC_DIR]])
+    return argv, env
+
+
+# ---- the port ------------------------------------------------------------------------------
+
+def _port_owner(port: int) -> str | None:
+    """'pid 123 (python3)' of the process holding a TCP socket on port, when /proc tells."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(cols[9])
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                link = os.readlink(f"/proc/{entry}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    name = Path(f"/proc/{entry}/comm").read_text().strip()
+                    return f"pid {entry} ({name})"
+        except OSError:
+            continue
+    return None
+
+
+def port_problem(port: int) -> str | None:
+    """Why this node cannot serve the rendezvous on port, or None when it can."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as exc:
+            owner = _port_owner(port)
+            held = f" (held by {owner})" if owner else ""
+            return f"TCP port {port} is not free on this host{held}: {exc.strerror or exc}"
+    return None
+
+
+# ---- running -------------------------------------------------------------------------------
+
+def _tail(p: Path, lines: int) -> list[str]:
+    try:
+        with open(p, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 256 * 1024))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+_EXIT_RE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def parse_exit_codes(torchrun_log: str) -> dict[str, int]:
+    """torchrun's failure summary ("rank : 1 (local_rank: 1)" / "exitcode : -9") -> {"rank 1": -9}."""
+    return {f"rank {m.group(1)}": int(m.group(2)) for m in _EXIT_RE.finditer(torchrun_log)}
+
+
+def _collect_logs(run_dir: Path, pid_rank: dict[int, int]) -> dict[str, list[str]]:
+    logs: dict[str, list[str]] = {}
+    for p in sorted(run_dir.glob("*.log")):
+        name = p.name
+        m = re.match(r"^(.+)\.(\d+)\.log$", name)  # e.g. nccl.<pid>.log from NCCL_DEBUG_FILE
+        if m and int(m.group(2)) in pid_rank:
+            name = f"{m.group(1)}-rank-{pid_rank[int(m.group(2))]}.log"
+            logs[name] = _tail(p, 4000)
+        else:
+            logs[name] = _tail(p, LOG_TAIL_LINES)
+    return logs
+
+
+def _read_stacks(run_dir: Path) -> dict[int, str]:
+    stacks: dict[int, str] = {}
+    for r, p in rankio.scan(run_dir, "stack").items():
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            stacks[r] = text[-20000:]
+    return stacks
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[int], tracked: dict[int, int]) -> None:
+    """SIGUSR1 to each rank still running: its faulthandler writes rank-N.stack."""
+    asked: list[Path] = []
+    for r, beat in beats.items():
+        pid = int(beat.get("pid") or 0)
+        if r in done or pid not in procs.alive(tracked):
+            continue
+        try:
+            os.kill(pid, signal.SIGUSR1)
+            asked.append(run_dir / f"rank-{r}.stack")
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = time.monotonic() + STACK_WAIT_S
+    while asked and time.monotonic() < deadline:
+        if all(p.exists() and p.stat().st_size > 0 for p in asked):
+            time.sleep(0.1)  # let the dump finish
+            break
+        time.sleep(0.05)
+
+
+def launch(spec: LaunchSpec) -> RunOutcome:
+    started = time.monotonic()
+    deadline = started + spec.timeout_s
+    run_dir = Path(tempfile.mkdtemp(prefix="ddp-doctor-run-"))
+    launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun()
+    spec_with_launcher = spec if spec.launcher else _with_launcher(spec, launcher)
+    argv, env = build_command(spec_with_launcher, run_dir)
+    outcome = RunOutcome(argv=argv, returncode=None, timed_out=False, duration_s=0.0, launcher_source=source)
+    shm_before = procs.shm_entries()
+    tracked: dict[int, int] = {}
+    proc: subprocess.Popen[bytes] | None = None
+    old_handler = None
+    if threading.current_thread() is threading.main_thread():
+        old_handler = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        if spec.master_port is not None and spec.rdzv_endpoint is None:
+            outcome.preflight_error = port_problem(spec.master_port)
+        elif spec.rdzv_endpoint and spec.node_rank in (0, None):
+            host, _, port = spec.rdzv_endpoint.rpartition(":")
+            if _is_local(host) and port.isdigit():
+                outcome.preflight_error = port_problem(int(port))
+        if outcome.preflight_error:
+            return outcome
+        with open(run_dir / "torchrun.log", "wb") as log:
+            try:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+            except OSError as exc:
+                outcome.preflight_error = f"cannot start {argv[0]}: {exc.strerror or exc}"
+                return outcome
+        last_scan = 0.0
+        while True:
+            now = time.monotonic()
+            if now - last_scan > 0.25:
+                tracked.update(procs.descendants(proc.pid))
+                last_scan = now
+            if proc.poll() is not None:
+                break
+            if now >= deadline:
+                outcome.timed_out = True
+                break
+            time.sleep(POLL_S)
+        outcome.returncode = proc.returncode
+        if outcome.timed_out:
+            tracked.update(procs.descendants(proc.pid))
+            beats = rankio.read_heartbeats(run_dir)
+            done = {r for r, p in rankio.read_results(run_dir).items() if p.get("finished")}
+            _ask_for_stacks(run_dir, beats, done, tracked)
+    except (KeyboardInterrupt, _Terminated):
+        outcome.interrupted = True
+        raise KeyboardInterrupt from None
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+        _finish(outcome, spec, proc, tracked, run_dir, shm_before, started)
+    return outcome
+
+
+def _with_launcher(spec: LaunchSpec, launcher: tuple[str, ...]) -> LaunchSpec:
+    from dataclasses import replace
+
+    return replace(spec, launcher=launcher)
+
+
+def _finish(outcome: RunOutcome, spec: LaunchSpec, proc: subprocess.Popen[bytes] | None, tracked: dict[int, int],
+            run_dir: Path, shm_before: set[str], started: float) -> None:
+    """End whatever is left, read the run's files, remove what it made. Runs on every path out."""
+    ended = 0
+    if proc is not None:
+        if proc.poll() is None:
+            tracked.update(procs.descendants(proc.pid))
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+            ended += 1
+        ended += procs.end_all(tracked, GRACE_S)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    outcome.heartbeats = rankio.read_heartbeats(run_dir)
+    outcome.ranks = rankio.read_results(run_dir)
+    outcome.error_files = rankio.read_error_files(run_dir)
+    outcome.stacks = _read_stacks(run_dir)
+    pid_rank = {int(b["pid"]): r for r, b in outcome.heartbeats.items() if b.get("pid")}
+    pid_rank.update({int(p["pid"]): r for r, p in outcome.ranks.items() if p.get("pid")})
+    outcome.logs = _collect_logs(run_dir, pid_rank)
+    codes = parse_exit_codes("\n".join(outcome.logs.get("torchrun.log", [])))
+    if proc is not None and outcome.returncode is not None:
+        codes["torchrun"] = outcome.returncode
+    outcome.exit_codes = codes
+    pids = set(tracked) | set(pid_rank)
+    outcome.cleanup = {"processes": ended, "shm": procs.remove_new_shm(shm_before, pids)}
+    outcome.duration_s = round(time.monotonic() - started, 3)
+    if spec.keep_run_dir:
+        outcome.run_dir = str(run_dir)
+    else:
+        shutil.rmtree(run_dir, ignore_errors=True)

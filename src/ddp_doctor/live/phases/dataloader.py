@@ -1,0 +1,72 @@
+"""dataloader: worker processes hand batches to the rank through /dev/shm, as in real training.
+
+Each batch is `--batch-mb` MB; with `--dataloader-workers` workers and the default prefetch
+of 2, about workers x 2 batches per rank sit in /dev/shm at once, so a /dev/shm too small
+for real training fails here for real (SIGBUS or "No space left on device").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ddp_doctor.live.phases import check
+
+PREFETCH = 2
+
+
+def _shm() -> dict[str, int] | None:
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def run(ctx: Any) -> list[dict[str, Any]]:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    prewarm = ctx.shared.get("prewarm")
+    if prewarm is not None:  # never fork workers while another thread holds an import lock
+        ctx.step("prewarm")
+        prewarm.join(timeout=ctx.remaining())
+    workers = max(0, ctx.args.dataloader_workers)
+    elements = max(1, int(ctx.args.batch_mb * (1 << 20) / 4))
+    batches = max(2, workers * PREFETCH)
+
+    class Filled(Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return batches
+
+        def __getitem__(self, i: int) -> Any:
+            return torch.full((elements,), float(i % 1000), dtype=torch.float32)
+
+    shm = _shm()
+    ctx.payload["shm"] = shm
+    loader = DataLoader(Filled(), batch_size=None, num_workers=workers, prefetch_factor=PREFETCH if workers else None,
+                        timeout=ctx.remaining() if workers else 0, persistent_workers=False)
+    started = time.perf_counter()
+    wrong = []
+    seen = 0
+    for i, batch in enumerate(loader):
+        ctx.step(f"batch:{i}")
+        if batch.numel() != elements or float(batch[0]) != float(i % 1000) or float(batch[-1]) != float(i % 1000):
+            wrong.append(i)
+        seen += 1
+    seconds = time.perf_counter() - started
+    total_mb = seen * elements * 4 / (1 << 20)
+    observed = {"workers": workers, "batch_mb": round(elements * 4 / (1 << 20), 2), "batches": seen,
+                "shm_size_bytes": shm and shm["size_bytes"], "shm_free_bytes": shm and shm["free_bytes"]}
+    metrics = {"throughput_mbps": round(total_mb / seconds, 1) if seconds > 0 else 0.0,
+               "in_flight_shm_bytes": workers * PREFETCH * elements * 4}
+    if wrong or seen != batches:
+        return [check("live.dataloader.batches", "fail",
+                      f"{seen} of {batches} batches arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
+                      observed=observed, expected={"batches": batches}, metrics=metrics,
+                      cause="DataLoader workers returned corrupted or missing batches",
+                      remedy="check /dev/shm (size, noexec) and the multiprocessing sharing strategy")]
+    return [check("live.dataloader.batches", "pass",
+                  f"{seen} batches of {observed['batch_mb']} MB from {workers} worker process(es) through /dev/shm, "
+                  f"{metrics['throughput_mbps']} MB/s", observed=observed, metrics=metrics)]

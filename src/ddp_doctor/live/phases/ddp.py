@@ -1,0 +1,157 @@
+"""ddp: a small real model trained with DDP and SGD+momentum; proven against a single process.
+
+Each rank starts from different random weights, so DDP's initial broadcast is tested too.
+At every step the DDP gradients are compared with those of one process that holds the same
+weights and sees the concatenated global batch; the tolerance is |g - g_ref| <= ATOL + RTOL * |g_ref|
+(fp32 accumulation in a different order is the only expected difference; TF32 is off).
+After training the parameters must be bitwise identical on every rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+from ddp_doctor.live.phases import check
+
+ATOL = 1e-5
+RTOL = 1e-4
+LOCAL_BATCH = 32
+IN, HIDDEN = 32, 128
+
+
+def _model(torch: Any, seed: int, device: Any) -> Any:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, HIDDEN),
+                               torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1)).to(device)
+
+
+def _global_batch(torch: Any, step: int, world: int, device: Any) -> tuple[Any, Any]:
+    g = torch.Generator().manual_seed(10_000 + step)
+    x = torch.randn(world * LOCAL_BATCH, IN, generator=g)
+    w_true = torch.linspace(-1, 1, IN)
+    y = (x @ w_true).unsqueeze(1) + 0.01 * torch.randn(world * LOCAL_BATCH, 1, generator=g)
+    return x.to(device), y.to(device)
+
+
+class NvmlSampler(threading.Thread):
+    """Utilisation and memory of this rank's GPU, sampled during the phase (NVML; no CUDA calls)."""
+
+    def __init__(self, uuid: str | None, index: int):
+        super().__init__(name="ddp-doctor-nvml", daemon=True)
+        self.samples: list[tuple[float, float]] = []
+        self.error: str | None = None
+        self.stop = threading.Event()
+        self.uuid, self.index = uuid, index
+
+    def run(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                handle = (pynvml.nvmlDeviceGetHandleByUUID(self.uuid) if self.uuid
+                          else pynvml.nvmlDeviceGetHandleByIndex(self.index))
+                while not self.stop.is_set():
+                    util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                    mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                    self.samples.append((float(util.gpu), float(mem.used)))
+                    self.stop.wait(0.05)
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception as exc:  # noqa: BLE001 - NVML missing or refused: recorded, the phase goes on
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def summary(self) -> dict[str, Any]:
+        if not self.samples:
+            return {"samples": 0, "error": self.error}
+        util = [u for u, _ in self.samples]
+        return {"samples": len(util), "util_mean_pct": round(sum(util) / len(util), 1), "util_max_pct": max(util),
+                "mem_max_bytes": max(m for _, m in self.samples), "error": self.error}
+
+
+def run(ctx: Any) -> list[dict[str, Any]]:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev, r, w = ctx.device, ctx.rank, ctx.world_size
+    sampler = None
+    if dev.type == "cuda" and ctx.args.nvml:
+        info = ctx.payload.get("device") or {}
+        sampler = NvmlSampler(info.get("uuid") or None, dev.index or 0)
+        sampler.start()
+
+    local = _model(torch, 1000 + r, dev)
+    ddp = DDP(local, device_ids=[dev.index] if dev.type == "cuda" else None)
+    reference = _model(torch, 0, dev)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = torch.nn.MSELoss()
+    losses, step_ms = [], []
+    worst = 0.0
+    for step in range(ctx.args.steps):
+        ctx.step(f"step:{step}")
+        x, y = _global_batch(torch, step, w, dev)
+        started = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x[r * LOCAL_BATCH:(r + 1) * LOCAL_BATCH]), y[r * LOCAL_BATCH:(r + 1) * LOCAL_BATCH])
+        loss.backward()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        step_ms.append((time.perf_counter() - started) * 1000)
+        # The reference: same weights, the whole global batch, one process, no communication.
+        reference.load_state_dict(ddp.module.state_dict())
+        reference.zero_grad(set_to_none=True)
+        loss_fn(reference(x), y).backward()
+        for p, q in zip(ddp.parameters(), reference.parameters()):
+            excess = ((p.grad - q.grad).abs() - (ATOL + RTOL * q.grad.abs())).max().item()
+            worst = max(worst, excess + ATOL)  # reported as the largest difference over the allowed slack
+        opt.step()
+        losses.append(loss.detach())
+    if sampler:
+        sampler.stop.set()
+        sampler.join(timeout=2)
+    losses_f = [float(v) for v in losses]
+    ctx.step("param_sync")
+    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()]).float()
+    gathered = [torch.empty_like(flat) for _ in range(w)]
+    dist.all_gather(gathered, flat)
+    differing = [s for s in range(w) if not torch.equal(gathered[s], gathered[0])]
+    digest = hashlib.sha256(str(flat.cpu().view(torch.int32).tolist()).encode()).hexdigest()
+    ctx.shared["step_ms"] = step_ms
+    ctx.shared["ddp"] = ddp
+    ctx.payload["ddp"] = {"param_sha256": digest, "losses": [round(v, 6) for v in losses_f],
+                          "step_ms": [round(v, 3) for v in step_ms], "nvml": sampler.summary() if sampler else None}
+
+    checks = [
+        check("live.ddp.param_sync", "fail" if differing else "pass",
+              f"parameters differ from rank 0's on rank(s) {differing}" if differing else
+              f"parameters bitwise identical on all {w} ranks after {ctx.args.steps} steps",
+              observed={"param_sha256": digest}, expected={"identical_on_all_ranks": True},
+              cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
+              if differing else None,
+              remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
+              if differing else None),
+    ]
+    first, last = losses_f[0], sum(losses_f[-3:]) / min(3, len(losses_f))
+    down = last < 0.9 * first
+    checks.append(check("live.ddp.loss", "pass" if down else "fail",
+                        f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps" + ("" if down else ", expected < 90% of the first"),
+                        metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
+                        cause=None if down else "training did not make progress: gradients are wrong or not applied",
+                        remedy=None if down else "see live.ddp.grad_reference"))
+    ok = worst <= ATOL
+    checks.append(check("live.ddp.grad_reference", "pass" if ok else "fail",
+                        f"DDP gradients match a single process on the global batch of {w * LOCAL_BATCH} "
+                        f"(worst {worst:.2e}, allowed {ATOL:g} + {RTOL:g}*|g|)" if ok else
+                        f"DDP gradients differ from the single-process reference by up to {worst:.2e} "
+                        f"(allowed {ATOL:g} + {RTOL:g}*|g|)",
+                        metrics={"grad_max_excess": worst}, expected={"atol": ATOL, "rtol": RTOL},
+                        cause=None if ok else "the gradient all_reduce returns wrong averages",
+                        remedy=None if ok else "run the collectives phase in isolation; check NCCL/driver versions"))
+    return checks
+

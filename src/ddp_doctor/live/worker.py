@@ -1,0 +1,259 @@
+"""The torchrun entry point of the live chain: runs the phases, one rank per process.
+
+Started only through `ddp_doctor.live.launch` (torchrun -m ddp_doctor.live.worker ...). It
+refuses to run outside torchrun, so the classic mistake of one process calling
+`init_process_group(rank=0, world_size=2)` and waiting forever cannot happen through the tool.
+
+Per rank, in the run directory: rank-N.log (its stdout+stderr), rank-N.hb (heartbeat),
+rank-N.json (results, rewritten after every phase), rank-N.stack (faulthandler dumps),
+rank-N.error.json (torchelastic error file of an uncaught exception).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import faulthandler
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from ddp_doctor.live import faults as faults_mod
+from ddp_doctor.live import rankio
+
+PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
+# Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
+# init is the largest because it includes waiting for the slowest rank's torch import.
+BUDGET_SHARE = {"init": 0.4, "collectives": 0.2, "dataloader": 0.25, "sampler": 0.1, "ddp": 0.3, "balance": 0.15}
+# The ranks give up this long before the parent's deadline, so they report before being ended.
+MARGIN_S = 2.0
+EXIT_STUCK = 124
+REQUIRED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                "TORCHELASTIC_RUN_ID")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ddp_doctor.live.worker")
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--timeout", type=float, default=180.0, help="the overall timeout, seconds")
+    p.add_argument("--deadline", type=float, default=None, help="epoch seconds by which every rank must be done")
+    p.add_argument("--init-timeout", type=float, default=None, help="join + init_process_group, seconds")
+    p.add_argument("--phases", default=",".join(PHASES))
+    p.add_argument("--dataloader-workers", type=int, default=2)
+    p.add_argument("--batch-mb", type=float, default=32.0)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--expected-world-size", type=int, default=None)
+    p.add_argument("--nvml", action="store_true", help="sample NVML utilisation/memory during ddp")
+    return p.parse_args(argv)
+
+
+class Context:
+    """What every phase gets: who this rank is, its device, its deadline, and what earlier phases left."""
+
+    def __init__(self, args: argparse.Namespace, payload: dict[str, Any], faults: list[faults_mod.Fault]):
+        self.args = args
+        self.backend: str = args.backend
+        self.rank = int(os.environ["RANK"])
+        self.local_rank = int(os.environ["LOCAL_RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
+        self.node = os.environ.get(rankio.NODE_ENV) or socket.gethostname()
+        self.payload = payload
+        self.faults = faults
+        self.phase = "start"
+        self.phase_deadline = float("inf")
+        self.deadline: float = args.deadline or (time.time() + args.timeout)
+        self.device: Any = None  # torch.device once init has set it
+        self.shared: dict[str, Any] = {}  # phase -> phase: step times, the model, ...
+
+    def step(self, name: str) -> None:
+        rankio.heartbeat(self.phase, name)
+
+    def remaining(self) -> float:
+        """Seconds left in this phase."""
+        return max(0.1, self.phase_deadline - time.time())
+
+
+class Watchdog(threading.Thread):
+    """Ends this rank when a phase overruns its deadline, leaving the stacks and a result behind."""
+
+    def __init__(self, ctx: Context, stack_file: Any):
+        super().__init__(name="ddp-doctor-watchdog", daemon=True)
+        self.ctx = ctx
+        self.stack_file = stack_file
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.1)
+            ctx = self.ctx
+            if time.time() < ctx.phase_deadline:
+                continue
+            self.stack_file.write(f"--- watchdog: phase {ctx.phase} overran its deadline ---\n")
+            self.stack_file.flush()
+            faulthandler.dump_traceback(file=self.stack_file, all_threads=True)
+            self.stack_file.flush()
+            record = _phase_record(ctx.payload, ctx.phase)
+            budget = record.get("budget_s")
+            record.update(status="fail", kind="stuck", failed_at=time.time(),
+                          duration_s=round(time.time() - record.get("started", time.time()), 3),
+                          error={"type": "PhaseTimeout",
+                                 "message": f"rank {ctx.rank} was still in phase {ctx.phase} after its {budget} s deadline",
+                                 "step": _last_step()})
+            rankio.write_result(ctx.payload)
+            os._exit(EXIT_STUCK)
+
+
+def _last_step() -> str | None:
+    try:
+        return json.loads(rankio.path("hb").read_text()).get("step")
+    except (OSError, ValueError):
+        return None
+
+
+def _phase_record(payload: dict[str, Any], name: str) -> dict[str, Any]:
+    for rec in payload["phases"]:
+        if rec["name"] == name:
+            return rec  # type: ignore[no-any-return]
+    rec = {"name": name}
+    payload["phases"].append(rec)
+    return rec
+
+
+def _redirect_output(rank: int) -> None:
+    """stdout+stderr (including C libraries, NCCL) into rank-N.log, so logs are never interleaved."""
+    fd = os.open(rankio.path("log", rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: if torchrun dies, so does this rank (it runs in its own session)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _check_launched_by_torchrun() -> str | None:
+    missing = [k for k in REQUIRED_ENV if k not in os.environ]
+    if missing or rankio.RUN_DIR_ENV not in os.environ:
+        return ("ddp_doctor.live.worker must be started by `ddp-doctor check` (torchrun); missing "
+                + ", ".join(missing or [rankio.RUN_DIR_ENV]) + ". One process calling init_process_group(rank=0, "
+                "world_size=2) would wait forever for a rank that nobody starts.")
+    return None
+
+
+def _budget(ctx: Context, name: str) -> float:
+    share = BUDGET_SHARE.get(name, 0.2) * ctx.args.timeout
+    if name == "init" and ctx.args.init_timeout:
+        share = ctx.args.init_timeout
+    return max(1.0, min(share, ctx.deadline - MARGIN_S - time.time()))
+
+
+def _prewarm() -> threading.Thread:
+    """DDP() imports torch._dynamo (about a second); do it while this rank waits for its peers."""
+    def work() -> None:
+        try:
+            import torch._dynamo  # noqa: F401
+        except Exception:  # noqa: BLE001, S110 - the ddp phase will meet the same error and report it
+            pass
+    thread = threading.Thread(target=work, name="ddp-doctor-prewarm", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_phases(args: argparse.Namespace) -> int:
+    from ddp_doctor.live.phases import load
+
+    rank = int(os.environ["RANK"])
+    faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
+    payload: dict[str, Any] = {"rank": rank, "pid": os.getpid(), "node": os.environ.get(rankio.NODE_ENV),
+                               "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
+                               "local_rank": int(os.environ["LOCAL_RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
+                               "backend": args.backend, "phases": [], "finished": False}
+    ctx = Context(args, payload, faults)
+    stack_file = open(rankio.path("stack"), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    Watchdog(ctx, stack_file).start()
+    phases = [p for p in args.phases.split(",") if p]
+    if "ddp" in phases:
+        ctx.shared["prewarm"] = _prewarm()
+    ok = True
+    for name in phases:
+        ctx.phase = name
+        budget = _budget(ctx, name)
+        started = time.time()
+        ctx.phase_deadline = started + budget
+        record = _phase_record(payload, name)
+        record.update(started=started, budget_s=round(budget, 1), status="running")
+        rankio.heartbeat(name)
+        # A C-level hang that holds the GIL would stop the watchdog thread; this C timer still fires.
+        faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
+        try:
+            faults_mod.trigger(faults, rank, name)
+            checks = load(name).run(ctx)
+        except Exception as exc:  # noqa: BLE001 - a phase's failure is data for the report, not a crash of the worker
+            record.update(status="fail", kind="error", failed_at=time.time(),
+                          duration_s=round(time.time() - started, 3),
+                          error={"type": type(exc).__name__, "message": str(exc)[:4000],
+                                 "traceback": traceback.format_exc()[-8000:],
+                                 "blame_ranks": getattr(exc, "blame_ranks", None), "step": _last_step()})
+            ctx.phase_deadline = float("inf")
+            faulthandler.cancel_dump_traceback_later()
+            rankio.write_result(payload)
+            ok = False
+            break
+        ctx.phase_deadline = float("inf")
+        faulthandler.cancel_dump_traceback_later()
+        failed = any(c["status"] == "fail" for c in checks)
+        record.update(status="fail" if failed else "pass", kind="check" if failed else None,
+                      failed_at=time.time() if failed else None, duration_s=round(time.time() - started, 3),
+                      checks=checks)
+        ok = ok and not failed
+        rankio.write_result(payload)
+    rankio.heartbeat("done")
+    ctx.phase = "done"
+    ctx.phase_deadline = time.time() + MARGIN_S + 5.0
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001, S110 - teardown of a failed group must not hide the phase results
+        pass
+    payload["finished"] = True
+    rankio.write_result(payload)
+    return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    problem = _check_launched_by_torchrun()
+    if problem:
+        print(f"ddp-doctor worker: {problem}", file=sys.stderr)
+        return 2
+    args = parse_args(argv)
+    rank = int(os.environ["RANK"])
+    _redirect_output(rank)
+    _die_with_parent()
+    faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
+    faults_mod.trigger(faults, rank, "start")  # never_start: before the first heartbeat
+    rankio.heartbeat("start")
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return int(record(run_phases)(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
