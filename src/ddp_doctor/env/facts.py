@@ -50,7 +50,7 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
         "flavour": None, "arch_list": [], "distributed": None,
         "backends": {"nccl": False, "gloo": False, "mpi": False}, "nccl_version": None,
         "git_version": meta.get("git_version"), "nccl_requirement": meta.get("nccl_requirement"),
-        "run_module": None, "source": "files",
+        "run_module": None, "source": "files", "metadata_version": meta["version"],
     }
     if imported is not None or probe_error is not None:
         data = imported or {}

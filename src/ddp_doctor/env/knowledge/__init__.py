@@ -113,3 +113,7 @@ def variants_supporting(torch_version: str, sm: str) -> list[str]:
     if rel is None:
         return []
     return [v for v, archs in rel["arch_list"].items() if runs_on(sm, archs)]
+
+
+def load_list(name: str, key: str) -> list[dict[str, Any]]:
+    return list(_load(name).get(key) or [])
