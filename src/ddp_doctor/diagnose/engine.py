@@ -38,6 +38,8 @@ class _Tally:
     ranks: set[int] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     seen_lines: set[tuple[str, int | None]] = field(default_factory=set)
+    detail: str | None = None
+    """NCCL's "Last error:" line, the most specific thing NCCL says about an error."""
 
 
 def signal_of(code: int) -> int | None:
@@ -146,6 +148,8 @@ class Matcher:
             return
         tally = self._tallies[last[0]]
         detail = _Hit(self._order, source, lineno, text, where)
+        if tally.detail is None:
+            tally.detail = LAST_ERROR.sub(lambda m: m.group("rest"), text).strip() or text
         if all(h.lineno != lineno for h in tally.hits):
             tally.hits.append(detail)  # NCCL's "Last error" is the most useful line: always kept
 
@@ -207,6 +211,8 @@ def _result(sig: Signature, tally: _Tally) -> Result:
     summary = f"{loc}, {line}: {_short(first.text)}{others}; a healthy run prints no such line"
     if first.lineno is None:
         summary = f"{first.source}: {first.text}{others}; a healthy run exits 0"
+    if tally.detail:
+        summary = f"{loc}, {line}: {_short(first.text, 100)}; NCCL's last error: {_short(tally.detail, 120)}"
     return Result(
         id=sig.id,
         title=sig.title,
