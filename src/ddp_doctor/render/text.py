@@ -27,7 +27,7 @@ def render(report: Report, color: bool = False) -> str:
     for r in report.results:
         label = Text(f"{ICON[r.status]} {WORD[r.status]}", style=STYLE[r.status])
         name = r.id + (f" [{where(r)}]" if r.rank is not None or r.node is not None else "")
-        table.add_row(label, name, r.summary)
+        table.add_row(label, Text(name), Text(r.summary))  # Text: "[rank 1]", log lines are not markup
     console.print(table)
     details = [r for r in report.results if needs_detail(r)]
     if report.root_cause:
@@ -35,11 +35,11 @@ def render(report: Report, color: bool = False) -> str:
     for r in details:
         console.print(Text.assemble("\n", (f"{ICON[r.status]} {WORD[r.status]} {r.id}", STYLE[r.status]), f" — {r.title}"))
         if where(r):
-            console.print(f"  where:  {where(r)}")
+            console.print(f"  where:  {where(r)}", markup=False)
         if r.cause:
-            console.print(f"  cause:  {r.cause}")
+            console.print(f"  cause:  {r.cause}", markup=False)
         if r.remedy:
-            console.print("  remedy: " + r.remedy.replace("\n", "\n          "))
+            console.print("  remedy: " + r.remedy.replace("\n", "\n          "), markup=False)
         for e in r.evidence[:5]:
             loc = f"{e.source}:{e.line}" if e.line is not None else e.source
             console.print(Text(f"  | {loc}: {e.text}", style="dim"))
