@@ -70,8 +70,8 @@ def oci_layout(root: Path, layers: list[bytes], compression: str = "gzip", cfg: 
     for arch in platforms:
         c = cfg or config([sha(x) for x in layers], arch=arch)
         cdesc = _blob(root, json.dumps({**c, "architecture": arch}).encode())
-        ltype = "application/vnd.oci.image.layer.v1.tar" + ("" if compression == "none" else "+" + compression)
-        ldescs = [{"mediaType": ltype, **_blob(root, compress(x, compression))} for x in layers]
+        ltype = "application/vnd.oci.image.layer.v1.tar" + ("" if compression in ("none", "raw") else "+" + compression)
+        ldescs = [{"mediaType": ltype, **_blob(root, x if compression == "raw" else compress(x, compression))} for x in layers]
         manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
                     "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cdesc}, "layers": ldescs}
         mdesc = _blob(root, json.dumps(manifest).encode())
