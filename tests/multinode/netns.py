@@ -182,6 +182,9 @@ class Cluster:
         """Pull the host's cable: its port on the switch goes down."""
         _ip("-n", self.switch, "link", "set", host.switch_port, "down")
 
+    def pids_of(self, host: Host) -> list[int]:
+        return [int(p) for p in _ip("netns", "pids", host.netns, check=False).stdout.split()]
+
     def pids(self) -> list[int]:
         found: list[int] = []
         for name in self._names:

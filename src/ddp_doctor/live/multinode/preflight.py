@@ -338,7 +338,11 @@ def _check_gloo_hostname(addresses: Mapping[str, list[str]], remote_master: bool
 
 def preflight(endpoint_text: str, node_rank: int | None, backend: str, env: Mapping[str, str],
               wait_s: float, node: str | None = None) -> list[Result]:
+    """[endpoint result, interface results...]. The interface is checked first: when it is wrong the
+    node will not launch anyway, so the endpoint gets only a short wait instead of the join timeout."""
     endpoint = parse_endpoint(endpoint_text)
-    first = check_endpoint(endpoint, node_rank, wait_s, node)
-    masters = list(first.observed.get("addresses") or [])
-    return [first, *check_interface(backend, env, masters, node)]
+    masters, _ = _resolve(endpoint.host, endpoint.port, RESOLVE_TIMEOUT_S)
+    interfaces = check_interface(backend, env, masters, node)
+    if any(r.status is Status.FAIL for r in interfaces):
+        wait_s = min(wait_s, 2.0)
+    return [check_endpoint(endpoint, node_rank, wait_s, node), *interfaces]

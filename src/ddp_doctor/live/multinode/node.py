@@ -1,0 +1,228 @@
+"""One node of a multi-node `ddp-doctor check`: the plan around the live chain's launch.
+
+The live chain (chain.py) stays the one place that launches; with several nodes it asks
+this module for a plan and calls it at three points:
+
+    plan = node.prepare(args, backend)        # None with one node; flags checked, preflight run
+    if plan.blocked: ...report plan.preflight, do not launch (a clear FAIL instead of a c10d timeout)
+    spec = LaunchSpec(..., env={..., **plan.env}, **plan.spec_fields())
+    with plan.watch():                        # node 0: who connects to the c10d store
+        outcome = launch(spec)
+    plan.add_remote_ranks(outcome)            # node 0: every rank's payload, for the per-rank merge
+    ...the chain merges outcome into report...
+    plan.conclude(report, outcome)            # cluster checks, rendezvous failures, lost links
+
+Every node writes its own report (its --output); node 0's carries the whole cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.errors import UsageError
+from ddp_doctor.live.multinode import cluster, preflight
+from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
+from ddp_doctor.report import Report, Result, Status
+
+PREFLIGHT_ENV = "DDP_DOCTOR_MULTINODE_PREFLIGHT"
+JOIN_SHARE = 1 / 3
+"""Default --join-timeout: a third of --timeout (the rest is for the phases)."""
+_RDZV_ERROR = re.compile(r"(Rendezvous\w*Error)(?::\s*(.*))?")
+_RDZV_MEANING = {
+    "RendezvousTimeoutError": "torchrun's rendezvous timed out before every node joined",
+    "RendezvousClosedError": "the rendezvous was closed by another node (node 0 gave up waiting for a node, or a "
+                             "node failed and ended the run)",
+    "RendezvousConnectionError": "torchrun could not connect to the c10d store at the rendezvous endpoint",
+    "RendezvousStateError": "the rendezvous state in the c10d store is inconsistent (two runs share one --rdzv-id?)",
+}
+
+
+def is_multinode(args: argparse.Namespace) -> bool:
+    nnodes = getattr(args, "nnodes", None)
+    return bool(nnodes and nnodes != "1") or bool(getattr(args, "rdzv_endpoint", None))
+
+
+def _validate(args: argparse.Namespace) -> tuple[str, int, int]:
+    nnodes = args.nnodes or "1"
+    try:
+        lo, hi = cluster.expected_nodes(nnodes)
+    except ValueError:
+        raise UsageError(f"--nnodes {nnodes!r}: expected N or MIN:MAX, e.g. 2 or 1:4") from None
+    if lo < 1 or hi < lo:
+        raise UsageError(f"--nnodes {nnodes!r}: expected 1 <= MIN <= MAX")
+    if not args.rdzv_endpoint:
+        raise UsageError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's address, the same on every "
+                         "node)")
+    if args.node_rank is not None and not 0 <= args.node_rank < hi:
+        raise UsageError(f"--node-rank {args.node_rank} is outside 0..{hi - 1} for --nnodes {nnodes}")
+    if args.node_rank is None and lo == hi:
+        raise UsageError(f"--nnodes {nnodes} needs --node-rank R on every node (0 on the rendezvous host)")
+    if args.master_port is not None:
+        raise UsageError("--master-port is for one node; with --nnodes the port is the one in --rdzv-endpoint")
+    return nnodes, lo, hi
+
+
+@dataclass
+class NodePlan:
+    nnodes: str
+    node_rank: int | None
+    endpoint: preflight.Endpoint
+    rdzv_id: str
+    join_timeout_s: float
+    backend: str
+    preflight: list[Result]
+    cluster_file: Path
+    env: dict[str, str] = field(default_factory=dict)
+    _watch: cluster.StoreWatch | None = None
+    _gathered: dict[str, Any] | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return any(r.status is Status.FAIL for r in self.preflight)
+
+    @property
+    def is_node0(self) -> bool:
+        return self.node_rank == 0
+
+    def spec_fields(self) -> dict[str, Any]:
+        return {"nnodes": self.nnodes, "node_rank": self.node_rank, "rdzv_endpoint": str(self.endpoint),
+                "rdzv_id": self.rdzv_id, "join_timeout_s": self.join_timeout_s}
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[None]:
+        if not self.is_node0:
+            yield
+            return
+        with cluster.StoreWatch(self.endpoint.port) as w:
+            self._watch = w
+            yield
+
+    def gathered(self) -> dict[str, Any] | None:
+        if self._gathered is None:
+            try:
+                self._gathered = json.loads(self.cluster_file.read_text())
+            except (OSError, ValueError):
+                return None
+        return self._gathered
+
+    def add_remote_ranks(self, outcome: Any) -> None:
+        """Node 0: the payloads of the other nodes' ranks join this node's own, so the chain's
+        merge reports every rank of the cluster (each payload names its node)."""
+        data = self.gathered()
+        if not data:
+            return
+        for key, entry in data.get("ranks", {}).items():
+            payload = entry.get("payload")
+            if isinstance(payload, dict) and int(key) not in outcome.ranks:
+                payload.setdefault("node", entry.get("node") or entry.get("hostname"))
+                outcome.ranks[int(key)] = payload
+
+    def conclude(self, report: Report, outcome: Any) -> None:
+        try:
+            self._conclude(report, outcome)
+        finally:
+            with contextlib.suppress(OSError):
+                self.cluster_file.unlink()
+            with contextlib.suppress(OSError):
+                self.cluster_file.parent.rmdir()
+
+    def _conclude(self, report: Report, outcome: Any) -> None:
+        log = "\n".join((getattr(outcome, "logs", None) or {}).get("torchrun.log", []))
+        rdzv = _RDZV_ERROR.findall(log)
+        rdzv_error = rdzv[-1][0] if rdzv else None
+        seen = sorted(self._watch.seen) if self._watch else []
+        data = self.gathered() if self.is_node0 else None
+        report.facts["multinode"] = {
+            "nnodes": self.nnodes, "node_rank": self.node_rank, "rdzv_endpoint": str(self.endpoint),
+            "rdzv_id": self.rdzv_id, "join_timeout_s": self.join_timeout_s, "store_peers": seen,
+            "role": "cluster report (node 0)" if self.is_node0 else "local report",
+            "ranks_gathered": sorted(int(k) for k in data["ranks"]) if data else None,
+        }
+        report.extend(self.preflight)
+        if self.is_node0 or rdzv_error:
+            meaning = _RDZV_MEANING.get(rdzv_error or "", rdzv_error)
+            if self.is_node0:
+                report.add(cluster.joined(self.nnodes, data, seen, self.join_timeout_s, meaning))
+            elif rdzv_error:
+                report.add(Result(
+                    "multinode.joined", "nodes joined the rendezvous", Status.FAIL,
+                    f"this node (node {self.node_rank}) left the rendezvous with {rdzv_error}",
+                    cause=meaning, remedy="read node 0's report: it says how many nodes joined; start every node "
+                                          "within --join-timeout of each other", phase="rendezvous",
+                    observed={"error": rdzv_error}, started=time.time()))
+        if data:
+            report.extend(cluster.evaluate(data, self.backend))
+        if report.verdict().value == "fail" and not rdzv_error:
+            lost = self._lost(seen)
+            if lost is not None:
+                report.add(lost)
+                report.root_cause = lost.id  # a lost link explains every stuck rank on both sides
+
+    def _lost(self, seen: list[str]) -> Result | None:
+        if self.is_node0:
+            local = [a for addrs in preflight.interface_addresses().values() for a in addrs]
+            return cluster.lost_peers(seen, self.endpoint.port, local)
+        addrs = list(self.preflight[0].observed.get("addresses") or []) if self.preflight else []
+        if not addrs or cluster.reachable(addrs[0], self.endpoint.port):
+            return None
+        return Result(
+            "multinode.link_lost", "network path to every node", Status.FAIL,
+            f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node",
+            cause="the network path to node 0 was lost during the run (link down, node down, or a firewall change)",
+            remedy="check this node's link to node 0 (`ip link`, `nc -zv` to the endpoint) and node 0's report",
+            observed={"endpoint": str(self.endpoint)}, expected={"reachable": True}, phase="network",
+            started=time.time())
+
+
+def _preflight_facts(results: list[Result]) -> dict[str, Any]:
+    """What the ranks pass to node 0 about this node: the interface it talks through."""
+    for r in results:
+        if r.id == preflight.IFNAME_ID and r.observed.get("interface"):
+            return {"interface": r.observed.get("interface"), "address": r.observed.get("address"),
+                    "variable": r.observed.get("variable"), "value": r.observed.get("value")}
+    return {}
+
+
+def prepare(args: argparse.Namespace, backend: str, env: dict[str, str] | None = None) -> NodePlan | None:
+    """None for a one-node check; else the validated plan with this node's preflight done."""
+    if not is_multinode(args):
+        return None
+    nnodes, _, _ = _validate(args)
+    endpoint = preflight.parse_endpoint(args.rdzv_endpoint)
+    join_timeout = float(args.join_timeout or max(10.0, args.timeout * JOIN_SHARE))
+    if join_timeout >= args.timeout:
+        raise UsageError(f"--join-timeout {join_timeout:g} must be shorter than --timeout {args.timeout:g}")
+    node = socket.gethostname()
+    env_now = {**os.environ, **(env or {})}
+    # Other nodes may start a little after this one: wait for node 0's store up to the join timeout.
+    results = preflight.preflight(str(endpoint), args.node_rank, backend, env_now, wait_s=join_timeout, node=node)
+    directory = Path(tempfile.mkdtemp(prefix="ddp-doctor-cluster-"))
+    plan = NodePlan(nnodes=nnodes, node_rank=args.node_rank, endpoint=endpoint,
+                    rdzv_id=args.rdzv_id or f"ddp-doctor-{endpoint.port}", join_timeout_s=join_timeout,
+                    backend=backend, preflight=results, cluster_file=directory / "cluster.json")
+    plan.env = {CLUSTER_FILE_ENV: str(plan.cluster_file), PREFLIGHT_ENV: json.dumps(_preflight_facts(results))}
+    return plan
+
+
+def blocked_report(plan: NodePlan, report: Report) -> Report:
+    """The preflight failed: report it (the node's own evidence) and do not start torchrun."""
+    report.facts["multinode"] = {
+        "nnodes": plan.nnodes, "node_rank": plan.node_rank, "rdzv_endpoint": str(plan.endpoint),
+        "rdzv_id": plan.rdzv_id, "join_timeout_s": plan.join_timeout_s, "launched": False,
+        "role": "local report",
+    }
+    report.extend(plan.preflight)
+    with contextlib.suppress(OSError):
+        plan.cluster_file.parent.rmdir()
+    return report
