@@ -1,0 +1,69 @@
+"""busbw against message size as PNG or SVG (matplotlib: the optional `plot` extra)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ddp_doctor.bench.results import is_op_result, points_of
+from ddp_doctor.errors import DoctorError, UsageError
+from ddp_doctor.report import Report
+
+FORMATS = {".png": "png", ".svg": "svg"}
+
+
+def check_path(path: str) -> str:
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise UsageError(f"--plot {path}: the file name must end in .png or .svg")
+    return fmt
+
+
+def write(path: str, runs: list[tuple[str, Report]]) -> None:
+    """One line per (run, op, dtype, mode); runs after the first are drawn dashed (baselines)."""
+    fmt = check_path(path)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)") from None
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+    drawn = 0
+    for index, (label, report) in enumerate(runs):
+        for result in report.results:
+            if not is_op_result(result) or result.observed.get("op") == "barrier":
+                continue
+            points = points_of(result)
+            for inplace in (False, True):
+                series = sorted((p for p in points if bool(p.get("inplace")) == inplace), key=lambda p: int(p["bytes"]))
+                if not series:
+                    continue
+                mode = "in-place" if inplace else "out-of-place"
+                ax.plot([int(p["bytes"]) for p in series], [float(p["busbw_gbps"]) for p in series],
+                        linestyle="-" if index == 0 else "--", marker="o", markersize=3,
+                        label=f"{label}: {result.observed.get('op')} {result.observed.get('dtype')} {mode}")
+                drawn += 1
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s, nccl-tests definition)")
+    world = runs[0][1].facts.get("world_size") if runs else None
+    backend = runs[0][1].facts.get("backend") if runs else None
+    ax.set_title(f"ddp-doctor bench: busbw vs size ({world} ranks, {backend})")
+    ax.grid(True, which="both", alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ddp-doctor-plot-", suffix=f".{fmt}")
+        os.close(fd)
+        fig.savefig(tmp, format=fmt)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

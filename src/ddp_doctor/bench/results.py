@@ -1,0 +1,105 @@
+"""Sweep data -> Results: one per op (and dtype), the size points in `observed["points"]`.
+
+Used for our own ranks' payloads and for imported nccl-tests logs alike, so both read the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddp_doctor.bench import formulas
+from ddp_doctor.report import Result, Status
+
+TITLES = {
+    "all_reduce": "all_reduce bandwidth", "all_gather": "all_gather bandwidth",
+    "reduce_scatter": "reduce_scatter bandwidth", "broadcast": "broadcast bandwidth",
+    "reduce": "reduce bandwidth", "all_to_all": "all_to_all bandwidth",
+    "sendrecv": "send/recv bandwidth (ring of rank pairs)", "barrier": "barrier latency",
+}
+
+
+def result_id(op: str, dtype: str, several_dtypes: bool) -> str:
+    return f"bench.{op}.{dtype}" if several_dtypes and op != "barrier" else f"bench.{op}"
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def summary_metrics(op: str, points: list[dict[str, Any]]) -> dict[str, float]:
+    if not points:
+        return {}
+    if op == "barrier":
+        times = [float(p["time_us"]) for p in points]
+        return {"latency_us": round(min(times), 3)}
+    peak = max(points, key=lambda p: float(p["busbw_gbps"]))
+    return {
+        "peak_busbw_gbps": round(float(peak["busbw_gbps"]), 3),
+        "peak_algbw_gbps": round(max(float(p["algbw_gbps"]) for p in points), 3),
+        # nccl-tests' "# Avg bus bandwidth": the mean busbw over every printed point.
+        "avg_busbw_gbps": round(sum(float(p["busbw_gbps"]) for p in points) / len(points), 3),
+        "peak_busbw_bytes": int(peak["bytes"]),
+    }
+
+
+def op_result(op: str, dtype: str, entry: dict[str, Any], *, several_dtypes: bool, world_size: int | None,
+              backend: str | None, source: str = "ddp-doctor") -> Result:
+    """One op's Result from {"status", "points", "reason"?, "error"?}."""
+    rid = result_id(op, dtype, several_dtypes)
+    title = f"{TITLES.get(op, op)} ({dtype})" if op != "barrier" else TITLES["barrier"]
+    points = list(entry.get("points") or [])
+    observed: dict[str, Any] = {"op": op, "dtype": dtype, "world_size": world_size, "backend": backend,
+                                "redop": formulas.REDOP.get(op, "none"), "source": source, "points": points}
+    status = entry.get("status", "ok")
+    if status == "unsupported":
+        return Result(rid, title, Status.SKIP, f"not measured: {entry.get('reason')}", observed=observed)
+    if status == "error":
+        return Result(
+            rid, title, Status.ERROR, f"{op} raised during the sweep: {entry.get('error')}",
+            cause="the collective itself failed, so its bandwidth is unknown",
+            remedy="rerun with --ops " + op + " --max-bytes 1M to isolate it; the error above names the call",
+            observed={**observed, "traceback": entry.get("traceback")},
+        )
+    metrics = summary_metrics(op, points)
+    where = f"{world_size} ranks, {backend}" if world_size else (backend or "")
+    wrong = [p for p in points if p.get("check_ok") is False]
+    if not points:
+        return Result(rid, title, Status.SKIP, "no size in the sweep fits this op (sizes smaller than one element "
+                      "per rank)", observed=observed)
+    if op == "barrier":
+        summary = f"{metrics['latency_us']:.1f} us per barrier ({where})"
+    else:
+        summary = (f"peak busbw {metrics['peak_busbw_gbps']:.2f} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
+                   f" (algbw {metrics['peak_algbw_gbps']:.2f} GB/s; {where}; {len(points)} points)")
+    checked = [p for p in points if p.get("check_ok") is not None]
+    if wrong:
+        first = min(wrong, key=lambda p: int(p["bytes"]))
+        n_wrong = sum(int(p.get("wrong") or 0) for p in wrong)
+        return Result(
+            rid, title, Status.FAIL,
+            f"{op} returned wrong values at {len(wrong)} of {len(points)} points (first at {human_bytes(int(first['bytes']))}"
+            f", {'in-place' if first.get('inplace') else 'out-of-place'}; {n_wrong} wrong elements in all); "
+            f"expected exact results",
+            cause="the collective delivered corrupted data: a broken transport (P2P/SHM/network), faulty GPU memory "
+                  "or a library bug; training on it silently diverges",
+            remedy="rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 and then NCCL_SHM_DISABLE=1 to find the "
+                   "transport; run `ddp-doctor bench --gpu-health` and check `dmesg` for Xid errors",
+            observed=observed, metrics=metrics,
+        )
+    if op == "barrier":
+        suffix = ""
+    else:
+        suffix = "; values checked" if checked and len(checked) == len(points) else "; values not checked"
+    return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
+
+
+def points_of(result: Result) -> list[dict[str, Any]]:
+    points = result.observed.get("points") if isinstance(result.observed, dict) else None
+    return list(points) if isinstance(points, list) else []
+
+
+def is_op_result(result: Result) -> bool:
+    return result.id.startswith("bench.") and isinstance(result.observed, dict) and "points" in result.observed

@@ -1,0 +1,142 @@
+"""torchrun entry module of `ddp-doctor bench`: one rank's sweep, written to rank-N.json.
+
+    torchrun ... -m ddp_doctor.bench.worker --config '{"ops": [...], "sizes": [...], ...}'
+
+Started by `ddp_doctor.live.launch`; the parent merges the ranks' payloads (bench/results.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from ddp_doctor.live import rankio
+
+
+def _stack_dumps_on_sigusr1() -> None:
+    # The launcher sends SIGUSR1 to a stuck rank and reads rank-N.stack.
+    try:
+        f = open(rankio.path("stack"), "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
+        faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    except (OSError, RuntimeError, AttributeError):
+        pass
+
+
+def _device_facts(torch: Any, device: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {"torch": torch.__version__, "device": str(device)}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts.update(name=props.name, memory_bytes=int(props.total_memory),
+                     compute_capability=f"{props.major}.{props.minor}")
+        try:
+            facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+        except Exception:  # noqa: BLE001 - a CPU-only or odd build has no NCCL version
+            facts["nccl"] = None
+    else:
+        facts["name"] = "cpu"
+    return facts
+
+
+def run(cfg: dict[str, Any]) -> dict[str, Any]:
+    rankio.heartbeat("init")
+    import torch
+    import torch.distributed as dist
+
+    from ddp_doctor.bench import sweep
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    backend = cfg["backend"]
+    timeout = datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", 120)))
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        # device_id: the communicator is created now, not inside the first timed call.
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend, timeout=timeout)
+    ctx = sweep.Ctx(rank=rank, world=world, device=device)
+    payload: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "backend": backend,
+                               "facts": _device_facts(torch, device), "ops": [], "finished": False}
+    dist.barrier()
+
+    if cfg.get("gpu_health"):
+        rankio.heartbeat("gpu_health")
+        payload["health"] = _health(ctx, torch, dist)
+
+    for op in cfg["ops"]:
+        # A barrier moves no data: once, whatever the dtypes.
+        for dtype in cfg["dtypes"][:1] if op == "barrier" else cfg["dtypes"]:
+            rankio.heartbeat("bench", step=f"{op} {dtype}")
+            entry: dict[str, Any] = {"op": op, "dtype": dtype}
+            reason = sweep.unsupported_reason(op, world)
+            modes = tuple(m for m in sweep.MODES[op] if m in cfg["modes"]) or ()
+            if reason is None and not modes:
+                wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg["modes"])
+                reason = f"torch.distributed has no {wanted} form of {op}"
+            if reason:
+                entry.update(status="unsupported", reason=reason, points=[])
+            else:
+                started = time.monotonic()
+                try:
+                    points = sweep.sweep_op(op, dtype, cfg["sizes"], modes, cfg["iters"], cfg["warmup_iters"],
+                                            cfg["check"], ctx,
+                                            progress=lambda s: rankio.heartbeat("bench", step=s))
+                    entry.update(status="ok", points=points)
+                except Exception as exc:  # noqa: BLE001 - one op failing must not lose the others
+                    entry.update(status="error", points=[], error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+                                 traceback=traceback.format_exc()[-4000:])
+                entry["duration_s"] = round(time.monotonic() - started, 3)
+            payload["ops"].append(entry)
+            rankio.write_result(payload)  # partial results survive a later hang
+
+    payload["finished"] = True
+    rankio.write_result(payload)
+    rankio.heartbeat("done")
+    dist.destroy_process_group()
+    return payload
+
+
+def _health(ctx: Any, torch: Any, dist: Any) -> dict[str, Any]:
+    from ddp_doctor.bench import health
+
+    if ctx.device.type != "cuda":
+        return {"skipped": "no CUDA device in this rank"}
+    result: dict[str, Any] = {}
+    try:
+        result = health.run_device_local(ctx.device.index)
+    except Exception as exc:  # noqa: BLE001 - reported as an error result, not a crash
+        result = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    # Host<->device copies share PCIe root ports and host memory: one GPU at a time. Every rank
+    # takes part in every barrier, whatever failed, so none is left waiting.
+    for turn in range(ctx.world):
+        if turn == ctx.rank and "error" not in result:
+            try:
+                result.update(health.run_host_copies(ctx.device.index))
+            except Exception as exc:  # noqa: BLE001
+                result["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        dist.barrier()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ddp_doctor.bench.worker")
+    parser.add_argument("--config", required=True, help="the sweep as JSON")
+    args = parser.parse_args(argv)
+    _stack_dumps_on_sigusr1()
+    run(json.loads(args.config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
