@@ -1,0 +1,111 @@
+"""`ddp-doctor explain` as a user runs it: a real process, real files, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+CASCADE_LOG = """\
+W1202 10:00:00.000000 100 torch/distributed/run.py:793] *****************************************
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/app/train.py", line 40, in <module>
+[rank1]:     for batch in loader:
+[rank1]: RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
+W1202 10:00:05.000000 100 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 101 closing signal SIGTERM
+E1202 10:00:05.100000 100 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 102) of binary: /usr/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_10:00:05
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 102)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def test_root_cause_first_then_the_cascade_json(tmp_path: Path) -> None:
+    path = _write(tmp_path, "job.log", CASCADE_LOG)
+    proc = run_cli("explain", str(path), "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    ids = [r["id"] for r in report["results"]]
+    assert report["root_cause"] == "diag.shm_exhausted" == ids[0]
+    assert ids.index("diag.child_failed_no_error_file") > 0 and ids.index("diag.sigterm") > 0
+    root = report["results"][0]
+    assert root["rank"] == 1 and root["status"] == "fail"
+    assert root["evidence"][0]["line"] == 5 and "Bus error" in root["evidence"][0]["text"]
+    assert "--shm-size" in root["remedy"] and root["cause"]
+    assert report["facts"]["log"]["lines"] == CASCADE_LOG.count("\n")
+    assert report["command"] == "explain" and report["target"] == {"file": str(path)}
+
+
+def test_text_output_names_cause_and_remedy(tmp_path: Path) -> None:
+    proc = run_cli("explain", str(_write(tmp_path, "job.log", CASCADE_LOG)))
+    assert proc.returncode == 1
+    assert "root cause: diag.shm_exhausted" in proc.stdout
+    assert "[rank1]: RuntimeError: DataLoader worker" in proc.stdout  # rank prefixes survive rendering
+    assert "--ipc=host" in proc.stdout
+
+
+def test_stdin_and_gzip(tmp_path: Path) -> None:
+    proc = run_cli("explain", "-", "--format", "json", input=CASCADE_LOG)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["root_cause"] == "diag.shm_exhausted"
+    gz = _write(tmp_path, "job.log.gz", gzip.compress(CASCADE_LOG.encode()))
+    proc = run_cli("explain", str(gz), "--format", "json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["root_cause"] == "diag.shm_exhausted"
+
+
+def test_healthy_log_exits_0(tmp_path: Path) -> None:
+    healthy = "host:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\nstep 10 loss 0.1\n"
+    proc = run_cli("explain", str(_write(tmp_path, "ok.log", healthy)), "--format", "json")
+    assert proc.returncode == 0, proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["root_cause"] is None and [r["id"] for r in report["results"]] == ["diag.none"]
+
+
+def test_unknown_failure_is_called_unknown(tmp_path: Path) -> None:
+    log = "[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: the flux capacitor is not charged\n"
+    proc = run_cli("explain", str(_write(tmp_path, "u.log", log)), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert [r["id"] for r in report["results"]] == ["diag.unknown"]
+    unknown = report["results"][0]
+    assert unknown["status"] == "fail" and "flux capacitor" in unknown["evidence"][0]["text"]
+    assert unknown["evidence"][0]["line"] == 2
+
+
+def test_warn_only_exits_0_unless_strict(tmp_path: Path) -> None:
+    path = _write(tmp_path, "ib.log", "h:1:2 [0] NCCL INFO NET/IB : No device found.\n")
+    assert run_cli("explain", str(path)).returncode == 0
+    assert run_cli("explain", str(path), "--strict").returncode == 1
+
+
+def test_unreadable_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path)],
+                 ["explain", str(_write(tmp_path, "bad.gz", b"\x1f\x8b\x08\x00garbage-not-gzip" * 10))]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ddp-doctor: error:")
+        assert "Traceback" not in proc.stderr
+
+
+def test_binary_file_is_not_a_crash(tmp_path: Path) -> None:
+    path = _write(tmp_path, "core.bin", bytes(range(256)) * 4000)
+    proc = run_cli("explain", str(path), "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    json.loads(proc.stdout)

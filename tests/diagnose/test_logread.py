@@ -1,0 +1,100 @@
+"""The streaming reader: exact line numbers at any chunk size, any encoding, bounded lines."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddp_doctor.diagnose import _prefilters, explain_stream
+from ddp_doctor.diagnose.lines import clean, origin
+from ddp_doctor.diagnose.logread import MAX_LINE, Stats, scan
+
+BUS = "RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error."
+HEALTHY = "host:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"
+
+
+def _candidates(data: bytes, chunk: int) -> list[tuple[int, bytes]]:
+    _, prefilter = _prefilters()
+    return [(c.lineno, c.text) for c in scan(io.BytesIO(data), prefilter, Stats(), chunk=chunk) if not c.context]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.sampled_from([BUS, HEALTHY, "", "x" * 300, "ERROR: boom", "step 1 loss 0.5"]), max_size=40),
+    chunk=st.integers(min_value=16, max_value=600),
+    crlf=st.booleans(),
+)
+def test_line_numbers_are_exact_at_any_chunk_size(lines: list[str], chunk: int, crlf: bool) -> None:
+    eol = "\r\n" if crlf else "\n"
+    data = eol.join(lines).encode() + (eol.encode() if lines else b"")
+    expected = [i for i, line in enumerate(lines, start=1) if line in (BUS, "ERROR: boom")]
+    got = _candidates(data, chunk)
+    # a line longer than the chunk may be reported in pieces; its number is what matters
+    assert sorted({n for n, _ in got}) == expected
+
+
+def test_stats_count_lines_and_bytes() -> None:
+    data = b"a\nb\nc"  # no trailing newline: still three lines
+    stats = Stats()
+    explain_stream(io.BytesIO(data), "x", stats)
+    assert (stats.lines, stats.bytes_read) == (3, 5)
+
+
+def test_ansi_crlf_and_bad_utf8_are_cleaned() -> None:
+    data = b"step\r\n\x1b[31m[rank1]: " + BUS.encode() + b"\x1b[0m \xff\xfe\r\n"
+    results = explain_stream(io.BytesIO(data), "job.log")
+    shm = next(r for r in results if r.id == "diag.shm_exhausted")
+    assert shm.rank == 1 and shm.evidence[0].line == 2
+    assert "\x1b" not in shm.evidence[0].text and "\r" not in shm.evidence[0].text
+    assert shm.evidence[0].text.startswith("[rank1]: RuntimeError")
+
+
+def test_gzip_and_zstd_are_read_through(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ddp_doctor.diagnose.logread import open_log
+
+    body = (HEALTHY + "\n") * 1000 + BUS + "\n"
+    for name, blob in (("a.log.gz", gzip.compress(body.encode())),
+                       ("a.log.zst", zstandard.ZstdCompressor().compress(body.encode()))):
+        path = tmp_path / name
+        path.write_bytes(blob)
+        stream, shown = open_log(str(path))
+        with stream:
+            results = explain_stream(stream, shown)
+        assert shown == name
+        assert [r.evidence[0].line for r in results if r.id == "diag.shm_exhausted"] == [1001]
+
+
+def test_binary_garbage_does_not_crash() -> None:
+    import random
+
+    rng = random.Random(4)
+    data = bytes(rng.getrandbits(8) for _ in range(300_000))
+    explain_stream(io.BytesIO(data), "garbage.bin")  # any result is fine; no exception
+
+
+def test_a_huge_line_is_capped_and_still_scanned() -> None:
+    line = b"A" * (3 * MAX_LINE) + BUS.encode() + b"B" * (3 * MAX_LINE)
+    _, prefilter = _prefilters()
+    got = [c for c in scan(io.BytesIO(line + b"\nnext\n"), prefilter, Stats(), chunk=4096) if not c.context]
+    assert got and all(len(c.text) <= MAX_LINE for c in got)
+    assert {c.lineno for c in got} == {1}
+    assert any(BUS.encode() in c.text for c in got)
+
+
+def test_origin_prefixes() -> None:
+    assert origin("[rank3]: boom").rank == 3
+    assert origin("[default1]:[rank1]: boom").rank == 1
+    assert origin("[default2]: boom").local_rank == 2
+    nccl = origin("node-a:123:456 [5] NCCL WARN x")
+    assert (nccl.node, nccl.gpu, nccl.pid) == ("node-a", 5, 123)
+    pod = origin("[pod/job-worker-1/pytorch] [rank9]: boom")
+    assert (pod.node, pod.rank) == ("job-worker-1", 9)
+    assert origin("[Rank 4] Watchdog caught collective operation timeout").rank == 4
+    assert origin("plain line").label() == ""
+    assert clean("\x1b[1;31mred\x1b[0m\r\n") == "red"
+    assert re.fullmatch(r"\S+", origin("h:1:2 [0] x", node="pod-0").node or "")
