@@ -100,6 +100,22 @@ def _nccl_facts(torch: dict[str, Any], imported: dict[str, Any] | None,
     return facts
 
 
+def _warm_up() -> None:
+    """The parent is idle while the child imports torch: load what judging and rendering need now."""
+    import importlib
+
+    from ddp_doctor.env import knowledge
+
+    knowledge.releases()
+    knowledge.env_rules()
+    knowledge.load_list("import_errors.yaml", "patterns")
+    knowledge.driver_floor("12.0")
+    try:
+        importlib.import_module("ddp_doctor.render.text")
+    except ImportError:
+        pass
+
+
 def gather(probe_torch: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     meta = torch_probe.metadata()
@@ -121,6 +137,7 @@ def gather(probe_torch: bool = True) -> dict[str, Any]:
         "network": {"interfaces": network.interfaces(), "infiniband": system.infiniband()},
     }
 
+    _warm_up()
     gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
     facts["gpus"] = gpus or {"driver_loaded": False, "driver_version": None, "cuda_driver_version": None, "count": 0,
                              "physical_count": 0, "visible": [], "all": [], "cuda_visible_devices": None,

@@ -11,11 +11,11 @@ import sys
 from importlib import resources
 from typing import Any
 
-import yaml
-
 
 @functools.cache
 def _load(name: str) -> dict[str, Any]:
+    import yaml  # imported on first use, so it loads while the torch probe runs (see facts.gather)
+
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict):

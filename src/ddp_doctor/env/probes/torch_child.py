@@ -2,6 +2,7 @@
 # importing torch is what is being tested, and it must not touch the doctor's own process.
 # It prints one JSON object on stdout. It never initialises CUDA (no torch.cuda.is_available()).
 import json
+import os
 import sys
 import time
 
@@ -115,4 +116,8 @@ attempt("nccl_loaded", loaded_nccl)
 if out.get("nccl_loaded"):
     attempt("nccl_loaded_version", lambda: nccl_lib_version(out["nccl_loaded"]))
 out["probe_s"] = round(time.perf_counter() - t0, 3)
-print(json.dumps(out))
+sys.stdout.write(json.dumps(out) + "\n")
+sys.stdout.flush()
+# Tearing down an interpreter that imported torch takes a few hundred ms (module and
+# allocator finalisers) and proves nothing more; this child holds no files to flush.
+os._exit(0)
