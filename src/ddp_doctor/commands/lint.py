@@ -1,16 +1,73 @@
+"""`ddp-doctor lint FILE...`: the known DDP pitfalls in Kubernetes manifests, compose files,
+Dockerfiles, docker/podman/torchrun scripts and Slurm batch scripts."""
+
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ddp_doctor.errors import UsageError
-from ddp_doctor.report import Report
+from ddp_doctor.commands import Printed
+from ddp_doctor.errors import EXIT_USAGE, DoctorError
+from ddp_doctor.report import Evidence, Report, Result, Status
 
-HELP = "(lint: not built yet)"
+HELP = "lint Kubernetes / compose / Dockerfile / shell / Slurm configs for distributed-training pitfalls"
+FORMATS = ("text", "json", "sarif")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from ddp_doctor.cli import add_output_arguments
+
+    parser.add_argument("files", nargs="+", metavar="FILE", help="files to lint (kind told by name and content)")
+    add_output_arguments(parser, formats=FORMATS)
 
 
-def run(args: argparse.Namespace) -> Report:
-    raise UsageError("'lint' is not built yet")
+def lint(paths: list[str]) -> tuple[Report, list[str]]:
+    """All files -> one Report, plus one message per file that could not be read."""
+    from ddp_doctor.deploy.lint.engine import lint_file
+
+    report = Report(command="lint", target={"file": ", ".join(paths)})
+    unreadable: list[str] = []
+    files = []
+    for path in paths:
+        try:
+            done = lint_file(path)
+        except DoctorError as exc:
+            unreadable.append(str(exc))
+            report.add(Result(id="lint.input.unreadable", title="file not linted", status=Status.ERROR,
+                              summary=str(exc), observed={"file": path},
+                              remedy="pass a readable text config: a Kubernetes manifest, compose file, Dockerfile, "
+                                     "shell or Slurm script",
+                              evidence=[Evidence(source=path, text=str(exc))]))
+            files.append({"file": path, "kind": None, "error": str(exc)})
+            continue
+        report.extend(done.results)
+        for note in done.notes:
+            report.add(Result(id=f"lint.{done.kind}.not_checked", title="part of the file not checked",
+                              status=Status.SKIP, summary=note, observed={"file": path},
+                              evidence=[Evidence(source=path, text=note, line=_line_of(note))]))
+        files.append({"file": path, "kind": done.kind, "units": len(done.units),
+                      "findings": len(done.results)})
+    report.facts = {"files": files}
+    return report, unreadable
+
+
+def _line_of(note: str) -> int | None:
+    parts = note.split(":")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
+
+
+def run(args: argparse.Namespace) -> Printed:
+    import time
+
+    from ddp_doctor.cli import use_color
+    from ddp_doctor.render import render
+
+    started = time.monotonic()
+    report, unreadable = lint(args.files)
+    report.finish(started)
+    for message in unreadable:
+        print(f"ddp-doctor: error: {message}", file=sys.stderr)
+    text = render(report, args.format, color=use_color(args.output))
+    findings = [r for r in report.results if r.id != "lint.input.unreadable"]
+    failed = any(r.status is Status.FAIL or (args.strict and r.status is Status.WARN) for r in findings)
+    return Printed(text, EXIT_USAGE if unreadable else (1 if failed else 0))

@@ -164,6 +164,8 @@ class LaunchSpec:
         endpoint = f"{rdzv_host}:{self.rdzv_port}"
         if self.script is None:
             argv = ["ddp-doctor", "check", "--nproc", n]
+            if not self.gpus_per_node:
+                argv += ["--backend", "gloo"]
             if self.multi_node:
                 argv += ["--nnodes", self.nnodes_arg, "--node-rank", node_rank,
                          "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]

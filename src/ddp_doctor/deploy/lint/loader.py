@@ -49,9 +49,14 @@ class YMap(dict):  # type: ignore[type-arg]
 
     line: int
     key_lines: dict[Any, int]
+    value_lines: dict[Any, int]
+    """Where each value's text starts: the line after `key: |` for a block scalar."""
 
     def line_of(self, key: Any) -> int:
         return self.key_lines.get(key, self.line)
+
+    def value_line(self, key: Any) -> int:
+        return self.value_lines.get(key, self.line_of(key))
 
     def plain(self) -> dict[Any, Any]:
         return {k: _plain(v) for k, v in self.items()}
@@ -73,6 +78,9 @@ def _plain(v: Any) -> Any:
     return v
 
 
+_COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"}
+
+
 class _Converter:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -87,9 +95,11 @@ class _Converter:
         if depth > MAX_DEPTH:
             raise InputError(f"{self.source}: YAML nested deeper than {MAX_DEPTH} levels (a recursive alias?)")
         line = node.start_mark.line + 1
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
+            raise InputError(f"{self.source}:{line}: YAML tag {node.tag} is not plain data; expected a config without tags")
         if isinstance(node, yaml.MappingNode):
             m = YMap()
-            m.line, m.key_lines = line, {}
+            m.line, m.key_lines, m.value_lines = line, {}, {}
             self.scalars.flatten_mapping(node)  # `<<:` merge keys
             for key_node, value_node in node.value:
                 key = self.convert(key_node, depth + 1)
@@ -100,18 +110,25 @@ class _Converter:
                                      "scalar") from None
                 m[key] = self.convert(value_node, depth + 1)
                 m.key_lines[key] = key_node.start_mark.line + 1
+                m.value_lines[key] = _text_line(value_node)
             return m
         if isinstance(node, yaml.SequenceNode):
             seq = YList()
             seq.line, seq.item_lines = line, []
             for item in node.value:
                 seq.append(self.convert(item, depth + 1))
-                seq.item_lines.append(item.start_mark.line + 1)
+                seq.item_lines.append(_text_line(item))
             return seq
         try:
             return self.scalars.construct_object(node)
         except yaml.YAMLError as exc:
             raise InputError(f"{self.source}:{line}: {_one_line(exc)}") from None
+
+
+def _text_line(node: yaml.Node) -> int:
+    """1-based line where a node's text starts; a block scalar's starts after its | or > indicator."""
+    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    return node.start_mark.line + 1 + (1 if block else 0)
 
 
 def _one_line(exc: yaml.YAMLError) -> str:

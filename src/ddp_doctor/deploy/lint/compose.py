@@ -1,0 +1,134 @@
+"""docker compose files -> one Unit per service."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from ddp_doctor.deploy.lint.commandline import launches
+from ddp_doctor.deploy.lint.loader import YList, YMap
+from ddp_doctor.deploy.lint.model import At, Unit
+from ddp_doctor.deploy.lint.quantity import docker_bytes
+from ddp_doctor.deploy.lint.shellparse import Word, commands
+
+
+def _words(svc: YMap, key: str) -> list[Word]:
+    value = svc.get(key)
+    line = svc.value_line(key)
+    if isinstance(value, YList):
+        return [Word(str(v), value.line_of(i)) for i, v in enumerate(value)]
+    if isinstance(value, str):
+        try:
+            return [Word(t, line) for t in shlex.split(value)]
+        except ValueError:
+            return [w for cmd in commands(value, line) for w in cmd.words]
+    return []
+
+
+def _env(svc: YMap) -> dict[str, At[str]]:
+    env = svc.get("environment")
+    out: dict[str, At[str]] = {}
+    if isinstance(env, YMap):
+        for k, v in env.items():
+            if v is not None:
+                out[str(k)] = At(str(v), env.line_of(k))
+    elif isinstance(env, YList):
+        for i, item in enumerate(env):
+            name, eq, value = str(item).partition("=")
+            if eq:
+                out[name] = At(value, env.line_of(i))
+    return out
+
+
+def _gpus(svc: YMap) -> At[int | None] | None:
+    devices = svc.get("deploy")
+    for key in ("resources", "reservations", "devices"):
+        devices = devices.get(key) if isinstance(devices, YMap) else None
+    if isinstance(devices, YList):
+        for i, d in enumerate(devices):
+            if not isinstance(d, YMap):
+                continue
+            caps = d.get("capabilities") or []
+            if "gpu" in [str(c) for c in caps] or d.get("driver") == "nvidia":
+                if isinstance(d.get("device_ids"), YList):
+                    return At(len(d["device_ids"]), d.line_of("device_ids"))
+                count = d.get("count")
+                if count == "all" or count is None:
+                    return At(None, d.line_of("count") if count is not None else devices.line_of(i))
+                return At(count if isinstance(count, int) and not isinstance(count, bool) else None, d.line_of("count"))
+    if svc.get("gpus") is not None:  # compose spec's short form: gpus: all
+        g = svc["gpus"]
+        return At(None if g == "all" else (g if isinstance(g, int) else None), svc.line_of("gpus"))
+    if svc.get("runtime") == "nvidia":
+        visible = _env(svc).get("NVIDIA_VISIBLE_DEVICES")
+        count = None
+        if visible is not None and visible.value not in ("all", ""):
+            count = len(visible.value.split(","))
+        return At(count, svc.line_of("runtime"))
+    return None
+
+
+def units(doc: YMap, source: str) -> list[Unit]:
+    services = doc.get("services")
+    if not isinstance(services, YMap):
+        return []
+    out = []
+    for name, svc in services.items():
+        if isinstance(svc, YMap):
+            out.append(_service(str(name), svc, services.line_of(name), source))
+    return out
+
+
+def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
+    u = Unit("compose", source, f"service {name}", line)
+    if isinstance(svc.get("image"), str):
+        u.image = At(svc["image"], svc.line_of("image"))
+    u.env = _env(svc)
+    u.launches = launches(_words(svc, "entrypoint") + _words(svc, "command"))
+    u.trains = bool(u.launches)
+    u.gpus = _gpus(svc)
+    limit = svc.get("mem_limit")
+    lim_line = svc.line_of("mem_limit")
+    deploy_limit: Any = svc.get("deploy")
+    for key in ("resources", "limits"):
+        deploy_limit = deploy_limit.get(key) if isinstance(deploy_limit, YMap) else None
+    if isinstance(deploy_limit, YMap) and deploy_limit.get("memory") is not None:
+        limit, lim_line = deploy_limit["memory"], deploy_limit.line_of("memory")
+    if limit is not None and docker_bytes(limit) is not None:
+        u.memory_limit = At(docker_bytes(limit) or 0, lim_line)
+    if svc.get("ipc") == "host":
+        u.host_ipc = At(True, svc.line_of("ipc"))
+        u.shm = At("host", svc.line_of("ipc"))
+    elif svc.get("shm_size") is not None:
+        size = docker_bytes(svc["shm_size"])
+        u.shm_bytes = size
+        u.shm = At("tiny" if size is not None and size < 2**30 else "memory", svc.line_of("shm_size"))
+    else:
+        u.shm = At("default", line)
+    volumes = svc.get("volumes")
+    persistent, host_shm = False, None
+    for i, v in enumerate(volumes if isinstance(volumes, YList) else []):
+        target = str(v).split(":")[1] if isinstance(v, str) and ":" in v else (v.get("target") if isinstance(v, YMap) else None)
+        if target == "/dev/shm":
+            host_shm = volumes.line_of(i)
+            continue
+        if isinstance(v, YMap) and v.get("type") == "tmpfs":
+            continue
+        if (isinstance(v, str) and ":" in v) or isinstance(v, YMap):
+            persistent = True
+    if host_shm is not None and u.shm is not None and u.shm.value == "default":
+        u.shm = At("host", host_shm)
+    u.persistent_volume = persistent
+    if svc.get("privileged") is True:
+        u.privileged = At(True, svc.line_of("privileged"))
+    if svc.get("network_mode") == "host":
+        u.host_network = At(True, svc.line_of("network_mode"))
+    caps = svc.get("cap_add")
+    if isinstance(caps, YList):
+        for i, cap in enumerate(caps):
+            if str(cap).upper() in ("IPC_LOCK", "CAP_IPC_LOCK"):
+                u.ipc_lock = At(True, caps.line_of(i))
+    user = svc.get("user")
+    if user is not None and str(user).split(":")[0] in ("0", "root"):
+        u.root = At(f"user: {user}", svc.line_of("user"))
+    return u

@@ -1,0 +1,130 @@
+"""Lint one file: tell what kind of config it is, parse it into Units, run the rules -> Results."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts
+from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
+from ddp_doctor.deploy.lint.model import Unit
+from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
+from ddp_doctor.errors import InputError
+from ddp_doctor.report import Evidence, Result, Status
+
+KINDS = ("k8s", "compose", "dockerfile", "shell", "slurm")
+STATUS = {"error": Status.FAIL, "warning": Status.WARN, "info": Status.PASS}
+_COMPOSE_NAME = re.compile(r"^(docker-)?compose(\.[\w-]+)?\.ya?ml$|\.compose\.ya?ml$", re.IGNORECASE)
+_DOCKERFILE_NAME = re.compile(r"^(Dockerfile|Containerfile)(\..+)?$|\.(Dockerfile|Containerfile)$", re.IGNORECASE)
+
+
+@dataclass
+class FileResult:
+    path: str
+    kind: str
+    units: list[Unit]
+    results: list[Result]
+    notes: list[str]
+
+
+def detect(path: Path, text: str) -> str:
+    name = path.name
+    if _DOCKERFILE_NAME.search(name):
+        return "dockerfile"
+    if name.lower().endswith((".yaml", ".yml", ".json")):
+        return "compose" if _COMPOSE_NAME.search(name) else "yaml"
+    if re.search(r"^#SBATCH\b", text, re.MULTILINE):
+        return "slurm"
+    if name.lower().endswith((".sh", ".bash", ".sbatch", ".slurm")) or text.startswith("#!"):
+        return "shell"
+    first = next((l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")), "")
+    if re.match(r"^(FROM|ARG)\s", first, re.IGNORECASE) and re.search(r"^FROM\s", text, re.MULTILINE | re.IGNORECASE):
+        return "dockerfile"
+    if re.match(r"^(apiVersion|kind|services|version|---)\b", first):
+        return "yaml"
+    if re.search(r"\b(torchrun|docker\s+run|podman\s+run|torch\.distributed\.run)\b", text):
+        return "shell"
+    raise InputError(f"{path}: not a Kubernetes manifest, compose file, Dockerfile, shell or Slurm script "
+                     "(name it *.yaml, Dockerfile, *.sh or *.sbatch to say which)")
+
+
+def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, list[Unit], list[str]]:
+    units: list[Unit] = []
+    notes: list[str] = []
+    kinds_seen: set[str] = set()
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, YMap):
+            notes.append(f"{path}:{getattr(doc, 'line', 1)}: a YAML document that is not a mapping; skipped")
+            continue
+        if forced_compose or ("services" in doc and "kind" not in doc):
+            kinds_seen.add("compose")
+            units += compose.units(doc, path)
+            continue
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or "apiVersion" not in doc:
+            notes.append(f"{path}:{doc.line}: no apiVersion/kind (not a Kubernetes object) and no services "
+                         "(not a compose file); skipped")
+            continue
+        kinds_seen.add("k8s")
+        found = k8s.units(doc, path)
+        if not found and kind not in k8s.PASSIVE:
+            notes.append(f"{path}:{doc.line}: kind {kind} has no pod template ddp-doctor knows; not checked")
+        units += found
+    if not kinds_seen:
+        raise InputError(f"{path}: no Kubernetes object (apiVersion + kind) and no compose services in it"
+                         + ("" if notes else " (empty)") + "; expected a manifest or a compose file")
+    return ("compose" if kinds_seen == {"compose"} else "k8s"), units, notes
+
+
+def lint_file(path_text: str) -> FileResult:
+    path = Path(path_text)
+    text = read_text(path)
+    kind = detect(path, text)
+    notes: list[str] = []
+    if kind in ("yaml", "compose"):
+        docs = load_yaml_documents(text, path_text)
+        kind, units, notes = _yaml_units(docs, path_text, forced_compose=(kind == "compose"))
+    elif kind == "dockerfile":
+        units = dockerfile.units(text, path_text)
+        if not units:
+            raise InputError(f"{path}: no FROM instruction; not a Dockerfile")
+    else:
+        units = scripts.units(text, path_text, slurm=(kind == "slurm"))
+    lines = text.split("\n")
+    results = [to_result(u, hit, lines) for u in units for hit in evaluate(u)]
+    results.sort(key=lambda r: (r.evidence[0].line or 0, r.id))
+    return FileResult(path_text, kind, units, results, notes)
+
+
+_FIELD = re.compile(r"\{([a-z_]+)\}")
+
+
+def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str:
+    value = rule.get(key, "")
+    if isinstance(value, dict):
+        value = value.get(area, next(iter(value.values())))
+    # Only {known_name} is a placeholder: the fixes quote YAML such as {medium: Memory}.
+    return _FIELD.sub(lambda m: str(ctx[m.group(1)]) if m.group(1) in ctx else m.group(0), str(value))
+
+
+def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
+    rule = catalogue()[hit.name]
+    ctx = {"where": u.name, **hit.context}
+    severity = rule["severity"]
+    source_line = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
+    return Result(
+        id=f"lint.{u.area}.{hit.name}",
+        title=rule["title"],
+        status=STATUS[severity],
+        summary=f"{u.file}:{hit.line}: {_text(rule, 'message', u.area, ctx)}",
+        cause=_text(rule, "why", u.area, ctx),
+        remedy=_text(rule, "fix", u.area, ctx),
+        observed={"severity": severity, "file": u.file, "line": hit.line, "unit": u.name,
+                  **{k: v for k, v in hit.context.items() if isinstance(v, (str, int, float, bool))}},
+        expected={"source": rule.get("source")},
+        evidence=[Evidence(source=u.file, line=hit.line, text=source_line[:200])],
+    )

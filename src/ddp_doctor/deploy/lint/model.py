@@ -1,0 +1,75 @@
+"""What the parsers extract from a config and the rules read: one Unit per container / command.
+
+Every parser (Kubernetes, compose, Dockerfile, shell, Slurm) fills the same fields, each
+value with the line it came from, so one rule can run over every kind of file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class At(Generic[T]):
+    """A value and the 1-based line it was read from."""
+
+    value: T
+    line: int
+
+
+@dataclass
+class Launch:
+    """What a command line starts: torchrun / ddp-doctor check and its distributed flags."""
+
+    tool: str
+    """'torchrun' (also python -m torch.distributed.run / launch) or 'ddp-doctor'."""
+    line: int
+    nproc: At[str] | None = None
+    nnodes: At[str] | None = None
+    rdzv_endpoint: At[str] | None = None
+    master_addr: At[str] | None = None
+    backend: At[str] | None = None
+    standalone: bool = False
+    under_srun: bool = False
+
+
+@dataclass
+class Unit:
+    area: str
+    """k8s | compose | docker | shell | slurm | dockerfile: the middle of the rule id."""
+    file: str
+    name: str
+    """Where in the file, for messages: 'Job/train container trainer', 'service web', 'docker run'."""
+    line: int
+    image: At[str] | None = None
+    launches: list[Launch] = field(default_factory=list)
+    trains: bool = False
+    """A distributed training workload (torchrun, ddp-doctor, a PyTorchJob), so GPU/shm rules apply."""
+    gpus: At[int | None] | None = None
+    """GPUs granted: a count, None for 'all' (count unknown); the field is None when no GPU is granted."""
+    gpu_request: At[int] | None = None
+    nproc_declared: At[str] | None = None
+    """nprocPerNode / PET_NPROC_PER_NODE, when the workload declares it outside the command."""
+    tasks_per_node: At[int] | None = None
+    """Slurm: tasks started per node (each task that runs torchrun starts nproc ranks)."""
+    nodes: At[int] | None = None
+    """How many nodes the workload spans (replicas, completions, #SBATCH --nodes)."""
+    shm: At[str] | None = None
+    """'memory' (memory-backed and sized), 'disk' (a volume that is not memory), 'host' (host IPC / host /dev/shm),
+    'default' (nothing set: the runtime's 64 MiB), 'tiny' (sized under 1 GiB) or None (not applicable)."""
+    shm_bytes: int | None = None
+    memory_limit: At[int] | None = None
+    runtime_class: At[str] | None = None
+    runtime_class_applies: bool = False
+    root: At[str] | None = None
+    """Why it runs as root ('no runAsNonRoot / runAsUser', 'USER root'), or None."""
+    privileged: At[bool] | None = None
+    host_network: At[bool] | None = None
+    host_ipc: At[bool] | None = None
+    ipc_lock: At[bool] | None = None
+    persistent_volume: bool | None = None
+    """True when some mount outlives the container; None when the parser cannot tell."""
+    env: dict[str, At[str]] = field(default_factory=dict)
