@@ -329,7 +329,7 @@ def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Poli
     mdesc = _pick_manifest(store, index, want, limits)
     manifest = _obj(_read_blob_json(store, mdesc, limits, f"{store.path}: manifest"), "manifest")
     cdesc = _descriptor(manifest.get("config"), f"{store.path}: manifest config")
-    config = _obj(_read_blob_json(store, cdesc, limits, f"{store.path}: config"), "config")
+    config = checked_config(_obj(_read_blob_json(store, cdesc, limits, f"{store.path}: config"), "config"), f"{store.path}: config")
     layers = manifest.get("layers")
     if not isinstance(layers, list):
         raise InputError(f"{store.path}: the manifest has no 'layers' list")
@@ -350,6 +350,34 @@ def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Poli
             "compressed_bytes": sum(d["size"] for d in descs), "verified_blobs": len(descs) + 2,
             "ref": (mdesc.get("annotations") or {}).get("org.opencontainers.image.ref.name")}
     return applier.image(config, info)
+
+
+_CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "User": (str,), "Env": (list,), "Entrypoint": (list, str), "Cmd": (list, str), "WorkingDir": (str,),
+    "Labels": (dict,), "ExposedPorts": (dict,),
+}
+
+
+def checked_config(config: dict[str, Any], what: str) -> dict[str, Any]:
+    """The image config, with the fields the audit reads checked for type (a wrong type is malformed input)."""
+    section = config.get("config")
+    if section is None:
+        return config
+    if not isinstance(section, dict):
+        raise InputError(f"{what}: the image config's 'config' is a {type(section).__name__}, expected an object")
+    for key, types in _CONFIG_TYPES.items():
+        value = section.get(key)
+        if value is not None and not isinstance(value, types):
+            raise InputError(f"{what}: config.{key} is a {type(value).__name__}, expected {' or '.join(t.__name__ for t in types)}")
+    for key in ("Env", "Entrypoint", "Cmd"):
+        if isinstance(section.get(key), list) and not all(isinstance(x, str) for x in section[key]):
+            raise InputError(f"{what}: config.{key} must be a list of strings")
+    if isinstance(section.get("Labels"), dict) and not all(isinstance(v, str) for v in section["Labels"].values()):
+        raise InputError(f"{what}: config.Labels values must be strings")
+    for key in ("architecture", "os", "created"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise InputError(f"{what}: the image config's {key} is not a string")
+    return config
 
 
 def _diff_ids(config: dict[str, Any], count: int, what: str) -> list[str | None]:
@@ -380,7 +408,7 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
         if match:
             h = Hashing(Peek_bytes(data), f"sha256:{match.group(1)}", f"{store.path}: config {name}")
             digest = h.verify()
-        config = _obj(_json(data, f"{store.path}: {name}"), f"{store.path}: {name}")
+        config = checked_config(_obj(_json(data, f"{store.path}: {name}"), f"{store.path}: {name}"), f"{store.path}: {name}")
         if chosen is None or (_matches(config, want) and not _matches(chosen[1], want)):
             chosen = (entry, config, digest or "")
     assert chosen is not None

@@ -118,6 +118,8 @@ class Tree:
         node = self.root
         for i, part in enumerate(parts[:-1]):
             assert node.children is not None
+            if part.startswith(WHITEOUT):
+                raise InputError(f"{what}: {'/'.join(parts)[:200]!r} puts an entry inside a whiteout; the archive is malformed")
             child = node.children.get(part)
             if child is not None and child.kind == SYMLINK:
                 found = self.lookup("/".join(parts[:i + 1]))
