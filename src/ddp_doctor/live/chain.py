@@ -1,15 +1,195 @@
-"""Placeholder: replaced by the live-chain work (run the real torchrun job, merge ranks)."""
+"""`ddp-doctor check` without --static: static facts in a thread while the real torchrun job runs.
+
+One launch runs every phase (each launch costs a torch import per rank). The static facts
+are gathered without importing torch (`probe_torch=False`); the torch facts come from rank
+0 instead and are merged before the static checks are evaluated.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
-from ddp_doctor.env import checks, facts
-from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.errors import UsageError
+from ddp_doctor.live import launch as launcher
+from ddp_doctor.live.merge import Plan, merge
+from ddp_doctor.live.worker import PHASES
+from ddp_doctor.report import Evidence, Report, Result, Status
+
+NVML_TIMEOUT_S = 5.0
+
+
+class _Background(threading.Thread):
+    def __init__(self, fn: Any):
+        super().__init__(daemon=True)
+        self.fn, self.value, self.error = fn, None, None
+
+    def run(self) -> None:
+        try:
+            self.value = self.fn()
+        except Exception as exc:  # noqa: BLE001 - becomes an `error` Result, never a pass
+            self.error = exc
+
+
+def _gather_facts() -> dict[str, Any]:
+    from ddp_doctor.env import facts
+
+    try:
+        return facts.gather(probe_torch=False)
+    except TypeError:  # an older gather() without the keyword
+        return facts.gather()
+
+
+def visible_gpus() -> int:
+    """GPUs this process may use, from NVML and CUDA_VISIBLE_DEVICES; never initialises CUDA."""
+    job = _Background(lambda: __import__("ddp_doctor.env.probes.gpu", fromlist=["probe"]).probe())
+    job.start()
+    job.join(NVML_TIMEOUT_S)
+    gpus = job.value if isinstance(job.value, dict) else {}
+    return len(gpus.get("visible") or [])
+
+
+def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    if args.nproc is not None and args.nproc < 1:
+        raise UsageError(f"--nproc must be at least 1, got {args.nproc}")
+    if args.master_port is not None and not 0 < args.master_port < 65536:
+        raise UsageError(f"--master-port must be 1..65535, got {args.master_port}")
+    if args.dataloader_workers < 0 or args.batch_mb <= 0:
+        raise UsageError("--dataloader-workers must be >= 0 and --batch-mb > 0")
+    gpus = visible_gpus() if (args.backend in (None, "nccl") and (args.backend is None or args.nproc is None)) else 0
+    backend = args.backend or ("nccl" if gpus else "gloo")
+    nproc = args.nproc or (gpus if backend == "nccl" and gpus else 2)
+    nnodes = str(args.nnodes or "1")
+    world = nproc * int(nnodes) if nnodes.isdigit() else None
+    phases = list(PHASES)
+    entry = ["--backend", backend, "--timeout", str(args.timeout), "--deadline", "{deadline}",
+             "--phases", ",".join(phases), "--dataloader-workers", str(args.dataloader_workers),
+             "--batch-mb", str(args.batch_mb)]
+    if world:
+        entry += ["--expected-world-size", str(world)]
+    if args.join_timeout:
+        entry += ["--init-timeout", str(args.join_timeout)]
+    env: dict[str, str] = {}
+    if backend == "nccl":
+        entry.append("--nvml")
+        env.update({"NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+                    "NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
+    spec = launcher.LaunchSpec(
+        entry_module="ddp_doctor.live.worker", entry_args=entry, nproc=nproc, backend=backend,
+        timeout_s=args.timeout, env=env, nnodes=nnodes, node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, master_port=args.master_port,
+        join_timeout_s=args.join_timeout, keep_run_dir=bool(args.keep_run_dir))
+    plan = Plan(backend=backend, nproc=nproc, world_size=world, nnodes=nnodes, phases=phases,
+                timeout_s=args.timeout, node=socket.gethostname(),
+                ib_present=Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()))
+    return plan, spec
+
+
+def _with_deadline(spec: launcher.LaunchSpec) -> launcher.LaunchSpec:
+    from dataclasses import replace
+
+    # Wall-clock, because ranks on other nodes share it (the parent itself uses a monotonic one).
+    deadline = f"{time.time() + spec.timeout_s:.3f}"
+    return replace(spec, entry_args=[deadline if a == "{deadline}" else a for a in spec.entry_args])
+
+
+def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
+    argv = " ".join(outcome.argv)
+    if outcome.preflight_error:
+        port = "port" in outcome.preflight_error.lower()
+        return Result("live.launch", "torchrun starts the ranks", Status.FAIL, outcome.preflight_error,
+                      cause="the rendezvous port is taken by another process" if port else "torchrun could not start",
+                      remedy=("pick a free port with --master-port PORT, or leave --master-port out to get a free one"
+                              if port else "install torch in this environment (`pip install torch`) so torchrun exists"),
+                      observed={"argv": outcome.argv})
+    source = {"path": "torchrun on PATH", "interpreter": "torchrun beside this Python", "given": "the given torchrun",
+              "module": "python -m torch.distributed.run"}[outcome.launcher_source]
+    if outcome.launcher_source == "module":
+        return Result("live.launch", "torchrun starts the ranks", Status.WARN,
+                      f"no torchrun on PATH; launched {plan.nproc} rank(s) with {source}",
+                      cause="torchrun is not on PATH: the user's `torchrun train.py` would fail with 'command not found'",
+                      remedy="add the environment's bin directory to PATH, or reinstall torch (it installs torchrun)",
+                      observed={"argv": outcome.argv})
+    return Result("live.launch", "torchrun starts the ranks", Status.PASS,
+                  f"{source} launched {plan.nproc} rank(s) x {plan.nnodes} node(s), {plan.backend}; "
+                  f"finished in {outcome.duration_s:.1f} s", observed={"argv": argv})
+
+
+def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
+    where = ", ".join(f"rank {r}: {b.get('phase')}" + (f" ({b['step']})" if b.get("step") else "")
+                      for r, b in sorted(outcome.heartbeats.items())) or "no rank had started"
+    r = Result("live.timeout", "the chain finishes within --timeout", Status.FAIL,
+               f"the run did not finish within {plan.timeout_s:g} s; where each rank was: {where}",
+               cause="a rank was stuck (see the stacks) or the machine is too slow for this timeout",
+               remedy="read the stacks below; if the ranks were progressing, raise --timeout",
+               observed={"heartbeats": outcome.heartbeats})
+    for rank, stack in sorted(outcome.stacks.items()):
+        r.evidence.append(Evidence(f"rank-{rank}.stack", stack[-3000:]))
+    return r
 
 
 def run_check(args: argparse.Namespace, report: Report) -> Report:
-    report.facts = facts.gather()
-    report.extend(checks.evaluate(report.facts))
-    report.add(Result("live", "live chain", Status.ERROR, "the live chain is not built yet"))
+    plan, spec = plan_for(args)
+    # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
+    from ddp_doctor.live.multinode import node as multinode
+
+    mn = multinode.prepare(args, plan.backend)
+    if mn is not None:
+        if mn.blocked:
+            return multinode.blocked_report(mn, report)
+        spec = mn.apply(spec)
+    # -- end multi-node
+    facts_job = _Background(_gather_facts)
+    facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
+    with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
+        outcome = launcher.launch(_with_deadline(spec))
+    if mn is not None:  # multi-node (helper G)
+        mn.before_merge(outcome, plan)
+    facts_job.join(max(5.0, args.timeout))
+    facts: dict[str, Any] = facts_job.value if isinstance(facts_job.value, dict) else {}
+    merged = merge(outcome, plan)
+    if merged.torch_facts:
+        facts["torch"] = {**(facts.get("torch") or {}), **merged.torch_facts, "source": "rank 0"}
+    facts["live"] = {**merged.live_facts, "torchrun": {"argv": outcome.argv, "source": outcome.launcher_source},
+                     "duration_s": outcome.duration_s, "timed_out": outcome.timed_out,
+                     "cleanup": outcome.cleanup, "run_dir": outcome.run_dir}
+    report.facts = facts
+    static: list[Result] = []
+    if facts_job.error is not None or not facts:
+        static.append(Result("env.facts", "static facts", Status.ERROR,
+                             f"gathering the static facts failed: {facts_job.error or 'no result in time'}"))
+    else:
+        from ddp_doctor.env import checks
+
+        static = checks.evaluate(facts)
+    report.extend(static)
+    report.add(_launch_result(outcome, plan))
+    if outcome.preflight_error:
+        report.root_cause = "live.launch"
+        if mn is not None:  # multi-node (helper G)
+            mn.conclude(report, outcome)
+        return report
+    if outcome.timed_out:
+        report.add(_timeout_result(outcome, plan))
+    report.extend(merged.results)
+    if outcome.run_dir:
+        report.add(Result("live.run_dir", "run directory kept", Status.PASS, f"per-rank logs kept in {outcome.run_dir}",
+                          observed={"path": outcome.run_dir}))
+    if merged.root is not None:
+        report.root_cause = merged.root.id
+        merged.root.summary = merged.root.summary
+    elif outcome.returncode not in (0, None) and not report.failures():
+        report.add(Result("live.exit", "torchrun exits 0", Status.FAIL,
+                          f"torchrun exited {outcome.returncode} although every rank reported success",
+                          evidence=[Evidence("torchrun.log", ln) for ln in outcome.logs.get("torchrun.log", [])[-10:]]))
+    if mn is not None:  # multi-node (helper G)
+        mn.conclude(report, outcome)
     return report

@@ -187,7 +187,7 @@ def run_phases(args: argparse.Namespace) -> int:
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     Watchdog(ctx, stack_file).start()
     phases = [p for p in args.phases.split(",") if p]
-    if "ddp" in phases:
+    if "ddp" in phases and not os.environ.get("DDP_DOCTOR_NO_PREWARM"):
         ctx.shared["prewarm"] = _prewarm()
     ok = True
     for name in phases:
@@ -222,6 +222,14 @@ def run_phases(args: argparse.Namespace) -> int:
                       checks=checks)
         ok = ok and not failed
         rankio.write_result(payload)
+    # -- multi-node (helper G, live/multinode/rankside.py): cross-node probes, every rank's payload to node 0
+    if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
+        from ddp_doctor.live.multinode import rankside
+
+        ctx.phase, ctx.phase_deadline = "cluster", ctx.deadline - MARGIN_S / 2
+        rankside.finish(payload, ok, ctx.phase_deadline - 1.0)
+        ctx.phase_deadline = float("inf")
+    # -- end multi-node
     rankio.heartbeat("done")
     ctx.phase = "done"
     ctx.phase_deadline = time.time() + MARGIN_S + 5.0

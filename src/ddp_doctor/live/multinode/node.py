@@ -3,14 +3,14 @@
 The live chain (chain.py) stays the one place that launches; with several nodes it asks
 this module for a plan and calls it at three points:
 
-    plan = node.prepare(args, backend)        # None with one node; flags checked, preflight run
-    if plan.blocked: ...report plan.preflight, do not launch (a clear FAIL instead of a c10d timeout)
-    spec = LaunchSpec(..., env={..., **plan.env}, **plan.spec_fields())
-    with plan.watch():                        # node 0: who connects to the c10d store
+    mn = node.prepare(args, backend)          # None with one node; flags checked, preflight run
+    if mn.blocked: return node.blocked_report(mn, report)   # a clear FAIL instead of a c10d timeout
+    spec = mn.apply(spec)                     # rendezvous fields + env for the ranks
+    with mn.watch():                          # node 0: who connects to the c10d store
         outcome = launch(spec)
-    plan.add_remote_ranks(outcome)            # node 0: every rank's payload, for the per-rank merge
+    mn.before_merge(outcome, merge_plan)      # node 0: every rank's payload; judge known ranks only
     ...the chain merges outcome into report...
-    plan.conclude(report, outcome)            # cluster checks, rendezvous failures, lost links
+    mn.conclude(report, outcome)              # cluster checks, rendezvous failures, lost links
 
 Every node writes its own report (its --output); node 0's carries the whole cluster.
 """
@@ -99,6 +99,19 @@ class NodePlan:
         return {"nnodes": self.nnodes, "node_rank": self.node_rank, "rdzv_endpoint": str(self.endpoint),
                 "rdzv_id": self.rdzv_id, "join_timeout_s": self.join_timeout_s}
 
+    def apply(self, spec: Any) -> Any:
+        """The chain's LaunchSpec with this node's rendezvous and the env the ranks need."""
+        from dataclasses import replace
+
+        return replace(spec, env={**spec.env, **self.env}, **self.spec_fields())
+
+    def before_merge(self, outcome: Any, merge_plan: Any) -> None:
+        """Node 0 adds every node's rank payloads; the merge then judges only the ranks known here
+        (the others ran on nodes whose own reports cover them)."""
+        if self.is_node0:
+            self.add_remote_ranks(outcome)
+        merge_plan.ranks = set(outcome.ranks) | set(outcome.heartbeats)
+
     @contextlib.contextmanager
     def watch(self) -> Iterator[None]:
         if not self.is_node0:
@@ -140,7 +153,9 @@ class NodePlan:
     def _conclude(self, report: Report, outcome: Any) -> None:
         log = "\n".join((getattr(outcome, "logs", None) or {}).get("torchrun.log", []))
         rdzv = _RDZV_ERROR.findall(log)
-        rdzv_error = rdzv[-1][0] if rdzv else None
+        # After a good run, an agent may still log a store error while node 0 shuts the store down.
+        failed_run = getattr(outcome, "returncode", None) != 0
+        rdzv_error = rdzv[-1][0] if rdzv and failed_run else None
         seen = sorted(self._watch.seen) if self._watch else []
         data = self.gathered() if self.is_node0 else None
         report.facts["multinode"] = {

@@ -185,7 +185,12 @@ def check_endpoint(endpoint: Endpoint, node_rank: int | None, wait_s: float, nod
     """
     title = "c10d rendezvous endpoint"
     started = time.time()
-    addrs, error = _resolve(endpoint.host, endpoint.port, min(RESOLVE_TIMEOUT_S, max(wait_s, 1.0)))
+    deadline = time.monotonic() + wait_s
+    while True:  # DNS for node 0 may appear late (a Kubernetes headless Service lists ready pods only)
+        addrs, error = _resolve(endpoint.host, endpoint.port, min(RESOLVE_TIMEOUT_S, max(wait_s, 1.0)))
+        if addrs or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     base = {"endpoint": str(endpoint), "node_rank": node_rank}
     if not addrs:
         return Result(
@@ -221,7 +226,6 @@ def check_endpoint(endpoint: Endpoint, node_rank: int | None, wait_s: float, nod
                 remedy="run --node-rank 0 on the machine named in --rdzv-endpoint, or point --rdzv-endpoint at "
                        "this node's address", observed={**observed, "role": "store host"},
                 expected={"local_address": True}, node=node, phase="preflight", started=started)
-    deadline = time.monotonic() + wait_s
     attempts = 0
     while True:
         attempts += 1

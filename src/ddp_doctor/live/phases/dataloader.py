@@ -14,6 +14,7 @@ from typing import Any
 from ddp_doctor.live.phases import check
 
 PREFETCH = 2
+BATCH_TIMEOUT_S = 10.0
 
 
 def _shm() -> dict[str, int] | None:
@@ -22,6 +23,12 @@ def _shm() -> dict[str, int] | None:
     except OSError:
         return None
     return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def _batch_timeout(ctx: Any) -> float:
+    """A synthetic batch takes milliseconds; when a worker cannot put one into a full /dev/shm,
+    torch only logs the error in the worker and the rank would wait forever: bound that wait."""
+    return max(2.0, min(BATCH_TIMEOUT_S, ctx.remaining() - 2.0))
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:
@@ -46,12 +53,13 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     shm = _shm()
     ctx.payload["shm"] = shm
     loader = DataLoader(Filled(), batch_size=None, num_workers=workers, prefetch_factor=PREFETCH if workers else None,
-                        timeout=ctx.remaining() if workers else 0, persistent_workers=False)
+                        timeout=_batch_timeout(ctx) if workers else 0, persistent_workers=False)
     started = time.perf_counter()
     wrong = []
     seen = 0
+    ctx.step("batch:0")
     for i, batch in enumerate(loader):
-        ctx.step(f"batch:{i}")
+        ctx.step(f"batch:{i + 1}")
         if batch.numel() != elements or float(batch[0]) != float(i % 1000) or float(batch[-1]) != float(i % 1000):
             wrong.append(i)
         seen += 1

@@ -55,7 +55,7 @@ def _env_check(ctx: Any) -> dict[str, Any]:
         return check("live.init.env", "fail", "; ".join(problems), observed=env,
                      cause="torchrun's rank variables are inconsistent (something overrides RANK/WORLD_SIZE in the environment?)",
                      remedy="do not set RANK, LOCAL_RANK or WORLD_SIZE yourself; let torchrun set them")
-    return check("live.init.env", "pass", f"RANK {ctx.rank}, LOCAL_RANK {ctx.local_rank}, WORLD_SIZE {ctx.world_size} consistent",
+    return check("live.init.env", "pass", f"RANK, LOCAL_RANK, WORLD_SIZE ({ctx.world_size}) and LOCAL_WORLD_SIZE ({ctx.local_world_size}) consistent",
                  observed=env)
 
 
@@ -81,7 +81,7 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             "pci_bus_id": f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
                           f"{getattr(props, 'pci_device_id', 0):02x}",
             "memory_bytes": props.total_memory, "compute_capability": f"{props.major}.{props.minor}"}
-    return info, check("live.init.device", "pass", f"rank {ctx.rank} on cuda:{ctx.local_rank} ({props.name})",
+    return info, check("live.init.device", "pass", f"each rank on its own cuda:LOCAL_RANK ({props.name})",
                        observed=info)
 
 
@@ -160,6 +160,6 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     started = time.time()
     dist.init_process_group(**kwargs)
     checks.append(check("live.init.process_group", "pass",
-                        f"init_process_group({ctx.backend}) on rank {ctx.rank} of {dist.get_world_size()}",
+                        f"init_process_group({ctx.backend}) with world size {dist.get_world_size()}",
                         metrics={"init_s": round(time.time() - started, 3)}))
     return checks

@@ -1,0 +1,316 @@
+"""Rank payloads + the run's outcome -> Results, facts and the root cause. No torch here.
+
+Root cause: the earliest failure in time among the *primary* ones. A failure is secondary
+when the rank itself says which ranks it waited for (`blame_ranks`), when its error is the
+typical echo of a peer's death (connection reset/closed by peer), or when torchrun ended the
+rank after another one failed. A rank that hung or never started is primary even though it
+wrote nothing: its heartbeat (or the lack of one) and its peers' blame say so.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddp_doctor.live import nccl_log
+from ddp_doctor.live.launch import RunOutcome
+from ddp_doctor.report import Evidence, Result, Status
+
+PHASE_TITLES = {
+    "init": "torchrun ranks join and init_process_group",
+    "collectives": "collectives give exact results",
+    "dataloader": "DataLoader workers through /dev/shm",
+    "sampler": "DistributedSampler shards",
+    "ddp": "DDP training stays in sync",
+    "balance": "every rank carries the same load",
+}
+# Errors that a rank sees when a *peer* died or hung: secondary, never the root cause.
+_PEER_ECHO = re.compile(r"Connection (?:reset|closed) by peer|Broken pipe|remote worker|NCCL communicator was aborted|"
+                        r"ranks joined within|Socket Timeout|recvValue failed|Connection refused", re.I)
+
+
+@dataclass
+class Plan:
+    """What the run was asked to be, for judging what came back."""
+
+    backend: str
+    nproc: int
+    world_size: int | None
+    """None with elastic --nnodes MIN:MAX."""
+    nnodes: str
+    phases: list[str]
+    timeout_s: float
+    node: str
+    ib_present: bool = False
+    ranks: set[int] | None = None
+    """Multi-node (live/multinode): the ranks known to this node; others ran elsewhere. None: 0..world-1."""
+
+
+@dataclass
+class Merged:
+    results: list[Result] = field(default_factory=list)
+    root: Result | None = None
+    torch_facts: dict[str, Any] | None = None
+    live_facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _signal_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name} ({code})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def _diagnose(sources: dict[str, list[str]], codes: dict[str, int]) -> list[Result]:
+    try:
+        from ddp_doctor.diagnose import diagnose
+    except ImportError:  # diagnosis not installed: the live results still stand
+        return []
+    return diagnose(sources, codes)
+
+
+def _evidence_from(lines: list[str], source: str, limit: int = 8) -> list[Evidence]:
+    picked = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()][-limit:]
+    return [Evidence(source, ln[:500], i) for i, ln in picked]
+
+
+def _apply_diagnosis(result: Result, rank: int, outcome: RunOutcome, extra: list[str]) -> None:
+    """cause + remedy from the diagnosis catalogue, over this rank's error, log and exit status."""
+    log = outcome.logs.get(f"rank-{rank}.log", [])
+    sources = {f"rank-{rank}.error": extra, f"rank-{rank}.log": log}
+    codes = {k: v for k, v in outcome.exit_codes.items() if k == f"rank {rank}"}
+    found = _diagnose(sources, codes)
+    if found:
+        top = found[0]
+        result.cause = top.cause or result.cause
+        result.remedy = top.remedy or result.remedy
+        result.observed["diagnosis"] = [d.id for d in found]
+        result.evidence.extend(top.evidence[:4])
+    if log:
+        result.evidence.extend(_evidence_from(log, f"rank-{rank}.log", 6))
+    stack = outcome.stacks.get(rank)
+    if stack:
+        result.evidence.append(Evidence(f"rank-{rank}.stack", stack[-3000:]))
+
+
+def _phase_result(rank: int, node: str | None, rec: dict[str, Any], status: Status, summary: str) -> Result:
+    name = rec["name"]
+    return Result(id=f"live.{name}", title=PHASE_TITLES.get(name, name), status=status, summary=summary,
+                  rank=rank, node=node, phase=name, started=rec.get("failed_at") or rec.get("started"),
+                  duration_s=rec.get("duration_s"))
+
+
+def _check_result(c: dict[str, Any], phase: str, rank: int | None, node: str | None, started: float | None) -> Result:
+    return Result(id=c["id"], title=c.get("title") or c["id"].split(".", 2)[-1].replace("_", " "),
+                  status=Status(c["status"]), summary=c["summary"], cause=c.get("cause"), remedy=c.get("remedy"),
+                  observed=dict(c.get("observed") or {}), expected=dict(c.get("expected") or {}),
+                  metrics=dict(c.get("metrics") or {}), rank=rank, node=node, phase=phase, started=started)
+
+
+def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
+    """One Result per check when every rank agrees (rank None), else one per rank that differs."""
+    by_id: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = {}
+    for rank in sorted(payloads):
+        for rec in payloads[rank].get("phases", []):
+            for c in rec.get("checks") or []:
+                by_id.setdefault(c["id"], []).append((rank, rec, c))
+    results = []
+    for cid, entries in by_id.items():
+        statuses = {c["status"] for _, _, c in entries}
+        if len(statuses) == 1 and "fail" not in statuses:
+            rank, rec, c = entries[0]
+            r = _check_result(c, rec["name"], None, None, None)
+            if len(entries) > 1:
+                r.summary += f" (all {len(entries)} ranks agree)" if c["status"] == "pass" else ""
+                r.observed.setdefault("ranks", [e[0] for e in entries])
+            results.append(r)
+            continue
+        for rank, rec, c in entries:
+            if c["status"] in ("fail", "warn") or len(statuses) > 1:
+                results.append(_check_result(c, rec["name"], rank, payloads[rank].get("node"),
+                                             rec.get("failed_at") or rec.get("started")))
+    return results
+
+
+def _error_lines(err: dict[str, Any]) -> list[str]:
+    return [f"{err.get('type')}: {err.get('message')}", *(err.get("traceback") or "").splitlines()[-12:]]
+
+
+def merge(outcome: RunOutcome, plan: Plan) -> Merged:
+    m = Merged()
+    payloads = outcome.ranks
+    beats = outcome.heartbeats
+    world = plan.world_size or max([*payloads, *beats, -1]) + 1
+    blamed: dict[int, list[int]] = {}  # blamed rank -> ranks that blame it
+    primary: list[Result] = []
+    secondary: list[Result] = []
+    reached: dict[str, set[int]] = {p: set() for p in plan.phases}
+
+    for rank in sorted(payloads):
+        p = payloads[rank]
+        node = p.get("node") or plan.node
+        for rec in p.get("phases", []):
+            name = rec["name"]
+            reached.setdefault(name, set()).add(rank)
+            status = rec.get("status")
+            if status == "pass":
+                n = len(rec.get("checks") or [])
+                m.results.append(_phase_result(rank, node, rec, Status.PASS,
+                                               f"rank {rank}: {n} checks passed in {rec.get('duration_s')} s"))
+            elif status == "fail":
+                err = rec.get("error") or {}
+                if err:
+                    message = str(err.get("message", "")).splitlines()[0] if err.get("message") else err.get("type", "")
+                    where = f" (at {err['step']})" if err.get("step") else ""
+                    r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} failed in {name}{where}: {message}")
+                    r.evidence.append(Evidence(f"rank-{rank}.json", f"{err.get('type')}: {err.get('message')}"))
+                    r.observed["error_type"] = err.get("type")
+                    for b in err.get("blame_ranks") or []:
+                        blamed.setdefault(int(b), []).append(rank)
+                    if rec.get("kind") == "stuck":
+                        r.cause = (f"rank {rank} made no progress in {name} within its {rec.get('budget_s')} s "
+                                   f"deadline (last step: {err.get('step')})")
+                        r.remedy = ("see the stack in the evidence: a rank blocked in a collective waits for a peer; "
+                                    "the rank that is furthest behind is the one to look at")
+                        r.observed["progress"] = (beats.get(rank) or {}).get("progress")
+                    # The log often says why (e.g. a DataLoader worker's "No space left on device").
+                    _apply_diagnosis(r, rank, outcome, _error_lines(err))
+                    if err.get("blame_ranks"):
+                        missing = ", ".join(str(b) for b in err["blame_ranks"])
+                        r.cause = r.cause or f"rank(s) {missing} did not get this far"
+                        r.remedy = r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
+                    bucket = secondary if (err.get("blame_ranks") or _PEER_ECHO.search(str(err.get("message")))) \
+                        else primary
+                    if rec.get("kind") == "stuck":
+                        bucket = primary  # sorted out below: the laggard stays primary
+                    bucket.append(r)
+                    m.results.append(r)
+                else:
+                    fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
+                    r = _phase_result(rank, node, rec, Status.FAIL,
+                                      f"rank {rank}: {len(fails)} check(s) failed in {name}: "
+                                      + "; ".join(c["id"] for c in fails))
+                    r.cause = fails[0].get("cause") if fails else None
+                    r.remedy = fails[0].get("remedy") if fails else None
+                    primary.append(r)
+                    m.results.append(r)
+            # status "running": the rank died inside the phase; handled with the heartbeats below
+
+    # Ranks that died, hung or never started: what the heartbeat and the exit status say.
+    for rank in (sorted(plan.ranks) if plan.ranks is not None else range(world)):
+        p = payloads.get(rank) or {}
+        beat = beats.get(rank)
+        done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
+        code = outcome.exit_codes.get(f"rank {rank}")
+        node = p.get("node") or plan.node
+        if beat is None and not p:
+            who = blamed.get(rank)
+            rec = {"name": "init", "started": min((b["time"] for b in beats.values()), default=None)}
+            r = _phase_result(rank, node, rec, Status.FAIL,
+                              f"rank {rank} never started: no heartbeat from it"
+                              + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""))
+            r.cause = "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
+            r.remedy = (f"read rank-{rank}.log and torchrun.log; a rank stuck importing torch or initialising CUDA "
+                        "often means a broken driver or a hung filesystem")
+            _apply_diagnosis(r, rank, outcome, [])
+            reached["init"].add(rank)
+            primary.append(r)
+            m.results.append(r)
+            continue
+        phase = (beat or {}).get("phase")
+        if phase in (None, "start", "done") or phase in done_phases:
+            continue
+        rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
+        rec = {**rec, "started": (beat or {}).get("time", rec.get("started"))}
+        step = (beat or {}).get("step")
+        where = f" (at {step})" if step else ""
+        reached.setdefault(phase, set()).add(rank)
+        if rank in blamed or (code is not None and code not in (-15, 143)) or outcome.timed_out:
+            how = _signal_text(code) if code is not None else ("still running at the deadline" if outcome.timed_out
+                                                                else "ended")
+            r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} stopped in {phase}{where}: {how}")
+            if rank in blamed:
+                r.summary += f"; rank(s) {', '.join(map(str, blamed[rank]))} waited for it"
+                r.cause = f"rank {rank} stopped making progress in {phase}{where}; its peers gave up waiting"
+                r.remedy = f"see rank {rank}'s stack and rank-{rank}.log for where it is stuck"
+            _apply_diagnosis(r, rank, outcome, [])
+            r.observed.update({"exit_code": code, "heartbeat": beat})
+            primary.append(r)
+        else:
+            r = _phase_result(rank, node, rec, Status.SKIP,
+                              f"rank {rank} was ended by torchrun in {phase}{where} after another rank failed")
+            r.observed.update({"exit_code": code})
+            secondary.append(r)
+        m.results.append(r)
+
+    # Among stuck ranks, the one furthest behind is the cause; the others waited for it.
+    stuck = [r for r in primary if r.observed.get("progress") is not None]
+    if len(stuck) > 1:
+        least = min(r.observed["progress"] for r in stuck)
+        for r in stuck:
+            if r.observed["progress"] > least:
+                primary.remove(r)
+                secondary.append(r)
+
+    m.results.extend(_merge_checks(payloads))
+    first_failed_phase = None
+    for name in plan.phases:
+        if not reached.get(name):
+            m.results.append(Result(id=f"live.{name}", title=PHASE_TITLES.get(name, name), status=Status.SKIP,
+                                    summary=f"not reached: the run stopped in {first_failed_phase or 'an earlier phase'}",
+                                    phase=name))
+        elif first_failed_phase is None and any(r.phase == name and r.status is Status.FAIL for r in m.results):
+            first_failed_phase = name
+
+    pool = primary or secondary
+    timed = [r for r in pool if r.started is not None and r.status is Status.FAIL]
+    m.root = min(timed, key=lambda r: r.started or 0.0) if timed else next(
+        (r for r in pool if r.status is Status.FAIL), None)
+    m.results.extend(_nccl_results(outcome, plan))
+    rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
+    m.torch_facts = rank0.get("torch")
+    m.live_facts = {
+        "backend": plan.backend, "world_size": world, "nnodes": plan.nnodes, "nproc_per_node": plan.nproc,
+        "ranks_joined": len({r for r in beats} | set(payloads)),
+        "phases": {r: {rec["name"]: rec.get("status") for rec in p.get("phases", [])} for r, p in payloads.items()},
+        "heartbeats": {r: {"phase": b.get("phase"), "step": b.get("step"), "time": b.get("time")} for r, b in beats.items()},
+        "devices": {r: p.get("device") for r, p in payloads.items() if p.get("device")},
+        "exit_codes": outcome.exit_codes,
+        "root_cause": ({"id": m.root.id, "rank": m.root.rank, "node": m.root.node, "phase": m.root.phase,
+                        "summary": m.root.summary} if m.root else None),
+    }
+    return m
+
+
+def _nccl_results(outcome: RunOutcome, plan: Plan) -> list[Result]:
+    per_rank = {name: nccl_log.parse(lines) for name, lines in outcome.logs.items() if name.startswith("nccl-rank-")}
+    if plan.backend != "nccl":
+        return []
+    if not per_rank:
+        return [Result("live.nccl.transport", "NCCL transports", Status.SKIP,
+                       "no NCCL_DEBUG output was captured from the ranks (the run stopped before NCCL initialised?)")]
+    transports: dict[str, int] = {}
+    for info in per_rank.values():
+        for fam, n in info["transports"].items():
+            transports[fam] = transports.get(fam, 0) + n
+    version = next((i["version"] for i in per_rank.values() if i["version"]), None)
+    ib = next((i["ib_devices"] for i in per_rank.values() if i["ib_devices"]), None)
+    observed = {"transports": transports, "version": version, "ib_devices": ib,
+                "socket_interfaces": next((i["socket_interfaces"] for i in per_rank.values() if i["socket_interfaces"]), None),
+                "per_rank": {k: v["transports"] for k, v in per_rank.items()}}
+    multi_node = plan.nnodes not in ("1", "1:1")
+    if multi_node and "NET/Socket" in transports and (ib or plan.ib_present):
+        return [Result("live.nccl.transport", "NCCL transports", Status.WARN,
+                       f"traffic between nodes goes over NET/Socket although InfiniBand devices exist ({ib or 'seen in /sys/class/infiniband'})",
+                       cause="NCCL could not use the IB devices (NCCL_IB_DISABLE=1, missing RDMA libraries or "
+                             "devices not passed into the container), so it fell back to TCP sockets",
+                       remedy="unset NCCL_IB_DISABLE; install rdma-core/libibverbs; pass /dev/infiniband and "
+                              "IPC_LOCK into the container; check with NCCL_DEBUG=INFO that 'NET/IB : Using' appears",
+                       observed=observed)]
+    summary = (", ".join(f"{k} ({v} channels)" for k, v in sorted(transports.items())) if transports
+               else f"no inter-rank channels (world size {plan.world_size}); NCCL {version or '?'} initialised")
+    return [Result("live.nccl.transport", "NCCL transports", Status.PASS, summary, observed=observed)]
