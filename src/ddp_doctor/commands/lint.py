@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ddp_doctor.commands import Printed
 from ddp_doctor.errors import EXIT_USAGE, DoctorError
@@ -27,7 +28,7 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
 
     report = Report(command="lint", target={"file": ", ".join(paths)})
     unreadable: list[str] = []
-    files = []
+    files: list[dict[str, Any]] = []
     for path in paths:
         try:
             done = lint_file(path)

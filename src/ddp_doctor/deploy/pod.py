@@ -28,7 +28,7 @@ def resources(spec: LaunchSpec) -> dict[str, Any]:
 
 
 def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]]) -> dict[str, Any]:
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     for m in (*spec.data, spec.log_mount(kubernetes=True)):
         mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
     c: dict[str, Any] = {

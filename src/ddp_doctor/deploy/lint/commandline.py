@@ -39,6 +39,12 @@ def _is_torchrun(words: list[Word], i: int) -> bool:
     return False
 
 
+def _with(launch: Launch, values: dict[str, At[str]]) -> Launch:
+    for attr, value in values.items():
+        setattr(launch, attr, value)
+    return launch
+
+
 def launches(words: list[Word], depth: int = 0) -> list[Launch]:
     """Every torchrun / ddp-doctor check started by these words, looking inside `sh -c '...'`."""
     found: list[Launch] = []
@@ -48,12 +54,13 @@ def launches(words: list[Word], depth: int = 0) -> list[Launch]:
             values = _flag_values(rest, TORCHRUN_FLAGS)
             standalone = any(x.text == "--standalone" for x in rest)
             srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
-            found.append(Launch("torchrun", w.line, standalone=standalone, under_srun=srun, **values))
+            launch = Launch("torchrun", w.line, standalone=standalone, under_srun=srun)
+            found.append(_with(launch, values))
             break
         if os.path.basename(w.text) == "ddp-doctor" and i + 1 < len(words) and words[i + 1].text == "check":
             values = _flag_values(words[i + 2:], DOCTOR_FLAGS)
             srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
-            found.append(Launch("ddp-doctor", w.line, under_srun=srun, **values))
+            found.append(_with(Launch("ddp-doctor", w.line, under_srun=srun), values))
             break
         if w.text == "-c" and i > 0 and os.path.basename(words[i - 1].text) in {os.path.basename(s) for s in SHELLS} \
                 and i + 1 < len(words) and depth < SCRIPT_DEPTH:

@@ -107,7 +107,10 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
         u.shm = At("default", line)
     volumes = svc.get("volumes")
     persistent, host_shm = False, None
-    for i, v in enumerate(volumes if isinstance(volumes, YList) else []):
+    if not isinstance(volumes, YList):
+        volumes = YList()
+        volumes.line, volumes.item_lines = line, []
+    for i, v in enumerate(volumes):
         target = str(v).split(":")[1] if isinstance(v, str) and ":" in v else (v.get("target") if isinstance(v, YMap) else None)
         if target == "/dev/shm":
             host_shm = volumes.line_of(i)

@@ -39,8 +39,14 @@ def _get(node: Any, *path: Any) -> Any:
     return node
 
 
-def _line(node: Any, key: Any, default: int) -> int:
-    return node.line_of(key) if isinstance(node, YMap) else default
+def _map(node: Any, key: str) -> YMap:
+    """node[key] when it is a mapping, else an empty one (absent and malformed read the same)."""
+    value = node.get(key) if isinstance(node, dict) else None
+    if isinstance(value, YMap):
+        return value
+    empty = YMap()
+    empty.line, empty.key_lines, empty.value_lines = getattr(node, "line", 1), {}, {}
+    return empty
 
 
 def _int(value: Any) -> int | None:
@@ -81,37 +87,36 @@ def workloads(doc: YMap) -> list[tuple[str, YMap, At[int] | None, At[str] | None
     kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
     label = f"{kind}/{name}"
     if kind == "PyTorchJob":
-        spec = doc.get("spec") if isinstance(doc.get("spec"), YMap) else YMap()
+        spec = _map(doc, "spec")
         replicas = spec.get("pytorchReplicaSpecs")
         if not isinstance(replicas, YMap):
             return []
         total = sum(_int(_get(r, "replicas")) or 1 for r in replicas.values() if isinstance(r, dict))
-        nodes = At(total, replicas.line)
-        nproc = None
+        job_nodes = At(total, replicas.line)
+        nproc: At[str] | None = None
+        elastic = _map(spec, "elasticPolicy")
         if spec.get("nprocPerNode") is not None:
             nproc = At(str(spec["nprocPerNode"]), spec.line_of("nprocPerNode"))
-        elif _get(spec, "elasticPolicy", "nProcPerNode") is not None:
-            ep = spec["elasticPolicy"]
-            nproc = At(str(ep["nProcPerNode"]), ep.line_of("nProcPerNode"))
-        out = []
+        elif elastic.get("nProcPerNode") is not None:
+            nproc = At(str(elastic["nProcPerNode"]), elastic.line_of("nProcPerNode"))
+        out: list[tuple[str, YMap, At[int] | None, At[str] | None, bool]] = []
         for rtype, r in replicas.items():
             pod = _get(r, "template", "spec")
             if isinstance(pod, YMap):
-                out.append((f"{label} {rtype}", pod, nodes, nproc, True))
+                out.append((f"{label} {rtype}", pod, job_nodes, nproc, True))
         return out
     path = POD_PATHS.get(str(kind))
     if path is not None:
         pod = _get(doc, *path)
         if not isinstance(pod, YMap):
             return []
-        nodes = None
-        spec = doc.get("spec")
-        if kind == "Job" and isinstance(spec, YMap) and spec.get("completionMode") == "Indexed":
-            n = _int(spec.get("completions"))
-            nodes = At(n, spec.line_of("completions")) if n else None
-        elif kind == "StatefulSet" and isinstance(spec, YMap):
-            n = _int(spec.get("replicas"))
-            nodes = At(n, spec.line_of("replicas")) if n else None
+        nodes: At[int] | None = None
+        top = _map(doc, "spec")
+        count_key = {"Job": "completions", "StatefulSet": "replicas"}.get(str(kind))
+        indexed = kind != "Job" or top.get("completionMode") == "Indexed"
+        if count_key and indexed:
+            n = _int(top.get(count_key))
+            nodes = At(n, top.line_of(count_key)) if n else None
         return [(label, pod, nodes, None, False)]
     return [(label, pod, None, None, False) for pod in _find_pod_specs(doc, [MAX_SEARCH])]
 
@@ -142,15 +147,14 @@ def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], label: s
     u.nproc_declared = nproc or u.env.get("PET_NPROC_PER_NODE")
     u.trains = operator or bool(u.launches)
 
-    resources = c.get("resources") if isinstance(c.get("resources"), YMap) else YMap()
-    limits = resources.get("limits") if isinstance(resources.get("limits"), YMap) else None
-    requests = resources.get("requests") if isinstance(resources.get("requests"), YMap) else None
+    resources = _map(c, "resources")
+    limits, requests = _map(resources, "limits"), _map(resources, "requests")
     for key in GPU_KEYS:
-        if limits is not None and key in limits:
+        if key in limits:
             u.gpus = At(_int(limits[key]), limits.line_of(key))
-        if requests is not None and key in requests and _int(requests[key]) is not None:
+        if key in requests and _int(requests[key]) is not None:
             u.gpu_request = At(_int(requests[key]) or 0, requests.line_of(key))
-    if limits is not None and "memory" in limits and k8s_bytes(limits["memory"]) is not None:
+    if "memory" in limits and k8s_bytes(limits["memory"]) is not None:
         u.memory_limit = At(k8s_bytes(limits["memory"]) or 0, limits.line_of("memory"))
 
     _shm(u, c, pod, volumes, line)
@@ -199,8 +203,7 @@ def _shm(u: Unit, c: YMap, pod: YMap, volumes: dict[Any, YMap], line: int) -> No
 
 
 def _security(u: Unit, c: YMap, pod: YMap, line: int) -> None:
-    pod_sc = pod.get("securityContext") if isinstance(pod.get("securityContext"), YMap) else YMap()
-    c_sc = c.get("securityContext") if isinstance(c.get("securityContext"), YMap) else YMap()
+    pod_sc, c_sc = _map(pod, "securityContext"), _map(c, "securityContext")
     user = c_sc.get("runAsUser", pod_sc.get("runAsUser"))
     non_root = c_sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
     if user == 0:

@@ -186,4 +186,4 @@ def _resolve_launch(launch: Launch, env: dict[str, At[str]]) -> None:
             setattr(launch, attr, At(resolve(value.value, env), value.line))
 
 
-__all__ = ["units", "sbatch_directives", "resolve", "Word"]
+__all__ = ["Word", "resolve", "sbatch_directives", "units"]

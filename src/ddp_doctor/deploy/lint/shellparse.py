@@ -9,6 +9,7 @@ whitespace split of that line; nothing here raises on odd input.
 from __future__ import annotations
 
 import bisect
+import io
 import shlex
 from dataclasses import dataclass, field
 
@@ -77,12 +78,13 @@ def _tokens(buf: str, marks: list[tuple[int, int]]) -> list[Word]:
     def line_at(pos: int) -> int:
         return marks[max(0, bisect.bisect_right(offsets, pos) - 1)][1]
 
-    lex = shlex.shlex(buf, posix=True, punctuation_chars=";&|()")
+    stream = io.StringIO(buf)
+    lex = shlex.shlex(stream, posix=True, punctuation_chars=";&|()")
     lex.whitespace_split = True
     words: list[Word] = []
     try:
         while True:
-            start = lex.instream.tell()
+            start = stream.tell()
             token = lex.get_token()
             if token is None or token == lex.eof:
                 break
