@@ -224,3 +224,10 @@ def test_malformed_facts_are_an_error_not_a_pass() -> None:
     facts = make_facts(gpus={"visible": "not-a-list-of-devices"})
     results = judge(facts)
     assert results["env.gpus"].status is not Status.PASS
+
+
+def test_missing_nvml_binding_is_an_error_not_a_skip() -> None:
+    facts = make_facts(gpus={"__replace__": True, "driver_loaded": False, "nvml_missing": True, "count": 0, "visible": [],
+                             "error": "nvidia-ml-py is not installed (No module named 'pynvml'); reinstall ddp-doctor"})
+    r = judge(facts)["env.gpus"]
+    assert r.status is Status.ERROR and "nvidia-ml-py" in (r.remedy or "")

@@ -344,6 +344,10 @@ def check_gpus(facts: dict[str, Any]) -> Result:
     g = _section(facts, "gpus")
     title = "GPUs (NVML)"
     nodes = g.get("device_nodes") or []
+    if g.get("nvml_missing"):
+        return Result("env.gpus", title, Status.ERROR, f"cannot look for GPUs: {g.get('error')}",
+                      cause="ddp-doctor's own dependency nvidia-ml-py (pynvml) is missing, so NVML was never asked",
+                      remedy=f"{_python(facts)} -m pip install nvidia-ml-py")
     if not g.get("driver_loaded"):
         if nodes:
             return Result("env.gpus", title, Status.FAIL,

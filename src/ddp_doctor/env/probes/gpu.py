@@ -106,6 +106,7 @@ def probe() -> dict[str, Any]:
         import pynvml
     except ImportError as exc:
         facts["error"] = f"nvidia-ml-py is not installed ({exc}); reinstall ddp-doctor"
+        facts["nvml_missing"] = True
         return facts
     try:
         pynvml.nvmlInit()
