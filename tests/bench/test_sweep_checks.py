@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_doctor.bench import sweep  # noqa: E402
+from ddp_doctor.bench import sweep
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5, 7, 8, 64])

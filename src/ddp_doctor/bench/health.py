@@ -55,7 +55,6 @@ def matmul_tflops(device_index: int, dtype: str, n: int = MATMUL_N, iters: int =
         c = torch.empty(n, n, device=dev, dtype=tdt)
         with torch.cuda.device(dev):
             ms = _time_cuda_ms(torch, lambda: torch.mm(a, b, out=c), iters if dtype != "fp32" else 5, warmup // 2 if dtype == "fp32" else warmup)
-        del a, b, c
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
     return 2.0 * n**3 / (ms / 1e3) / 1e12
@@ -72,7 +71,6 @@ def copy_gbps(device_index: int, nbytes: int = COPY_BYTES, iters: int = 20) -> f
     dst = torch.empty_like(src)
     with torch.cuda.device(dev):
         ms = _time_cuda_ms(torch, lambda: dst.copy_(src), iters, 3)
-    del src, dst
     return 2.0 * nbytes / (ms / 1e3) / 1e9
 
 
@@ -90,7 +88,6 @@ def host_copy_gbps(device_index: int, direction: str, nbytes: int = HOST_COPY_BY
             host.copy_(gpu, non_blocking=True)
     with torch.cuda.device(dev):
         ms = _time_cuda_ms(torch, fn, iters, 2)
-    del host, gpu
     return nbytes / (ms / 1e3) / 1e9
 
 
@@ -196,7 +193,9 @@ def evaluate(per_gpu: list[dict[str, Any]], prefix: str = "bench.gpu") -> list[R
 
 def _against_spec(prefix: str, key: str, gpus: list[dict[str, Any]], path: tuple[str, ...], spec_key: str,
                   fraction: float, unit: str, label: str) -> Result:
-    rows, low, unknown = [], [], []
+    rows: list[dict[str, Any]] = []
+    low: list[dict[str, Any]] = []
+    unknown: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     for g in gpus:
         value = _get(g, path)
@@ -219,7 +218,7 @@ def _against_spec(prefix: str, key: str, gpus: list[dict[str, Any]], path: tuple
     values = ", ".join(f"GPU {r['device_index']} {r['value']:.1f}" for r in rows)
     expected = {"fraction_of_spec": fraction}
     if low:
-        worst = min(low, key=lambda r: r["ratio"])
+        worst = min(low, key=lambda r: float(r["ratio"]))
         return Result(
             rid, title, Status.WARN,
             f"{label}: GPU {worst['device_index']} reached {worst['value']:.1f} {unit}, "

@@ -159,7 +159,7 @@ def _world_size(parsed: Parsed, table: Table) -> int | None:
     ratios = sorted(p["busbw_gbps"] / p["algbw_gbps"] for p in table.points if p["algbw_gbps"] >= 1.0)
     if not ratios:
         return None
-    f = ratios[len(ratios) // 2]
+    f = float(ratios[len(ratios) // 2])
     if table.op == "all_reduce" and 0.9 <= f < 1.99:
         return max(2, round(2.0 / (2.0 - f)))
     if table.op in ("all_gather", "reduce_scatter", "all_to_all") and 0.45 <= f < 0.995:

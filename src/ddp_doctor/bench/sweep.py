@@ -86,6 +86,10 @@ def sum_expected(nranks: int, idx: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _set(buf: torch.Tensor, values: torch.Tensor) -> None:
+    buf.copy_(values)
+
+
 def _count_wrong(got: torch.Tensor, expected_int: torch.Tensor, dtype: str, exact: bool) -> int:
     expected = expected_int.to(got.dtype)
     if exact:
@@ -104,7 +108,7 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
         return Buffers(
             buf, buf,
             call=lambda: dist.all_reduce(buf),
-            fill=lambda: buf.copy_(sum_pattern(r, _idx(c, ctx))),
+            fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
             wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum),
         )
     if op == "broadcast":
@@ -126,7 +130,7 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
         return Buffers(
             buf, buf,
             call=lambda: dist.reduce(buf, ctx.root),
-            fill=lambda: buf.copy_(sum_pattern(r, _idx(c, ctx))),
+            fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
             # Only the root's buffer holds a defined result.
             wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum) if r == ctx.root else 0,
         )

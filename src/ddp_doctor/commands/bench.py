@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Callable
 
 from ddp_doctor.bench import formulas
 from ddp_doctor.commands import Printed
@@ -32,7 +33,7 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def _list(choices: tuple[str, ...]) -> object:
+def _list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
     def parse(text: str) -> tuple[str, ...]:
         items = tuple(x.strip() for x in text.split(",") if x.strip())
         if items == ("all",):
