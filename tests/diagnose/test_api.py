@@ -30,7 +30,7 @@ def test_plain_exit_1_is_not_a_signature_unless_unknown_asked() -> None:
 def test_root_cause_first_cascade_last() -> None:
     torchrun = [
         "[rank1]: Traceback (most recent call last):",
-        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
         "[rank1]: RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible",
     ]
     results = diagnose({"torchrun.log": torchrun}, {"torchrun": 1})

@@ -1,7 +1,7 @@
 """The matcher: candidate lines and exit statuses in, Results out, root cause first.
 
-Ordering rule: a `cause` beats a `symptom` beats a `cascade` (torchrun's SIGTERMs and
-ChildFailedError follow any failure); within a tier the earliest line wins. A line that
+Ordering rule: failures before warnings; a `cause` beats a `symptom` beats a `cascade`
+(torchrun's SIGTERMs and ChildFailedError follow any failure); within a tier the earliest line wins. A line that
 looks like an error but matches no signature is kept for `diag.unknown` instead of being
 forced into the nearest signature.
 """
@@ -156,12 +156,15 @@ class Matcher:
     # -- output -----------------------------------------------------------------------------
     def results(self, unknown: bool = True) -> list[Result]:
         by_id = {s.id: s for s in self.signatures}
-        ordered = sorted(self._tallies.items(), key=lambda kv: (by_id[kv[0]].rank_of_tier, kv[1].first_order))
+        # Failures before warnings; then cause > symptom > cascade; then the earliest line.
+        ordered = sorted(self._tallies.items(), key=lambda kv: (
+            by_id[kv[0]].severity is not Status.FAIL, by_id[kv[0]].rank_of_tier, kv[1].first_order))
         out = [_result(by_id[sid], tally) for sid, tally in ordered]
         if unknown:
             found_cause = any(by_id[sid].tier != "cascade" for sid in self._tallies)
             if not found_cause and (self._unknown or self._failed_exit):
-                position = next((i for i, r in enumerate(out) if by_id[r.id].tier == "cascade"), len(out))
+                position = next((i for i, r in enumerate(out)
+                                 if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL), len(out))
                 out.insert(position, self._unknown_result())
         return out
 

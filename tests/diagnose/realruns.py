@@ -1,0 +1,94 @@
+"""Real failing distributed runs on CPU (the real torchrun, gloo), each under a deadline.
+
+Used live by test_real_runs.py and, via `python -m tests.diagnose.realruns DIR`, to record the
+fixtures under tests/fixtures/logs/ that the fast parser tests read.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddp_doctor.proc import run
+
+SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "failing.py")
+BIN = Path(sys.executable).parent
+TORCHRUN = str(BIN / "torchrun") if (BIN / "torchrun").exists() else (shutil.which("torchrun") or "torchrun")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    root_cause: str
+    needs_root: bool
+    start: Callable[[], tuple[list[str], dict[str, str]]]
+    """argv and extra env; called just before the run so ports are fresh."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_CPP_LOG_LEVEL": "WARNING"})
+    return env
+
+
+CASES = {
+    c.name: c for c in (
+        # A private mount namespace with a 64 MB /dev/shm, as Docker gives a container by default.
+        Case("shm_64mb", "diag.shm_exhausted", True, lambda: ([
+            "unshare", "-m", "--propagation", "private", "sh", "-c",
+            f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {TORCHRUN} --standalone --nproc-per-node 2 {SCRIPT} shm",
+        ], {})),
+        Case("sigkill_rank", "diag.sigkill_oom", False, lambda: (
+            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "sigkill"], {})),
+        Case("world_size_mistake", "diag.rendezvous_timeout", False, lambda: (
+            [sys.executable, SCRIPT, "worldsize"], {"MASTER_PORT": str(_free_port())})),
+        Case("rendezvous_missing_node", "diag.rendezvous_timeout", False, lambda: (
+            [TORCHRUN, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", f"t{random.randrange(1 << 30)}",
+             "--rdzv-conf", "join_timeout=5", SCRIPT, "init"], {})),
+    )
+}
+
+
+def run_case(name: str, timeout_s: float = 90.0) -> tuple[str, int | None]:
+    """The combined output (as a user's terminal shows it) and the exit status."""
+    if name == "port_in_use":
+        return _port_in_use(timeout_s)
+    argv, extra = CASES[name].start()
+    done = run(argv, timeout_s=timeout_s, env={**_env(), **extra})
+    return done.stdout + done.stderr, done.returncode
+
+
+def _port_in_use(timeout_s: float) -> tuple[str, int | None]:
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = run([TORCHRUN, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                    "--master-port", str(port), SCRIPT, "init"], timeout_s=timeout_s, env=_env())
+    return done.stdout + done.stderr, done.returncode
+
+
+ALL = (*CASES, "port_in_use")
+ROOT_CAUSE = {**{n: c.root_cause for n, c in CASES.items()}, "port_in_use": "diag.port_in_use"}
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for case in ALL:
+        text, code = run_case(case)
+        (out / f"cpu-{case.replace('_', '-')}.log").write_text(text, encoding="utf-8")
+        print(f"{case}: exit {code}, {len(text.splitlines())} lines")

@@ -1,0 +1,57 @@
+"""Small programs that fail the way real distributed jobs fail; run by the real torchrun in tests.
+
+    python failing.py shm         DataLoader workers pass 16 MB batches through /dev/shm
+    python failing.py sigkill     rank 1 is killed with SIGKILL after init (as the OOM killer does)
+    python failing.py worldsize   one plain process asks for world_size=2 (nobody else comes)
+    python failing.py init        init_process_group + barrier, then exit 0 (for launcher-level failures)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+class Big(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.ones(4 << 20)  # 16 MB of float32 per sample
+
+
+def shm() -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    loader = torch.utils.data.DataLoader(Big(), batch_size=1, num_workers=2, prefetch_factor=4)
+    for _ in loader:
+        pass
+    dist.destroy_process_group()
+
+
+def sigkill() -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    dist.barrier()
+    if dist.get_rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier()  # rank 0 waits here until torchrun ends it
+    dist.destroy_process_group()
+
+
+def worldsize() -> None:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=0, world_size=2, timeout=timedelta(seconds=3))
+
+
+def init() -> None:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    {"shm": shm, "sigkill": sigkill, "worldsize": worldsize, "init": init}[sys.argv[1]]()

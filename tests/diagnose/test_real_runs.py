@@ -1,0 +1,22 @@
+"""Real failing runs (real torchrun, CPU, gloo) -> explain names the right signature, root cause first."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.diagnose import diagnose
+from tests.diagnose import realruns
+
+
+CASES = [pytest.param(c, marks=pytest.mark.root) if c in realruns.CASES and realruns.CASES[c].needs_root else c
+         for c in realruns.ALL]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_real_failure_is_named(case: str) -> None:
+    text, code = realruns.run_case(case)
+    assert code not in (0, None), f"the run was expected to fail on its own, got exit {code}:\n{text[-2000:]}"
+    results = diagnose({f"{case}.log": text.splitlines()}, {"launcher": code}, unknown=True)
+    ids = [r.id for r in results]
+    assert ids and ids[0] == realruns.ROOT_CAUSE[case], f"{ids}\n{text[-3000:]}"
+    assert results[0].evidence and results[0].evidence[0].line is not None
