@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,8 @@ SMI = FIXTURES / "gpu" / "static" / "nvidia-smi.txt"
 def recorded() -> dict[str, Any]:
     if not REPORT.exists():
         pytest.skip(f"{REPORT} not recorded yet (produced by gpu/static.sh on a GPU node)")
-    return json.loads(REPORT.read_text())
+    data: dict[str, Any] = json.loads(REPORT.read_text())
+    return data
 
 
 def test_recorded_facts_are_those_of_a_gpu_node(recorded: dict[str, Any]) -> None:

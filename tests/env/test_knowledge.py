@@ -23,7 +23,7 @@ def test_cu121_ends_with_2_5() -> None:
 
 def test_every_release_from_2_0_has_a_source_and_variants() -> None:
     table = knowledge.releases()
-    assert {f"2.{m}" for m in range(0, 14)} <= set(table)
+    assert {f"2.{m}" for m in range(14)} <= set(table)
     for key, entry in table.items():
         assert entry.get("source"), key
         assert entry["cuda_variants"], key

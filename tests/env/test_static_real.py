@@ -62,7 +62,7 @@ def test_recorded_facts_are_judged_again_the_same(this_machine: tuple[subprocess
 
 def test_parent_never_imports_torch() -> None:
     code = "import sys; from ddp_doctor.env import facts; f = facts.gather(); print(f['torch']['importable'], 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert out.stdout.split() == ["True", "False"], out.stderr
 
 
@@ -84,7 +84,7 @@ def test_64mb_shm_in_a_private_mount_namespace_fails() -> None:
     script = (f"mount -t tmpfs -o size=64m tmpfs /dev/shm && "
               f"{sys.executable} -m ddp_doctor check --static --format json")
     proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=180, env={**os.environ, "NO_COLOR": "1"})
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "NO_COLOR": "1"}, check=False)
     if proc.returncode not in (0, 1) and "unshare" in proc.stderr:
         pytest.skip(f"no mount namespaces here: {proc.stderr.strip()}")
     assert "Traceback" not in proc.stderr
@@ -180,17 +180,17 @@ def test_fresh_venv_without_torch_fails_with_install_command(tmp_path: Path) -> 
     py = venv / "bin" / "python"
     deps = ["rich>=13", "PyYAML>=6", "nvidia-ml-py>=12", "zstandard>=0.22"]
     pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *deps],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     if pip.returncode != 0:
         pytest.skip(f"cannot install the dependencies from the package index here: {pip.stderr.strip()[-300:]}")
     inst = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, check=False)
     assert inst.returncode == 0, inst.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(NO_COLOR="1", PATH=f"{venv / 'bin'}:/usr/bin:/bin")
-    assert subprocess.run([str(py), "-c", "import torch"], capture_output=True, env=env).returncode != 0
+    assert subprocess.run([str(py), "-c", "import torch"], capture_output=True, env=env, check=False).returncode != 0
     proc = subprocess.run([str(venv / "bin" / "ddp-doctor"), "check", "--static"], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=tmp_path)
+                          env=env, timeout=120, cwd=tmp_path, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "env.torch.installed" in proc.stdout and "torch is not installed" in proc.stdout

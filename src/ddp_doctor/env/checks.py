@@ -92,7 +92,7 @@ def suggest_variant(rel: dict[str, Any], facts: dict[str, Any]) -> str:
         return "cpu"
     fitting = [v for v in variants if driver_cuda and knowledge.version_tuple(knowledge.cuda_of(v) or "0")
                <= knowledge.version_tuple(driver_cuda)]
-    return (fitting or variants)[-1] if fitting else variants[0]
+    return str(fitting[-1] if fitting else variants[0])
 
 
 def _install_for(facts: dict[str, Any], torch_version: str | None = None) -> str:
@@ -296,7 +296,7 @@ def check_nccl(facts: dict[str, Any]) -> Result:
     variant = local if local.startswith("cu") else knowledge.variant_of(t.get("cuda"))
     expected = (rel or {}).get("nccl", {}).get(variant)
     where = f"{n.get('library') or 'inside torch'} ({n.get('source')})"
-    if expected and version and str(version).split("+")[0] != expected:
+    if rel and expected and version and str(version).split("+")[0] != expected:
         return Result("env.nccl", title, Status.WARN,
                       f"NCCL {version} from {where}; the official torch {rel['version']}+{variant} wheel ships NCCL {expected}",
                       cause="a different nvidia-nccl package (or an LD_LIBRARY_PATH / LD_PRELOAD copy) replaced the one torch was released with",
@@ -436,7 +436,8 @@ def check_gpu_arch(facts: dict[str, Any]) -> Result:
     archs = list(t.get("arch_list") or [])
     if not archs:
         return _skip("env.gpu_arch", title, "torch's compiled arch list is unknown (torch was not imported here)")
-    missing, fine = [], []
+    missing: list[tuple[dict[str, Any], str, str | None]] = []
+    fine: list[tuple[dict[str, Any], str, str | None]] = []
     for d in visible:
         cc = d.get("compute_capability")
         if not cc:
@@ -577,7 +578,7 @@ def check_env_vars(facts: dict[str, Any]) -> Result:
     findings: list[tuple[Status, str, str | None]] = []
     for var in rules.get("ifname_vars", []):
         if var in env:
-            ok, what = _ifname_matches(env[var], names)
+            ok, _ = _ifname_matches(env[var], names)
             if not ok:
                 findings.append((Status.FAIL, f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
                                  f"set {var} to an existing interface (e.g. {var}={next((n for n in names if n != 'lo'), 'eth0')}) or unset it"))
@@ -612,7 +613,7 @@ def check_env_vars(facts: dict[str, Any]) -> Result:
     if not findings:
         shown = ", ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
         return Result("env.env_vars", title, Status.PASS,
-                      f"no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
+                      "no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
                       observed=observed)
     order = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2}
     findings.sort(key=lambda f: order.get(f[0], 3))
@@ -677,7 +678,7 @@ def evaluate(facts: dict[str, Any], only: set[str] | None = None) -> list[Result
             continue
         try:
             results.append(check(facts))
-        except Exception as exc:  # the doctor's own bug or a malformed facts file: an unknown, not a pass
+        except Exception as exc:  # noqa: BLE001 - the doctor's own bug or a malformed facts file: an unknown, not a pass
             results.append(Result(id_, id_, Status.ERROR, f"the check could not run: {type(exc).__name__}: {exc}",
                                   cause="the facts were incomplete or malformed, or the check has a bug"))
     return results

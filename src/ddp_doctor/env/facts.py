@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor.env.probes import gpu, network, nccl_probe, system, torch_probe
+from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
 
 NVML_TIMEOUT_S = 20.0
 

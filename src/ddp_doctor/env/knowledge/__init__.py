@@ -19,7 +19,7 @@ def _load(name: str) -> dict[str, Any]:
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
-        raise ValueError(f"knowledge file {name} is not a mapping")
+        raise TypeError(f"knowledge file {name} is not a mapping")
     return data
 
 

@@ -1,16 +1,22 @@
 # Runs in a short-lived child interpreter (`python -c <this source>`), never in the parent:
 # importing torch is what is being tested, and it must not touch the doctor's own process.
 # It prints one JSON object on stdout. It never initialises CUDA (no torch.cuda.is_available()).
+# Parts of torch's API used here carry no annotations, hence:
+# mypy: disable-error-code="no-untyped-call"
+from __future__ import annotations
+
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 if sys.path and sys.path[0] in ("", "."):
     sys.path.pop(0)  # a ./torch directory in the caller's cwd must not shadow the real one
 
 t0 = time.perf_counter()
-out = {"importable": False}
+out: dict[str, Any] = {"importable": False}
 try:
     import torch
 except BaseException as exc:  # noqa: BLE001 - the exact failure is the finding
@@ -32,7 +38,7 @@ out["hip"] = getattr(version_mod, "hip", None)
 out["git_version"] = getattr(version_mod, "git_version", None)
 
 
-def attempt(name, fn):
+def attempt(name: str, fn: Callable[[], Any]) -> None:
     try:
         out[name] = fn()
     except BaseException as exc:  # noqa: BLE001
@@ -40,12 +46,12 @@ def attempt(name, fn):
         out.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"[:500]
 
 
-def cudnn_version():
+def cudnn_version() -> int | None:
     cudnn = torch.backends.cudnn
     return cudnn.version() if cudnn.is_available() else None
 
 
-def arch_list():
+def arch_list() -> list[str]:
     # torch.cuda.get_arch_list() returns [] unless a device is usable; the compiled-in
     # flags are what matter for "no kernel image" and need no device.
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
@@ -53,7 +59,7 @@ def arch_list():
     return value.split() if value else []
 
 
-def distributed():
+def distributed() -> dict[str, Any]:
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -68,22 +74,22 @@ def distributed():
     }
 
 
-def nccl_version():
+def nccl_version() -> str | None:
     if not hasattr(torch._C, "_nccl_version"):
         return None
-    import torch.cuda.nccl as nccl
+    from torch.cuda import nccl
 
     v = nccl.version()
     return ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
 
 
-def run_module():
-    import torch.distributed.run as run
+def run_module() -> bool:
+    from torch.distributed import run
 
     return callable(getattr(run, "main", None))
 
 
-def loaded_nccl():
+def loaded_nccl() -> str | None:
     # The library torch really mapped, whichever of torch/lib, nvidia-nccl-cu*, or a system
     # copy the dynamic loader picked.
     with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
@@ -94,7 +100,7 @@ def loaded_nccl():
     return None
 
 
-def nccl_lib_version(path):
+def nccl_lib_version(path: str) -> str:
     import ctypes
 
     lib = ctypes.CDLL(path)

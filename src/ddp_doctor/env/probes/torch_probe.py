@@ -19,7 +19,7 @@ from ddp_doctor import proc
 IMPORT_TIMEOUT_S = 90.0
 """A cold import of a CUDA build from network storage can take tens of seconds."""
 
-_VERSION_FIELD = re.compile(r"^(__version__|cuda|hip|git_version)\s*(?::[^=]*)?=\s*(.+)$", re.M)
+_VERSION_FIELD = re.compile(r"^(__version__|cuda|hip|git_version)\s*(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
 
 
 def _literal(text: str) -> str | None:
