@@ -206,3 +206,24 @@ def test_alias_bomb_is_bounded_in_time_and_memory(tmp_path: Path) -> None:
     proc = run_cli("lint", str(path))
     assert proc.returncode == 2 and "alias" in proc.stderr
     assert time.monotonic() - started < 30
+
+
+def test_docs_list_every_rule() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lint.md").read_text()
+    for name, rule in catalogue().items():
+        row = next((line for line in doc.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, name
+        assert rule["severity"] in row and all(area in row for area in rule["areas"]), name
+
+
+def test_shm_beyond_memory_limit_in_docker_and_compose(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\ndocker run --gpus 2 --shm-size 32g \\\n  --memory 16g -v /ckpt:/ckpt img:1.0 "
+                      "torchrun --nproc_per_node 2 t.py\n")
+    found = {(r.id, r.evidence[0].line) for r in lint_file(str(script)).results}
+    assert ("lint.docker.shm_exceeds_memory_limit", 2) in found
+    compose_file = tmp_path / "compose.yaml"
+    compose_file.write_text("services:\n  t:\n    image: img:1.0\n    shm_size: 8gb\n    mem_limit: 4g\n"
+                            "    volumes: [./l:/l]\n    gpus: all\n    command: torchrun --nproc-per-node 2 t.py\n")
+    found = {(r.id, r.evidence[0].line) for r in lint_file(str(compose_file)).results}
+    assert found == {("lint.compose.shm_exceeds_memory_limit", 4)}

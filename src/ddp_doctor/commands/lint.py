@@ -26,7 +26,8 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
     """All files -> one Report, plus one message per file that could not be read."""
     from ddp_doctor.deploy.lint.engine import lint_file
 
-    report = Report(command="lint", target={"file": ", ".join(paths)})
+    shown = paths[0] if len(paths) == 1 else f"{len(paths)} files ({paths[0]}, ...)"
+    report = Report(command="lint", target={"file": shown})
     unreadable: list[str] = []
     files: list[dict[str, Any]] = []
     for path in paths:

@@ -124,7 +124,7 @@ def shm(u: Unit) -> Iterator[Hit]:
 
 @check
 def shm_within_memory(u: Unit) -> Iterator[Hit]:
-    if u.area != "k8s" or u.shm is None or u.shm_bytes is None or u.memory_limit is None:
+    if u.shm is None or u.shm_bytes is None or u.memory_limit is None:
         return
     if u.shm_bytes > u.memory_limit.value:
         yield Hit("shm_exceeds_memory_limit", u.shm.line, {"shm": human(u.shm_bytes), "limit": human(u.memory_limit.value)})
