@@ -149,6 +149,9 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
     env.setdefault(rankio.NODE_ENV, socket.gethostname())
     if spec.node_rank is not None:
         env["DDP_DOCTOR_NODE_RANK"] = str(spec.node_rank)
+    # torch's compiler caches default to /tmp/torchinductor_<user> (DDP() imports torch._dynamo): keep them in the run.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(run_dir, "inductor"))
+    env.setdefault("TRITON_CACHE_DIR", os.path.join(run_dir, "triton"))
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set here to skip its banner
     env["PYTHONUNBUFFERED"] = "1"
     # The entry module must import in torchrun's interpreter even when that is another env.

@@ -154,6 +154,23 @@ def _check_launched_by_torchrun() -> str | None:
     return None
 
 
+def _ask_for_stacks(ranks: list[int]) -> None:
+    """Before giving up on peers, have them dump their stacks (same node: their heartbeat names the pid),
+    since torchrun ends them as soon as this rank exits."""
+    beats = rankio.read_heartbeats(rankio.run_dir())
+    asked = False
+    for r in ranks:
+        pid = int((beats.get(r) or {}).get("pid") or 0)
+        if pid > 0:
+            try:
+                os.kill(pid, signal.SIGUSR1)
+                asked = True
+            except (ProcessLookupError, PermissionError):
+                continue
+    if asked:
+        time.sleep(0.5)
+
+
 def _budget(ctx: Context, name: str) -> float:
     share = BUDGET_SHARE.get(name, 0.2) * ctx.args.timeout
     if name == "init" and ctx.args.init_timeout:
@@ -173,7 +190,7 @@ def _prewarm() -> threading.Thread:
     return thread
 
 
-def run_phases(args: argparse.Namespace) -> int:
+def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
     from ddp_doctor.live.phases import load
 
     rank = int(os.environ["RANK"])
@@ -183,8 +200,6 @@ def run_phases(args: argparse.Namespace) -> int:
                                "local_rank": int(os.environ["LOCAL_RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
                                "backend": args.backend, "phases": [], "finished": False}
     ctx = Context(args, payload, faults)
-    stack_file = open(rankio.path("stack"), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     Watchdog(ctx, stack_file).start()
     phases = [p for p in args.phases.split(",") if p]
     if "ddp" in phases and not os.environ.get("DDP_DOCTOR_NO_PREWARM"):
@@ -212,6 +227,7 @@ def run_phases(args: argparse.Namespace) -> int:
             ctx.phase_deadline = float("inf")
             faulthandler.cancel_dump_traceback_later()
             rankio.write_result(payload)
+            _ask_for_stacks(getattr(exc, "blame_ranks", None) or [])
             ok = False
             break
         ctx.phase_deadline = float("inf")
@@ -256,11 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _die_with_parent()
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
     faults_mod.trigger(faults, rank, "start")  # never_start: before the first heartbeat
+    # Registered before the first heartbeat: whoever reads a pid from it may ask for a stack.
+    stack_file = open(rankio.path("stack"), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     rankio.heartbeat("start")
     os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return int(record(run_phases)(args))
+    return int(record(run_phases)(args, stack_file))
 
 
 if __name__ == "__main__":

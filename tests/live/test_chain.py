@@ -1,0 +1,217 @@
+"""The live chain with real torchrun processes on CPU (2 gloo ranks): passes, fails, never hangs, never leaks.
+
+Each test runs `ddp-doctor check` as a user would, with a private TMPDIR (so the run directory
+can be checked for removal) and a tag in the environment (so every process of the run can be
+found afterwards, whoever its parent is).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import run_cli
+
+TAG = "DDP_DOCTOR_TEST_TAG"
+SHM_PREFIXES = ("torch_", "nccl-", "sem.mp-")
+
+
+@dataclass
+class Run:
+    rc: int
+    report: dict[str, Any]
+    elapsed_s: float
+    stderr: str
+
+    def live(self, id_: str, rank: int | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.report["results"] if r["id"] == id_ and (rank is None or r["rank"] == rank)]
+
+    def root(self) -> dict[str, Any]:
+        root = self.report["facts"]["live"]["root_cause"]
+        assert root is not None, "expected a root cause"
+        return root  # type: ignore[no-any-return]
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(TAG) == tag:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _shm() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(SHM_PREFIXES)}
+
+
+def assert_nothing_left(tag: str, tmpdir: Path, shm_before: set[str]) -> None:
+    left = _tagged(tag)
+    assert not left, f"processes of the run survived it: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+    assert list(tmpdir.iterdir()) == [], f"left in TMPDIR: {list(tmpdir.iterdir())}"
+    assert _shm() - shm_before == set()
+
+
+def check(tmp_path: Path, *flags: str, fault: str | None = None, timeout: float = 150) -> Run:
+    tag = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {"TMPDIR": str(tmpdir), TAG: tag}
+    if fault:
+        env["DDP_DOCTOR_FAULT"] = fault
+    out = tmp_path / "report.json"
+    shm_before = _shm()
+    started = time.monotonic()
+    proc = run_cli("check", "--format", "json", "--output", str(out), *flags, env=env, timeout=timeout)
+    elapsed = time.monotonic() - started
+    assert out.exists(), f"no report; rc={proc.returncode} stderr={proc.stderr[-2000:]}"
+    assert_nothing_left(tag, tmpdir, shm_before)
+    return Run(proc.returncode, json.loads(out.read_text()), elapsed, proc.stderr)
+
+
+@pytest.mark.slow
+def test_happy_path_two_gloo_ranks(tmp_path: Path) -> None:
+    run = check(tmp_path)
+    assert run.rc == 0, run.stderr
+    facts = run.report["facts"]["live"]
+    assert facts["backend"] == "gloo" and facts["world_size"] == 2 and facts["nnodes"] == "1"
+    assert "--standalone" in facts["torchrun"]["argv"]
+    assert facts["root_cause"] is None and run.report["root_cause"] is None
+    for phase in ("init", "collectives", "dataloader", "sampler", "ddp", "balance"):
+        per_rank = {r["rank"]: r["status"] for r in run.live(f"live.{phase}")}
+        assert per_rank == {0: "pass", 1: "pass"}, (phase, per_rank)
+    for id_ in ("live.ddp.param_sync", "live.ddp.grad_reference", "live.ddp.loss", "live.sampler.shards",
+                "live.collectives.all_reduce_sum", "live.collectives.send_recv_ring", "live.dataloader.batches"):
+        assert [r["status"] for r in run.live(id_)] == ["pass"], id_
+    # torch facts came from rank 0, not from an import in the parent
+    assert run.report["facts"]["torch"]["source"] == "rank 0"
+    assert run.report["facts"]["torch"]["version"].startswith("2.")
+    timed = run.live("live.init", 0)[0]
+    assert timed["node"] and timed["phase"] == "init" and timed["started"] and timed["duration_s"] is not None
+
+
+@pytest.mark.parametrize(("fault", "phase", "timeout", "words"), [
+    ("rank=1,phase=collectives,action=kill", "collectives", 40, "SIGKILL"),
+    ("rank=1,phase=init,action=hang", "init", 15, "rank 1"),
+    ("rank=1,phase=ddp,action=raise", "ddp", 40, "injected fault"),
+    ("rank=1,action=never_start", "init", 15, "never started"),
+])
+def test_fault_names_rank_and_phase(tmp_path: Path, fault: str, phase: str, timeout: float, words: str) -> None:
+    run = check(tmp_path, "--timeout", str(timeout), fault=fault)
+    assert run.rc == 1, run.stderr
+    root = run.root()
+    assert (root["rank"], root["phase"], root["id"]) == (1, phase, f"live.{phase}"), root
+    assert run.report["root_cause"] == f"live.{phase}"
+    assert words in root["summary"], root["summary"]
+    assert run.elapsed_s < timeout + 10, f"took {run.elapsed_s:.1f} s for --timeout {timeout}"
+
+
+def test_never_started_rank_is_counted_in_init(tmp_path: Path) -> None:
+    run = check(tmp_path, "--timeout", "12", fault="rank=1,action=never_start")
+    rank0 = run.live("live.init", 0)[0]
+    assert rank0["status"] == "fail"
+    assert "1 of 2 ranks joined" in rank0["summary"] and "missing: rank 1" in rank0["summary"]
+    assert rank0["duration_s"] <= 0.4 * 12 + 1  # within the init deadline
+
+
+def test_hanging_rank_leaves_its_stack(tmp_path: Path) -> None:
+    run = check(tmp_path, "--timeout", "15", fault="rank=1,phase=init,action=hang")
+    rank1 = run.live("live.init", 1)[0]
+    stacks = [e["text"] for e in rank1["evidence"] if e["source"] == "rank-1.stack"]
+    assert stacks and "_sleep_forever" in stacks[0], rank1["evidence"]
+
+
+def test_master_port_taken(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        run = check(tmp_path, "--master-port", str(port), timeout=60)
+    assert run.rc == 1
+    assert run.report["root_cause"] == "live.launch"
+    launch = run.live("live.launch")[0]
+    assert f"TCP port {port} is not free" in launch["summary"] and f"pid {os.getpid()}" in launch["summary"]
+    assert "--master-port" in launch["remedy"]
+    assert run.elapsed_s < 15  # no torchrun was started at all
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_small_dev_shm_fails_the_dataloader(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "report.json"
+    script = ("mount --make-rprivate / && mount -t tmpfs -o size=64m tmpfs /dev/shm && "
+              f"exec {sys.executable} -m ddp_doctor check --timeout 30 --format json --output {out}")
+    env = {**os.environ, "TMPDIR": str(tmpdir), TAG: tag, "NO_COLOR": "1"}
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(out.read_text())
+    root = report["facts"]["live"]["root_cause"]
+    assert root["phase"] == "dataloader", root
+    failed = [r for r in report["results"] if r["id"] == "live.dataloader" and r["status"] == "fail"]
+    assert failed and all("shm" in (r["remedy"] or "") for r in failed), failed
+    assert "diag.shm_exhausted" in failed[0]["observed"]["diagnosis"]
+    assert_nothing_left(tag, tmpdir, set())  # the 64 MB /dev/shm went away with the namespace
+
+
+def test_worker_refuses_to_run_outside_torchrun() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_RUN_ID", "DDP_DOCTOR_RUN_DIR")}
+    env.update(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor.live.worker"], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2
+    assert "must be started by" in proc.stderr and "world_size=2" in proc.stderr
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    shm_before = _shm()
+    env = {**os.environ, "TMPDIR": str(tmpdir), TAG: tag, "NO_COLOR": "1",
+           "DDP_DOCTOR_FAULT": "rank=0,phase=collectives,action=hang;rank=1,phase=collectives,action=hang"}
+    proc = subprocess.Popen([sys.executable, "-m", "ddp_doctor", "check", "--timeout", "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:  # wait until both ranks hang in collectives
+            beats = list(tmpdir.glob("ddp-doctor-run-*/rank-*.hb"))
+            if len(beats) == 2 and all('"collectives"' in b.read_text() for b in beats if b.exists()):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the ranks never reached collectives")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert_nothing_left(tag, tmpdir, shm_before)
+
+
+def test_straggler_is_named(tmp_path: Path) -> None:
+    run = check(tmp_path, "--timeout", "60", fault="rank=1,phase=balance,action=slow,factor=3")
+    assert run.rc == 0, run.stderr
+    straggler = run.live("live.balance.straggler")
+    assert [r["status"] for r in straggler] == ["warn"], straggler
+    assert straggler[0]["observed"]["rank"] == 1 and "rank 1" in straggler[0]["summary"]

@@ -1,0 +1,130 @@
+"""The launcher as data: argv and env for every rendezvous shape, plus the parsers it relies on."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.live import faults, launch, nccl_log, rankio
+from ddp_doctor.live.launch import LaunchSpec, build_command, parse_exit_codes, port_problem
+
+TORCHRUN = ("/opt/env/bin/torchrun",)
+
+
+def spec(**kw: object) -> LaunchSpec:
+    base: dict[str, object] = dict(entry_module="ddp_doctor.live.worker", entry_args=["--backend", "gloo"], nproc=2,
+                                   backend="gloo", timeout_s=30.0, env={"NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log"},
+                                   launcher=TORCHRUN)
+    base.update(kw)
+    return LaunchSpec(**base)  # type: ignore[arg-type]
+
+
+def test_standalone_single_node(tmp_path: Path) -> None:
+    argv, env = build_command(spec(), tmp_path)
+    assert argv == ["/opt/env/bin/torchrun", "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "0",
+                    "--monitor-interval", "0.1", "--log-dir", str(tmp_path / "torchelastic"), "--standalone",
+                    "-m", "ddp_doctor.live.worker", "--backend", "gloo"]
+    assert env[rankio.RUN_DIR_ENV] == str(tmp_path)
+    assert env["NCCL_DEBUG_FILE"] == f"{tmp_path}/nccl.%p.log"
+    src = str(Path(launch.__file__).resolve().parents[2])
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == src
+    assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_master_port_becomes_a_local_c10d_endpoint(tmp_path: Path) -> None:
+    argv, _ = build_command(spec(master_port=29511, rdzv_id="fixed"), tmp_path)
+    assert "--standalone" not in argv
+    i = argv.index("--rdzv-endpoint")
+    assert argv[i + 1] == "127.0.0.1:29511"
+    assert argv[argv.index("--rdzv-backend") + 1] == "c10d"
+    assert argv[argv.index("--rdzv-id") + 1] == "fixed"
+
+
+def test_multi_node_rendezvous(tmp_path: Path) -> None:
+    argv, env = build_command(spec(nnodes="2:4", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_id="job7",
+                                   join_timeout_s=60), tmp_path)
+    assert argv[argv.index("--nnodes") + 1] == "2:4"
+    assert argv[argv.index("--rdzv-endpoint") + 1] == "10.0.0.1:29400"
+    assert argv[argv.index("--rdzv-conf") + 1] == "join_timeout=60"
+    assert env["DDP_DOCTOR_NODE_RANK"] == "1"
+    assert "--standalone" not in argv
+
+
+def test_launcher_falls_back_to_the_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    prefix, source = launch.find_torchrun()
+    assert source == "module"
+    assert prefix == (str(tmp_path / "python3"), "-m", "torch.distributed.run")
+    (tmp_path / "torchrun").write_text("#!/bin/sh\n")
+    (tmp_path / "torchrun").chmod(0o755)
+    assert launch.find_torchrun() == ((str(tmp_path / "torchrun"),), "path")
+
+
+def test_port_problem_names_the_holder() -> None:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        problem = port_problem(port)
+        assert problem is not None and f"port {port}" in problem
+        assert f"pid {os.getpid()}" in problem
+    assert port_problem(port) is None
+
+
+def test_parse_exit_codes_from_torchrun_summary() -> None:
+    text = """Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_15:02:28
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 12181)  (SIGKILL)
+Other Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 12180)
+"""
+    assert parse_exit_codes(text) == {"rank 1": -9, "rank 0": 1}
+
+
+def test_fault_switch_parsing() -> None:
+    parsed = faults.parse("rank=1,phase=collectives,action=kill;rank=0,phase=balance,action=slow,factor=3")
+    assert parsed == [faults.Fault(1, "collectives", "kill"), faults.Fault(0, "balance", "slow", 3.0)]
+    assert faults.slow_factor(parsed, 0, "balance") == 3.0
+    assert faults.slow_factor(parsed, 1, "balance") == 1.0
+    with pytest.raises(ValueError, match="not one of"):
+        faults.parse("rank=1,action=explode")
+    with pytest.raises(RuntimeError, match="injected fault"):
+        faults.trigger(faults.parse("rank=2,phase=ddp,action=raise"), 2, "ddp")
+    faults.trigger(faults.parse("rank=2,phase=ddp,action=raise"), 1, "ddp")  # other ranks are untouched
+
+
+def test_nccl_transports_parsed() -> None:
+    lines = [
+        "h:1:2 [0] NCCL INFO NCCL version 2.27.3+cuda12.9",
+        "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>",
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+        "h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/Socket/0",
+        "h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+    ]
+    info = nccl_log.parse(lines)
+    assert info["version"] == "2.27.3+cuda12.9"
+    assert info["ib_devices"].startswith("[0]mlx5_0:1/IB")
+    assert info["transports"] == {"P2P": 2, "NET/Socket": 1, "SHM": 1}
+
+
+def test_rank_files_are_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(rankio.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("RANK", "3")
+    rankio.heartbeat("ddp", "step:4")
+    rankio.write_result({"rank": 3, "phases": []})
+    (tmp_path / "rank-4.json").write_text("{half a file")  # never half-written by rankio, but tolerated
+    beats = rankio.read_heartbeats(tmp_path)
+    assert beats[3]["phase"] == "ddp" and beats[3]["step"] == "step:4" and beats[3]["pid"] == os.getpid()
+    assert rankio.read_results(tmp_path) == {3: {"rank": 3, "phases": []}}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
