@@ -78,3 +78,13 @@ def test_store_peers_sees_a_real_connection() -> None:
             with conn:
                 assert cluster.store_peers(port) == {"127.0.0.1"}
     assert cluster.reachable("127.0.0.1", port)  # refused is reachable: the path works
+
+
+def test_interfaces_name_nccl_transports_per_node() -> None:
+    a = _entry(0, 0, "gpu-a", nccl={"transports": {"P2P": 8, "NET/IB": 4}, "socket_interfaces": None})
+    b = _entry(1, 1, "gpu-b", nccl={"transports": {"NET/Socket": 4}, "socket_interfaces": "eth0:10.0.0.11<0>"})
+    b["preflight"] = {}
+    r = cluster.interfaces(_cluster(a, b), "nccl")
+    assert r.observed["per_node"]["node 0 (gpu-a)"]["transport"] == "NET/IB, P2P"
+    assert r.observed["per_node"]["node 1 (gpu-b)"] == {"interface": "eth0:10.0.0.11<0>", "address": None,
+                                                       "transport": "NET/Socket"}

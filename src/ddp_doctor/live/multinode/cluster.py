@@ -218,9 +218,11 @@ def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
     per_node: dict[str, dict[str, Any]] = {}
     for entries in _by_node(cluster["ranks"]).values():
         pre = entries[0].get("preflight") or {}
-        transports = sorted({t for e in entries for t in ((e.get("payload") or {}).get("transports") or [])})
+        nccl = [e.get("nccl") or {} for e in entries]
+        transports = sorted({t for info in nccl for t in (info.get("transports") or {})})
+        sockets = next((info.get("socket_interfaces") for info in nccl if info.get("socket_interfaces")), None)
         per_node[_node_label(entries[0])] = {
-            "interface": pre.get("interface"), "address": pre.get("address"),
+            "interface": pre.get("interface") or sockets, "address": pre.get("address"),
             "transport": ", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
         }
     text = "; ".join(f"{node}: {v['interface'] or '?'} {v['address'] or ''} {v['transport'] or ''}".strip()

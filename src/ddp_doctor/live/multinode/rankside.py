@@ -180,6 +180,17 @@ def _store() -> Any:
     return dist.PrefixStore(f"{PREFIX}/{run}/{restart}/", base)  # type: ignore[attr-defined]
 
 
+def nccl_transports() -> dict[str, Any] | None:
+    """What NCCL_DEBUG=INFO (written to {run_dir}/nccl.<pid>.log by the chain) says this rank used."""
+    from ddp_doctor.live import nccl_log
+
+    try:
+        lines = (rankio.run_dir() / f"nccl.{os.getpid()}.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return nccl_log.parse(lines)
+
+
 def identity() -> dict[str, Any]:
     return {
         "rank": int(os.environ.get("RANK", "0")),
@@ -223,6 +234,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
         late = _wait_keys(store, [f"ok/{r}" for r in range(world)], min(time.time() + 10.0, deadline - 2.0))
         everyone = not late and all(store.get(f"ok/{r}") == b"1" for r in range(world))
         entry["versions"] = versions()
+        entry["nccl"] = nccl_transports()
         if everyone:
             rankio.heartbeat("cluster", step="probes")
             entry.update(probes())
