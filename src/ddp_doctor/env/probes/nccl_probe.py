@@ -39,9 +39,9 @@ def _package_libs() -> list[tuple[str, Path]]:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
             continue
-        lib_dir = Path(str(dist.locate_file("nvidia/nccl/lib")))
-        for lib in sorted(lib_dir.glob("libnccl.so*")):
-            found.append((f"{name}=={dist.version} package", lib))
+        # The layout differs between CUDA majors (nvidia/nccl/lib, nvidia/cu13/lib); RECORD knows.
+        libs = sorted({Path(str(dist.locate_file(f))) for f in dist.files or [] if f.name.startswith("libnccl.so")})
+        found.extend((f"{name}=={dist.version} package", lib) for lib in libs)
     return found
 
 
