@@ -231,3 +231,20 @@ def test_missing_nvml_binding_is_an_error_not_a_skip() -> None:
                              "error": "nvidia-ml-py is not installed (No module named 'pynvml'); reinstall ddp-doctor"})
     r = judge(facts)["env.gpus"]
     assert r.status is Status.ERROR and "nvidia-ml-py" in (r.remedy or "")
+
+
+def test_install_suggestion_fits_an_old_driver() -> None:
+    facts = make_facts(torch={"__replace__": True, "installed": False, "version": None, "importable": None},
+                       gpus={"driver_version": "520.61.05", "cuda_driver_version": "11.8"})
+    remedy = judge(facts)["env.torch.installed"].remedy or ""
+    assert "'torch==2.7.*'" in remedy and "whl/cu118" in remedy  # cu118 ended with 2.7
+
+
+def test_install_suggestion_without_gpus_is_cpu() -> None:
+    facts = make_facts(torch={"__replace__": True, "installed": False, "version": None, "importable": None},
+                       gpus={"__replace__": True, "driver_loaded": False, "physical_count": 0, "count": 0, "visible": []})
+    assert "whl/cpu" in (judge(facts)["env.torch.installed"].remedy or "")
+
+
+def test_cudnn_is_shown_as_a_version() -> None:
+    assert "cuDNN 9.5.1" in judge(make_facts())["env.torch.build"].summary

@@ -81,32 +81,49 @@ def _py_fits(rel: dict[str, Any], py: str) -> bool:
     return knowledge.version_tuple(bounds[0])[:2] <= v <= knowledge.version_tuple(bounds[1])[:2]
 
 
+def _fits_driver(variant: str, driver_cuda: str | None) -> bool:
+    cuda = knowledge.cuda_of(variant)
+    return bool(cuda and driver_cuda) and knowledge.version_tuple(cuda or "")[:2] <= knowledge.version_tuple(driver_cuda or "")[:2]
+
+
+def _has_gpus(facts: dict[str, Any]) -> bool:
+    gpus = _section(facts, "gpus")
+    return bool(gpus.get("driver_loaded") and gpus.get("physical_count"))
+
+
 def suggest_variant(rel: dict[str, Any], facts: dict[str, Any]) -> str:
     """The official wheel to install: the newest CUDA the driver can run, or CPU without GPUs."""
-    gpus = _section(facts, "gpus")
-    if not gpus.get("driver_loaded") or not gpus.get("physical_count"):
-        return "cpu"
-    driver_cuda = _driver_cuda(facts)
     variants = list(rel.get("cuda_variants") or [])
-    if not variants:
+    if not _has_gpus(facts) or not variants:
         return "cpu"
-    fitting = [v for v in variants if driver_cuda and knowledge.version_tuple(knowledge.cuda_of(v) or "0")
-               <= knowledge.version_tuple(driver_cuda)]
+    fitting = [v for v in variants if _fits_driver(v, _driver_cuda(facts))]
     return str(fitting[-1] if fitting else variants[0])
 
 
 def _install_for(facts: dict[str, Any], torch_version: str | None = None) -> str:
-    py = str(_section(facts, "python").get("version") or "3.12")
-    table = knowledge.releases()
+    """The install command for this interpreter: the given release, or the newest one that fits
+    this Python and (with GPUs) this driver."""
     if torch_version and knowledge.release(torch_version):
-        key = knowledge.release_key(torch_version) or ""
-    else:
-        fitting = [k for k, v in table.items() if _py_fits({"python": v.get("python")}, py)]
-        key = max(fitting or list(table), key=knowledge.version_tuple)
-    rel = knowledge.release(key) or {}
-    variant = suggest_variant(rel, facts)
-    pin = torch_version.split("+")[0] if torch_version else f"{key}.*"
-    return knowledge.install_command(pin, variant, _python(facts))
+        rel = knowledge.release(torch_version) or {}
+        return knowledge.install_command(torch_version.split("+")[0], suggest_variant(rel, facts), _python(facts))
+    py = str(_section(facts, "python").get("version") or "3.12")
+    keys = sorted(knowledge.releases(), key=knowledge.version_tuple, reverse=True)
+    fitting = [k for k in keys if _py_fits(knowledge.release(k) or {}, py)] or keys
+    chosen = fitting[0]
+    if _has_gpus(facts):
+        chosen = next((k for k in fitting if any(_fits_driver(v, _driver_cuda(facts))
+                                                 for v in (knowledge.release(k) or {}).get("cuda_variants", []))), chosen)
+    rel = knowledge.release(chosen) or {}
+    return knowledge.install_command(f"{chosen}.*", suggest_variant(rel, facts), _python(facts))
+
+
+def _cudnn(version: Any) -> str:
+    """torch reports cuDNN as an int: 90501 -> 9.5.1 (cuDNN 9+), 8902 -> 8.9.2 (cuDNN 8)."""
+    try:
+        v = int(version)
+    except (TypeError, ValueError):
+        return str(version)
+    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
 
 
 # --- the checks -------------------------------------------------------------------------
@@ -197,7 +214,7 @@ def check_torch_build(facts: dict[str, Any]) -> Result:
                       observed=observed)
     cudnn = t.get("cudnn")
     return Result("env.torch.build", title, Status.PASS,
-                  f"CUDA {t.get('cuda')} build of torch {import_v}" + (f", cuDNN {cudnn}" if cudnn else ", no cuDNN"),
+                  f"CUDA {t.get('cuda')} build of torch {import_v}" + (f", cuDNN {_cudnn(cudnn)}" if cudnn else ", no cuDNN"),
                   observed=observed)
 
 
@@ -450,6 +467,7 @@ def check_gpu_arch(facts: dict[str, Any]) -> Result:
         d, sm, _ = missing[0]
         version = str(t.get("version") or "")
         builds = knowledge.variants_supporting(version, sm)
+        builds = [b for b in builds if _fits_driver(b, _driver_cuda(facts))] or builds
         base = version.split("+")[0]
         remedy = (f"install a build with {sm} kernels:\n" + knowledge.install_command(base, builds[-1], _python(facts))
                   if builds else f"install a torch release whose wheels include {sm} (see the release's CUDA support matrix)")

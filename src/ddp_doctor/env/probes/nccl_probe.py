@@ -33,7 +33,7 @@ except AttributeError as exc:
 
 
 def _package_libs() -> list[tuple[str, Path]]:
-    found = []
+    found: list[tuple[str, Path]] = []
     for name in PACKAGES:
         try:
             dist = md.distribution(name)
