@@ -31,7 +31,9 @@ class Podman:
         self.base = base
         conf = base / "containers.conf"
         conf.write_text(CONTAINERS_CONF)
-        self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+        storage = base / "storage.conf"  # for ddp-doctor's own engine calls, which take no --root flags
+        storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
+        self.env = {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
         self.argv = ["podman", "--root", str(base / "root"), "--runroot", str(base / "runroot"),
                      "--runtime", shutil.which("runc") or "/usr/sbin/runc"]
 

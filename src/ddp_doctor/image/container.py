@@ -1,0 +1,234 @@
+"""`ddp-doctor check --image REF`: the whole check, run inside the image by docker or podman.
+
+The doctor itself (its package and its pure-Python dependencies) is mounted read-only into the
+container, so the image needs nothing installed but a Python; the Report comes back as JSON
+through a mounted output directory and is merged with a result that records the engine command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor import proc
+from ddp_doctor.errors import UsageError
+from ddp_doctor.report import Report, Result, Status
+
+MOUNT = "/ddp-doctor"
+STARTUP_S = 90.0
+"""Margin on top of --timeout for the engine to create, start and remove the container."""
+# Modules mounted next to ddp_doctor; each is pure Python, or falls back to pure Python
+# when its C extension does not load (PyYAML). zstandard is left out: only `image` uses it.
+VENDORED = ("ddp_doctor", "rich", "markdown_it", "mdurl", "pygments", "yaml", "pynvml", "typing_extensions")
+# check flags passed through to the check inside: (attribute, flag, takes a value)
+PASS_THROUGH = (
+    ("static", "--static", False), ("nproc", "--nproc", True), ("backend", "--backend", True),
+    ("timeout", "--timeout", True), ("master_port", "--master-port", True),
+    ("dataloader_workers", "--dataloader-workers", True), ("batch_mb", "--batch-mb", True),
+    ("gpu_health", "--gpu-health", False), ("nnodes", "--nnodes", True), ("node_rank", "--node-rank", True),
+    ("rdzv_endpoint", "--rdzv-endpoint", True), ("rdzv_id", "--rdzv-id", True), ("join_timeout", "--join-timeout", True),
+)
+RLIMIT_REFUSED = "error setting rlimit"
+LAUNCHER = ('for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
+            f'export PYTHONPATH="{MOUNT}/lib${{PYTHONPATH:+:$PYTHONPATH}}"; exec "$p" -m ddp_doctor "$@"; fi; done; '
+            'echo "ddp-doctor: no python3 or python on the image PATH" >&2; exit 127')
+
+
+@dataclass(frozen=True)
+class Plan:
+    engine: str
+    argv: list[str]
+    flags: list[str]
+    recommended: list[str]
+    defaults_used: bool
+    name: str
+    dropped: tuple[str, ...] = ()
+    """Recommended flags the engine refused on this host and the run went without (e.g. --ulimit)."""
+
+
+def has_gpu() -> bool:
+    return Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") is not None
+
+
+def recommended_flags(engine: str, gpu: bool, multinode: bool = False) -> list[str]:
+    """What a DDP job needs from the engine: GPUs, a large /dev/shm, unlimited locked memory."""
+    flags = (["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]) if gpu else []
+    flags += ["--shm-size", "8g", "--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864:67108864"]
+    if multinode:
+        flags += ["--network", "host"]
+    return flags
+
+
+def pick_engine(choice: str | None) -> str:
+    for name in [choice] if choice else ["podman", "docker"]:
+        if name and shutil.which(name):
+            return name
+    wanted = choice or "podman or docker"
+    raise UsageError(f"no container engine: {wanted} is not on PATH; install one or pass --engine")
+
+
+def inner_args(args: argparse.Namespace) -> list[str]:
+    out = ["check", "--format", "json", "--output", f"{MOUNT}/out/report.json"]
+    for attr, flag, takes_value in PASS_THROUGH:
+        value = getattr(args, attr, None)
+        if value is None or value is False:
+            continue
+        out += [flag, str(value)] if takes_value else [flag]
+    return out
+
+
+def _rootfs(ref: str) -> str | None:
+    """A directory REF (optionally DIR:O for a throw-away overlay) runs with podman --rootfs."""
+    path = ref.removesuffix(":O")
+    return ref if os.path.isdir(path) else None
+
+
+def without_ulimits(flags: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    kept: list[str] = []
+    dropped: list[str] = []
+    it = iter(flags)
+    for flag in it:
+        if flag == "--ulimit":
+            dropped += [flag, next(it, "")]
+        else:
+            kept.append(flag)
+    return kept, tuple(dropped)
+
+
+def plan(args: argparse.Namespace, engine: str, lib: str, out: str, gpu: bool | None = None,
+         drop_ulimits: bool = False) -> Plan:
+    name = f"ddp-doctor-{uuid.uuid4().hex[:12]}"
+    recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(getattr(args, "nnodes", None)))
+    flags = list(args.engine_flags or []) or recommended
+    dropped: tuple[str, ...] = ()
+    if drop_ulimits:
+        flags, dropped = without_ulimits(flags)
+    rootfs = _rootfs(args.image)
+    if rootfs and engine != "podman":
+        raise UsageError(f"--image {args.image} is a directory: only podman runs a rootfs directory (--engine podman)")
+    target = ["--rootfs", rootfs] if rootfs else [args.image]
+    argv = [engine, "run", "--rm", "--name", name, "--entrypoint", "sh",
+            "-v", f"{lib}:{MOUNT}/lib:ro", "-v", f"{out}:{MOUNT}/out",
+            "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "NO_COLOR=1", *flags, *target,
+            "-c", LAUNCHER, "sh", *inner_args(args)]
+    return Plan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
+
+
+def stage_lib(dest: Path) -> list[str]:
+    """Hard-link (or copy) ddp_doctor and its pure-Python dependencies into dest; returns what was staged."""
+    staged = []
+    for module in VENDORED:
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        if origin.name == "__init__.py":
+            shutil.copytree(origin.parent, dest / module, copy_function=_link_or_copy,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif origin.suffix == ".py":
+            _link_or_copy(str(origin), str(dest / origin.name))
+        else:
+            continue
+        staged.append(module)
+    return staged
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _remove(engine: str, name: str) -> None:
+    argv = [engine, "rm", "-f", "-t", "0", name] if engine == "podman" else [engine, "rm", "-f", name]
+    proc.run(argv, timeout_s=60)
+
+
+def check_in_image(args: argparse.Namespace) -> Report:
+    engine = pick_engine(getattr(args, "engine", None))
+    stage = Path(tempfile.mkdtemp(prefix="ddp-doctor-image-"))
+    finished = False
+    p: Plan | None = None
+    try:
+        lib, out = stage / "lib", stage / "out"
+        lib.mkdir()
+        out.mkdir()
+        staged = stage_lib(lib)
+        for d in (stage, lib):
+            d.chmod(0o755)
+        out.chmod(0o777)  # the image's user may not be root
+        p = plan(args, engine, str(lib), str(out))
+        deadline = float(getattr(args, "timeout", None) or 180.0) + STARTUP_S
+        done = proc.run(p.argv, timeout_s=deadline)
+        finished = not done.timed_out
+        if p.defaults_used and finished and not (out / "report.json").exists() and RLIMIT_REFUSED in done.stderr:
+            # Rootless or sandboxed engines cannot raise hard limits; rather than no answer, run without them.
+            p = plan(args, engine, str(lib), str(out), drop_ulimits=True)
+            done = proc.run(p.argv, timeout_s=deadline)
+            finished = not done.timed_out
+        return _merge(args, p, done, out / "report.json", staged, deadline)
+    finally:
+        if p is not None and not finished:
+            _remove(engine, p.name)  # a killed client leaves its container running
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _merge(args: argparse.Namespace, p: Plan, done: proc.Completed, path: Path, staged: list[str], deadline: float) -> Report:
+    command = shlex.join(p.argv[:p.argv.index("-c")] + ["-c", "…", "sh", *p.argv[p.argv.index("-c") + 3:]])
+    flags = shlex.join(p.flags)
+    facts: dict[str, Any] = {"engine": p.engine, "argv": p.argv, "flags": p.flags, "defaults_used": p.defaults_used,
+                             "recommended_flags": p.recommended, "dropped_flags": list(p.dropped),
+                             "returncode": done.returncode,
+                             "duration_s": round(done.duration_s, 3), "vendored": staged,
+                             "stderr_tail": done.stderr[-4000:]}
+    which = "the recommended flags" if p.defaults_used else "your flags"
+    inner: Report | None = None
+    problem = None
+    if done.timed_out:
+        problem = f"the container did not finish within {deadline:.0f} s; it was killed and removed"
+    elif path.is_file():
+        try:
+            inner = Report.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as exc:
+            problem = f"the report written inside the container is unreadable: {exc}"
+    else:
+        tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
+        problem = f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
+    report = Report(command="check", target={"image": args.image, "engine": p.engine})
+    if inner is None:
+        report.facts = {"container": facts}
+        report.add(Result("image.container", "Check inside the image", Status.ERROR, problem or "no report",
+                          cause="the container could not start or run ddp-doctor (image not found, no sh or python in it, "
+                                "or the engine refused a flag)",
+                          remedy=f"try it by hand: {command}", observed={"flags": p.flags, "engine": p.engine}))
+        return report
+    report.facts = {**inner.facts, "container": facts}
+    failed = inner.failures()
+    remedy = None
+    if failed and not p.defaults_used and p.flags != p.recommended:
+        remedy = f"compare with the recommended flags: ddp-doctor check --image {args.image} -- {shlex.join(p.recommended)}"
+    status, cause = Status.PASS, None
+    if p.dropped:
+        status = Status.WARN
+        cause = (f"{p.engine} refused {shlex.join(p.dropped)} on this host (its hard limits are lower and it cannot "
+                 "raise them: rootless or sandboxed), so the check ran without them; NCCL over InfiniBand needs "
+                 "unlimited locked memory")
+        remedy = f"run the engine as root (rootful docker/podman) or raise the hard limits: {shlex.join(p.dropped)}"
+    report.add(Result("image.container", "Check inside the image", status,
+                      f"ran `ddp-doctor check` in {args.image} with {which}: {p.engine} run {flags}; "
+                      f"inside: {inner.verdict().value} ({len(failed)} failing)",
+                      cause=cause, remedy=remedy, observed={"flags": p.flags, "engine": p.engine, "defaults_used": p.defaults_used},
+                      expected={"recommended_flags": p.recommended}, duration_s=round(done.duration_s, 3)))
+    report.extend(inner.results)
+    report.root_cause = inner.root_cause
+    return report
