@@ -248,3 +248,10 @@ def test_install_suggestion_without_gpus_is_cpu() -> None:
 
 def test_cudnn_is_shown_as_a_version() -> None:
     assert "cuDNN 9.5.1" in judge(make_facts())["env.torch.build"].summary
+
+
+def test_torch_build_checks_alone_for_the_image_audit() -> None:
+    facts = {"torch": make_facts()["torch"], "nccl": make_facts()["nccl"]}
+    results = checks.evaluate(facts, only=checks.TORCH_BUILD_CHECKS)
+    assert {r.id for r in results} == set(checks.TORCH_BUILD_CHECKS)
+    assert all(r.status is Status.PASS for r in results), [(r.id, r.summary) for r in results]

@@ -688,7 +688,11 @@ CHECKS: list[tuple[str, Callable[[dict[str, Any]], Result]]] = [
 ]
 
 
-def evaluate(facts: dict[str, Any], only: set[str] | None = None) -> list[Result]:
+TORCH_BUILD_CHECKS = frozenset({"env.torch.build", "env.official_build", "env.distributed", "env.nccl"})
+"""The checks about the torch build alone; the image audit runs these over facts read from an image."""
+
+
+def evaluate(facts: dict[str, Any], only: set[str] | frozenset[str] | None = None) -> list[Result]:
     """Run every static check over `facts`; a check that breaks becomes an `error` Result, never a pass."""
     results = []
     for id_, check in CHECKS:
