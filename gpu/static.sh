@@ -10,15 +10,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p "$OUT/static"
 
 # Exit 1 (a failing check) is a result worth recording; only 2/3 mean the run itself broke.
-timeout 150 python3 -m ddp_doctor check --static --format json --output "$OUT/static/report.json"
+timeout 120 python3 -m ddp_doctor check --static --format json --output "$OUT/static/report.json"
 rc=$?
 echo "ddp-doctor check --static exited $rc"
 {
   echo "### nvidia-smi -q"
-  timeout 20 nvidia-smi -q 2>&1
+  timeout 15 nvidia-smi -q 2>&1
   echo
   echo "### nvidia-smi topo -m"
-  timeout 20 nvidia-smi topo -m 2>&1
+  timeout 15 nvidia-smi topo -m 2>&1
 } > "$OUT/static/nvidia-smi.txt"
 python3 -m ddp_doctor render "$OUT/static/report.json" --format text || true
 [ "$rc" -le 1 ]
