@@ -7,6 +7,7 @@ because it tries each alternative at each position.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 try:
     import re2 as _re2
 except ImportError:  # pragma: no cover - exercised where re2 is absent (e.g. inside images)
+    _re2 = None
+if os.environ.get("DDP_DOCTOR_REGEX") == "re":  # force the fallback (benchmarks, tests)
     _re2 = None
 
 # Lines that look like a failure although no signature knows them: kept for `diag.unknown`.
