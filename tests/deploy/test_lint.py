@@ -227,3 +227,22 @@ def test_shm_beyond_memory_limit_in_docker_and_compose(tmp_path: Path) -> None:
                             "    volumes: [./l:/l]\n    gpus: all\n    command: torchrun --nproc-per-node 2 t.py\n")
     found = {(r.id, r.evidence[0].line) for r in lint_file(str(compose_file)).results}
     assert found == {("lint.compose.shm_exceeds_memory_limit", 4)}
+
+
+def test_big_inputs_stay_bounded(tmp_path: Path) -> None:
+    """Not a benchmark: a size-capped file of the worst shapes must finish, not crawl for minutes."""
+    import time
+
+    script = tmp_path / "many.sh"
+    script.write_text("#!/bin/sh\n" + "torchrun --nproc_per_node=8 train.py --a b\n" * 60000 + "echo " + "x " * 500000)
+    started = time.monotonic()
+    found = lint_file(str(script))
+    assert time.monotonic() - started < 20
+    assert len(found.units) == 5000 and "the rest is not checked" in found.notes[0]
+    job = (GOLDEN / "4x8" / "k8s.yaml").read_text()
+    manifest = tmp_path / "many.yaml"
+    manifest.write_text(("---\n" + job) * 300)  # ~0.8 MB, 600 objects
+    started = time.monotonic()
+    found = lint_file(str(manifest))
+    assert time.monotonic() - started < 20
+    assert len(found.units) == 300 and not found.results

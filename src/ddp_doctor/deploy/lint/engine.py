@@ -93,7 +93,7 @@ def lint_file(path_text: str) -> FileResult:
         if not units:
             raise InputError(f"{path}: no FROM instruction; not a Dockerfile")
     else:
-        units = scripts.units(text, path_text, slurm=(kind == "slurm"))
+        units = scripts.units(text, path_text, slurm=(kind == "slurm"), notes=notes)
     lines = text.split("\n")
     results = [to_result(u, hit, lines) for u in units for hit in evaluate(u)]
     results.sort(key=lambda r: (r.evidence[0].line or 0, r.id))

@@ -9,7 +9,7 @@ import shlex
 from ddp_doctor.deploy.lint.commandline import RunCommand, launches, run_command
 from ddp_doctor.deploy.lint.model import At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import docker_bytes
-from ddp_doctor.deploy.lint.shellparse import Word, commands
+from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Word, commands
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
 
@@ -144,12 +144,15 @@ def sbatch_directives(text: str) -> dict[str, At[int]]:
     return found
 
 
-def units(text: str, source: str, slurm: bool) -> list[Unit]:
+def units(text: str, source: str, slurm: bool, notes: list[str] | None = None) -> list[Unit]:
     env: dict[str, At[str]] = {}
     out: list[Unit] = []
     bare: list[tuple[Launch, dict[str, At[str]]]] = []
     images: list[At[str]] = []
-    for cmd in commands(text):
+    found = commands(text)
+    if found.truncated_at is not None and notes is not None:
+        notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} command lines; the rest is not checked")
+    for cmd in found:
         env.update({k: At(w.text, w.line) for k, w in cmd.assignments.items()})
         run = run_command(cmd.words)
         if run is not None:

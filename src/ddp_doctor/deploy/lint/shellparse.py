@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -38,12 +39,17 @@ class Command:
         return [w.text for w in self.words]
 
 
+# Quoted strings, escapes and comments, left to right; a lone quote left over is an open quote.
+_QUOTING = re.compile(r"""\\.|'[^']*'|"(?:\\.|[^"\\])*"|(?:^|(?<=\s))#[^\n]*|['"]""", re.DOTALL)
+# Only lines that can start a container or a launcher, or assign a variable, are tokenized:
+# shlex is pure Python and a big script is mostly other commands.
+_RELEVANT = re.compile(r"docker|podman|torchrun|torch\.distributed|ddp-doctor|srun|[A-Za-z_][A-Za-z0-9_]*=")
+MAX_COMMAND_CHARS = 65536
+"""A launch command longer than this is not a real one; such a line is left unread."""
+
+
 def _closed(text: str) -> bool:
-    try:
-        shlex.split(text, comments=True)
-        return True
-    except ValueError:
-        return False
+    return not any(m.group(0) in ("'", '"') for m in _QUOTING.finditer(text))
 
 
 def logical_lines(text: str, first_line: int = 1) -> list[tuple[str, list[tuple[int, int]]]]:
@@ -104,9 +110,25 @@ def _tokens(buf: str, marks: list[tuple[int, int]]) -> list[Word]:
     return words
 
 
-def commands(text: str, first_line: int = 1) -> list[Command]:
-    out: list[Command] = []
+MAX_COMMANDS = 5000
+"""Command lines tokenized per text; a launch script has tens. Past this the rest is left unread."""
+
+
+class Commands(list):  # type: ignore[type-arg]
+    truncated_at: int | None = None
+    """The line where reading stopped after MAX_COMMANDS command lines, else None."""
+
+
+def commands(text: str, first_line: int = 1) -> Commands:
+    out = Commands()
+    read = 0
     for buf, marks in logical_lines(text, first_line):
+        if len(buf) > MAX_COMMAND_CHARS or not _RELEVANT.search(buf):
+            continue
+        read += 1
+        if read > MAX_COMMANDS:
+            out.truncated_at = marks[0][1]
+            break
         current: list[Word] = []
         for word in [*_tokens(buf, marks), Word(";", 0)]:
             if word.text in SEPARATORS:
