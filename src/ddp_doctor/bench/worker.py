@@ -130,11 +130,24 @@ def _health(ctx: Any, torch: Any, dist: Any) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The live chain's rank plumbing: started by torchrun, output into rank-N.log (read back by the
+    # launcher for diagnosis), dies with torchrun, uncaught errors into rank-N.error.json.
+    from ddp_doctor.live import worker as live_worker
+
     parser = argparse.ArgumentParser(prog="ddp_doctor.bench.worker")
     parser.add_argument("--config", required=True, help="the sweep as JSON")
     args = parser.parse_args(argv)
+    problem = live_worker._check_launched_by_torchrun()
+    if problem:
+        print(f"ddp_doctor.bench.worker: {problem.replace('ddp_doctor.live.worker', 'this module')}", file=sys.stderr)
+        return 2
+    live_worker._redirect_output(int(os.environ["RANK"]))
+    live_worker._die_with_parent()
     _stack_dumps_on_sigusr1()
-    run(json.loads(args.config))
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    record(run)(json.loads(args.config))
     return 0
 
 
