@@ -66,7 +66,10 @@ def test_pytorchjob_validates_against_crd_and_pod_schema(spec: str) -> None:
     for replica in replicas.values():
         template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": replica["template"]}
         kubernetes_validate.validate(template, K8S_VERSION, strict=True)
-        limit = replica["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+        (container,) = replica["template"]["spec"]["containers"]
+        assert container["name"] == "pytorch"  # the operator requires this name and reads the port from it
+        assert {"name": "pytorchjob-port", "containerPort": 29500} in container["ports"]
+        limit = container["resources"]["limits"]["nvidia.com/gpu"]
         assert job["spec"]["nprocPerNode"] == str(limit)
     assert sum(r["replicas"] for r in replicas.values()) == (4 if spec.startswith("4x8") else 1)
     if "elastic" in spec:

@@ -36,7 +36,8 @@ def test_corpus_covers_the_issue_list() -> None:
     for rule in ("gpu_limit_missing", "gpu_request_mismatch", "nproc_exceeds_gpus", "shm_default", "shm_not_memory",
                  "shm_exceeds_memory_limit", "runtime_class_missing", "run_as_root", "no_user", "root_user",
                  "privileged", "host_network", "host_ipc", "ipc_lock", "latest_tag", "no_log_volume",
-                 "gpus_missing", "master_addr_localhost", "torchrun_without_srun", "standalone_multinode"):
+                 "gpus_missing", "master_addr_localhost", "torchrun_without_srun", "standalone_multinode",
+                 "pytorchjob_container_name", "tasks_per_node", "shm_small", "nproc_exceeds_gpus"):
         assert rule in names, rule
     assert set(BROKEN.iterdir()) == {BROKEN / n for n in EXPECTED}, "every corpus file has expectations"
 
@@ -127,7 +128,8 @@ def test_sarif_output(tmp_path: Path) -> None:
     assert levels["lint.k8s.master_addr_localhost"] == "error"
     loc = next(r for r in run["results"] if r["ruleId"] == "lint.k8s.master_addr_localhost")["locations"][0]
     assert loc["physicalLocation"]["region"]["startLine"] == 25
-    assert loc["physicalLocation"]["artifactLocation"]["uri"].endswith("k8s-statefulset-hostnet.yaml")
+    uri = loc["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri.startswith("file:///") and uri.endswith("k8s-statefulset-hostnet.yaml")
     assert run["invocations"][0]["executionSuccessful"] is True
 
 

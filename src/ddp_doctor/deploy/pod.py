@@ -27,12 +27,13 @@ def resources(spec: LaunchSpec) -> dict[str, Any]:
     return {"limits": dict(amounts), "requests": dict(amounts)}
 
 
-def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]]) -> dict[str, Any]:
+def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]],
+              name: str = CONTAINER) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     for m in (*spec.data, spec.log_mount(kubernetes=True)):
         mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
     c: dict[str, Any] = {
-        "name": CONTAINER,
+        "name": name,
         "image": spec.image,
         "command": command[:1],
         "args": command[1:],
@@ -53,7 +54,7 @@ def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], p
 
 def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | None = None,
              ports: list[dict[str, Any]] | None = None, restart: str | None = "Never",
-             subdomain: str | None = None) -> dict[str, Any]:
+             subdomain: str | None = None, container_name: str = CONTAINER) -> dict[str, Any]:
     volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_text(spec.shm, "k8s")}}]
     volumes += [_volume(m) for m in (*spec.data, spec.log_mount(kubernetes=True))]
     pod: dict[str, Any] = {}
@@ -65,7 +66,7 @@ def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | N
     if subdomain:
         pod["subdomain"] = subdomain
     pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid, "runAsNonRoot": True}
-    pod["containers"] = [container(spec, command, env or [], ports or [])]
+    pod["containers"] = [container(spec, command, env or [], ports or [], container_name)]
     pod["volumes"] = volumes
     return pod
 

@@ -1,8 +1,10 @@
 """LaunchSpec -> a Kubeflow PyTorchJob (kubeflow.org/v1): Master + Workers, nprocPerNode = GPU limit.
 
-The training operator sets MASTER_ADDR / MASTER_PORT (from the container port named
-`pytorchjob-port`) and RANK (the pod's rank: Master 0, Worker i -> i+1) in every pod, and
-Kubernetes expands $(VAR) in args from the container's environment.
+The training operator requires a container named `pytorch`, reads MASTER_PORT from its port
+named `pytorchjob-port`, and, when there is a Master, sets MASTER_ADDR and RANK (the pod's
+rank: Master 0, Worker i -> i+1) in every pod; Kubernetes expands $(VAR) in args from the
+container's environment. Source: kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go.
+Elastic jobs have Workers only and no RANK: torchrun's c10d rendezvous assigns node ranks.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
 PORT_NAME = "pytorchjob-port"
+CONTAINER_NAME = "pytorch"
+"""The operator validates that each replica has a container of this name and reads the port from it."""
 
 
 def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> dict[str, Any]:
     command = spec.entrypoint(node_rank="$(RANK)", rdzv_host=rdzv_host, rdzv_id=spec.name)
     ports = [{"name": PORT_NAME, "containerPort": spec.rdzv_port}]
-    template_spec = pod.pod_spec(spec, command, ports=ports, restart=None)
+    template_spec = pod.pod_spec(spec, command, ports=ports, restart=None, container_name=CONTAINER_NAME)
     return {"replicas": replicas, "restartPolicy": "Never",
             "template": {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}}
 

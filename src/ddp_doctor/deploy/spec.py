@@ -167,8 +167,10 @@ class LaunchSpec:
             if not self.gpus_per_node:
                 argv += ["--backend", "gloo"]
             if self.multi_node:
-                argv += ["--nnodes", self.nnodes_arg, "--node-rank", node_rank,
-                         "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
+                argv += ["--nnodes", self.nnodes_arg]
+                if self.min_nodes is None:  # elastic: the rendezvous assigns node ranks
+                    argv += ["--node-rank", node_rank]
+                argv += ["--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
             return argv
         if not self.multi_node:
             return ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", n, self.script, *self.script_args]

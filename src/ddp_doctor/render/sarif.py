@@ -7,7 +7,9 @@ lint severity (error / warning / info -> error / warning / note), locations from
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 from ddp_doctor.report import Report, Result, Status
 
@@ -39,9 +41,16 @@ def _rule(r: Result) -> dict[str, Any]:
     return rule
 
 
+def _uri(path: str) -> str:
+    """A URI reference: file:// for absolute paths, percent-encoded relative ones (code scanning wants those)."""
+    if path.startswith("/"):
+        return PurePosixPath(path).as_uri()
+    return quote(path.replace("\\", "/"))
+
+
 def _location(r: Result) -> list[dict[str, Any]]:
     for e in r.evidence:
-        physical: dict[str, Any] = {"artifactLocation": {"uri": e.source.replace("\\", "/")}}
+        physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(e.source)}}
         if e.line is not None and e.line >= 1:
             physical["region"] = {"startLine": e.line}
             if e.text:

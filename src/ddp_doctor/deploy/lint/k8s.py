@@ -29,6 +29,8 @@ PASSIVE = {"Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Persisten
 GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
 EPHEMERAL = {"emptyDir", "configMap", "secret", "downwardAPI", "projected", "ephemeral"}
 MAX_SEARCH = 5000
+PYTORCHJOB_CONTAINER = "pytorch"
+"""The training operator rejects a replica without a container of this name (DefaultContainerName)."""
 
 
 def _get(node: Any, *path: Any) -> Any:
@@ -128,9 +130,12 @@ def units(doc: YMap, source: str) -> list[Unit]:
         containers = pod.get("containers")
         if not isinstance(containers, YList):
             continue
-        for index, c in enumerate(containers):
-            if isinstance(c, YMap):
-                out.append(_container(c, containers.line_of(index), pod, volumes, label, nodes, nproc, operator, source))
+        found = [_container(c, containers.line_of(i), pod, volumes, label, nodes, nproc, operator, source)
+                 for i, c in enumerate(containers) if isinstance(c, YMap)]
+        names = [c.get("name") for c in containers if isinstance(c, YMap)]
+        if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
+            found[0].structural.append(At("pytorchjob_container_name", containers.line))
+        out += found
     return out
 
 

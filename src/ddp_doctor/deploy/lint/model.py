@@ -73,3 +73,5 @@ class Unit:
     persistent_volume: bool | None = None
     """True when some mount outlives the container; None when the parser cannot tell."""
     env: dict[str, At[str]] = field(default_factory=dict)
+    structural: list[At[str]] = field(default_factory=list)
+    """Rule names the parser found from the file's structure alone (e.g. a PyTorchJob without a `pytorch` container)."""

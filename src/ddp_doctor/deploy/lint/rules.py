@@ -233,6 +233,12 @@ def slurm_srun(u: Unit) -> Iterator[Hit]:
             yield Hit("torchrun_without_srun", launch.line, {"nodes": u.nodes.value})
 
 
+@check
+def structure(u: Unit) -> Iterator[Hit]:
+    for found in u.structural:
+        yield Hit(found.value, found.line, {"names": "?"})
+
+
 def evaluate(u: Unit) -> list[Hit]:
     rules = catalogue()
     hits = []
