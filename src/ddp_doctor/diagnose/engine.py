@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass, field
 
 from ddp_doctor.diagnose.catalogue import Signature
-from ddp_doctor.diagnose.lines import HEADER, Origin, clean, origin
+from ddp_doctor.diagnose.lines import HEADER, SUMMARY, Origin, clean, origin
 from ddp_doctor.diagnose.prefilter import GENERIC_ERROR_RE, LAST_ERROR
 from ddp_doctor.report import Evidence, Result, Status
 
@@ -78,6 +78,7 @@ class Matcher:
         self._last_hit: dict[str, tuple[str, int]] = {}  # source -> (signature id, lineno) for "Last error:"
         self._pending_detail: dict[str, int] = {}  # source -> lineno whose next line is NCCL's last error
         self._failed_exit: list[Evidence] = []
+        self._summary: dict[str, tuple[int, int | None, str | None]] = {}  # source -> (lineno, rank, host)
 
     # -- input ------------------------------------------------------------------------------
     def line(self, source: str, lineno: int | None, raw: str) -> None:
@@ -88,8 +89,15 @@ class Matcher:
         if header:
             self._node[source] = header.group("name")
             return
+        summary = SUMMARY.match(text)
+        if summary and lineno is not None:
+            _, rank, host = self._summary.get(source, (0, None, None))
+            if summary.group("rank"):
+                rank = int(summary.group("rank"))
+            self._summary[source] = (lineno, rank, summary.group("host") or host)
+            return
         self._order += 1
-        where = origin(text, self._node.get(source))
+        where = self._in_summary(source, lineno, origin(text, self._node.get(source)))
         if lineno is not None and self._pending_detail.get(source) == lineno - 1:
             self._attach_detail(source, lineno, text, where)
         matched = False
@@ -108,6 +116,14 @@ class Matcher:
             self._unknown_count += 1
             if len(self._unknown) < MAX_UNKNOWN:
                 self._unknown.append(_Hit(self._order, source, lineno, text, where))
+
+    def _in_summary(self, source: str, lineno: int | None, where: Origin) -> Origin:
+        # Lines of one torchrun summary entry ("rank : 1 (local_rank: 1)", "exitcode : -9", "traceback : ...")
+        # belong to the rank named just above them.
+        entry = self._summary.get(source)
+        if entry is None or lineno is None or not 0 < lineno - entry[0] <= 4 or where.rank is not None:
+            return where
+        return Origin(rank=entry[1], local_rank=where.local_rank, node=where.node or entry[2], gpu=where.gpu, pid=where.pid)
 
     def exit_code(self, name: str, code: int | None) -> None:
         if code is None or code == 0:

@@ -20,7 +20,10 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nccl", re.compile(r"^(?P<node>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] ")),
 )
 # Rank numbers written inside messages: "[Rank 1] Watchdog caught", "rank      : 1 (local_rank: 1)".
-_INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|^\s*rank\s*:\s*(?P<rank2>\d+) \(local_rank")
+_INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]")
+_INLINE_LOCAL = re.compile(r"\blocal_rank: (?P<local>\d+)\b")  # torchrun: "failed (exitcode: -9) local_rank: 1 (pid: ..)"
+# torchrun's failure summary names the rank and host a few lines above its exitcode / traceback lines.
+SUMMARY = re.compile(r"^\s*(?:rank\s+: (?P<rank>\d+) \(local_rank: \d+\)|host {4,}: (?P<host>\S+))\s*$")
 # `tail -n +1 a.log b.log` and `kubectl logs` collections separate files with these headers.
 HEADER = re.compile(r"^==> (?P<name>.+?) <==$")
 
@@ -71,5 +74,9 @@ def origin(text: str, node: str | None = None) -> Origin:
     if fields.get("rank") is None:
         m = _INLINE_RANK.search(rest)
         if m:
-            fields["rank"] = int(m.group("rank") or m.group("rank2"))
+            fields["rank"] = int(m.group("rank"))
+    if fields.get("rank") is None and fields.get("local_rank") is None:
+        m = _INLINE_LOCAL.search(rest)
+        if m:
+            fields["local_rank"] = int(m.group("local"))
     return Origin(**fields)  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ GENERIC_ERROR = (
 )
 GENERIC_ERROR_RE = re.compile(GENERIC_ERROR)
 # Structure the reader must see although no signature is about it.
-STRUCTURE = (r"==> .+ <==", r"Last error:")
+STRUCTURE = (r"==> .+ <==", r"Last error:", r"\brank +: \d+ \(local_rank: \d+\)", r"\bhost {4,}: ")
 LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
 
 
