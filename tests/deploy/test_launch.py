@@ -136,3 +136,17 @@ def test_spec_file_and_output_file(tmp_path: Path) -> None:
     spec.write_text("image: x\nnodez: 2\n")
     proc = run_cli("launch", "--target", "k8s", "--spec", str(spec))
     assert proc.returncode == 2 and "nodez" in proc.stderr
+
+
+def test_user_dollars_are_not_expanded_by_compose_or_kubernetes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--image", "img:1", "--env", "GREETING=$(whoami) $HOME", "--script", "t.py", "--", "--x", "$(id) $HOME"]
+    assert main(["launch", "--target", "compose", *args]) == 0
+    svc = next(iter(yaml.safe_load(capsys.readouterr().out)["services"].values()))
+    assert svc["command"][-2:] == ["--x", "$$(id) $$HOME"] and svc["environment"]["GREETING"] == "$$(whoami) $$HOME"
+    assert main(["launch", "--target", "k8s", *args]) == 0
+    c = yaml.safe_load(capsys.readouterr().out)["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][-2:] == ["--x", "$$(id) $HOME"]
+    assert {"name": "GREETING", "value": "$$(whoami) $HOME"} in c["env"]
+    assert main(["launch", "--target", "k8s", "--image", "img:1", "--nodes", "2"]) == 0
+    c = yaml.safe_load_all(capsys.readouterr().out).__next__()  # the Service
+    assert c["kind"] == "Service"

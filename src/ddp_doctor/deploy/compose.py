@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.deploy.serialize import yaml_documents
+from ddp_doctor.deploy.serialize import Expand, yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec, gib_text
+
+
+def literal(word: str) -> str:
+    """Compose interpolates $VAR everywhere; the user's own `$` must reach the container as is."""
+    return str(word) if isinstance(word, Expand) else word.replace("$", "$$")
 
 
 def service(spec: LaunchSpec) -> dict[str, Any]:
     # Compose interpolates ${VAR:?message} itself: a missing variable stops `up` with that message.
     node_rank = "${NODE_RANK:?set NODE_RANK to this node's rank}"
     master = "${MASTER_ADDR:?set MASTER_ADDR to node 0's address}"
+    command = spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}")
     svc: dict[str, Any] = {
         "image": spec.image,
-        "command": spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}"),
+        "command": [literal(w) for w in command],
         "user": f"{spec.uid}:{spec.gid}",
     }
     if spec.ipc_host:
@@ -24,8 +30,8 @@ def service(spec: LaunchSpec) -> dict[str, Any]:
     svc["ulimits"] = {"memlock": -1, "stack": 67108864}
     if spec.multi_node:
         svc["network_mode"] = "host"
-    svc["environment"] = dict(spec.env)
-    svc["volumes"] = [f"{m.source}:{m.target}" + (":ro" if m.read_only else "")
+    svc["environment"] = {k: literal(v) for k, v in spec.env}
+    svc["volumes"] = [literal(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))
                       for m in (*spec.data, spec.log_mount(kubernetes=False))]
     limits = {"cpus": str(spec.cpu_count), "memory": gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose")}
     resources: dict[str, Any] = {"limits": limits}

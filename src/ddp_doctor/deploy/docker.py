@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.deploy.serialize import shell_lines, shell_word
+from ddp_doctor.deploy.serialize import Expand, shell_lines, shell_word
 from ddp_doctor.deploy.spec import LaunchSpec, gib_text, host_path
 
 WHY = {
@@ -30,7 +30,8 @@ def gpu_flag(spec: LaunchSpec) -> list[str]:
 
 def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
     node_rank, master = "${NODE_RANK}", "${MASTER_ADDR}"
-    out = [engine, "run", "--rm", "--name", spec.name if not spec.multi_node else f"{spec.name}-node-{node_rank}"]
+    name = Expand(f"{spec.name}-node-{node_rank}") if spec.multi_node else spec.name
+    out = [engine, "run", "--rm", "--name", name]
     out += gpu_flag(spec)
     out += ["--ipc=host"] if spec.ipc_host else ["--shm-size", gib_text(spec.shm, "docker")]
     out += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
@@ -39,7 +40,9 @@ def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
         out += ["--network", "host"]
     out += ["--user", f"{spec.uid}:{spec.gid}"]
     for m in (*spec.data, spec.log_mount(kubernetes=False)):
-        out += ["--volume", f"{host_path(m.source)}:{m.target}" + (":ro" if m.read_only else "")]
+        source = host_path(m.source)
+        volume = f"{source}:{m.target}" + (":ro" if m.read_only else "")
+        out += ["--volume", Expand(volume) if isinstance(source, Expand) else volume]
     for key, value in spec.env:
         out += ["--env", f"{key}={value}"]
     out += [spec.image]

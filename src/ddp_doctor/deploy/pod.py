@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddp_doctor.deploy.serialize import Expand
 from ddp_doctor.deploy.spec import LaunchSpec, Mount, gib_text
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -27,17 +28,23 @@ def resources(spec: LaunchSpec) -> dict[str, Any]:
     return {"limits": dict(amounts), "requests": dict(amounts)}
 
 
+def literal(word: str) -> str:
+    """Kubernetes expands $(VAR) in command, args and env values; `$$(` keeps the user's text as is."""
+    return str(word) if isinstance(word, Expand) else word.replace("$(", "$$(")
+
+
 def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]],
               name: str = CONTAINER) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     for m in (*spec.data, spec.log_mount(kubernetes=True)):
         mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
+    words = [literal(w) for w in command]
     c: dict[str, Any] = {
         "name": name,
         "image": spec.image,
-        "command": command[:1],
-        "args": command[1:],
-        "env": [{"name": k, "value": v} for k, v in spec.env] + env,
+        "command": words[:1],
+        "args": words[1:],
+        "env": [{"name": k, "value": literal(v)} for k, v in spec.env] + env,
         "resources": resources(spec),
         "volumeMounts": mounts,
         "securityContext": {

@@ -27,9 +27,18 @@ def yaml_documents(docs: Sequence[dict[str, Any]], header: str) -> str:
     return comment + body
 
 
+class Expand(str):
+    """A word the translator means the shell to expand (`${NODE_RANK}`, `$SLURM_NODEID`).
+
+    Everything else, the user's script arguments above all, is quoted literally."""
+
+
+_Dumper.add_representer(Expand, _str)
+
+
 def shell_word(token: str) -> str:
-    """Quote one argv element; `${VAR}` expressions stay expandable inside double quotes."""
-    if "$" in token:
+    """Quote one argv element; an Expand stays expandable inside double quotes."""
+    if isinstance(token, Expand):
         escaped = token.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
         return f'"{escaped}"'
     return shlex.quote(token)

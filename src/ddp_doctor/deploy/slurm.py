@@ -3,7 +3,7 @@ allocation's first node. The image runs through the pyxis/enroot SPANK plugin (-
 
 from __future__ import annotations
 
-from ddp_doctor.deploy.serialize import shell_join, shell_lines, shell_word
+from ddp_doctor.deploy.serialize import Expand, shell_join, shell_lines, shell_word
 from ddp_doctor.deploy.spec import LaunchSpec, gib_text, host_path
 
 
@@ -18,10 +18,12 @@ def directives(spec: LaunchSpec) -> list[tuple[str, str]]:
 
 
 def srun_argv(spec: LaunchSpec) -> list[list[str]]:
-    mounts = ",".join(f"{host_path(m.source)}:{m.target}" + (":ro" if m.read_only else "")
-                      for m in (*spec.data, spec.log_mount(kubernetes=False)))
-    head = [["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"],
-            [f"--container-image={spec.image}"], [f"--container-mounts={mounts}"], ["--no-container-remap-root"]]
+    sources = [(host_path(m.source), m) for m in (*spec.data, spec.log_mount(kubernetes=False))]
+    mounts = ",".join(f"{src}:{m.target}" + (":ro" if m.read_only else "") for src, m in sources)
+    mount_flag = f"--container-mounts={mounts}"
+    head = [["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"], [f"--container-image={spec.image}"],
+            [Expand(mount_flag) if any(isinstance(src, Expand) for src, _ in sources) else mount_flag],
+            ["--no-container-remap-root"]]
     if spec.script is None:
         # Single quotes: SLURM_NODEID differs per task, so it must expand inside each task, not here.
         inner = shell_join(spec.entrypoint(node_rank="$SLURM_NODEID", rdzv_host="$RDZV_HOST", rdzv_id="$SLURM_JOB_ID"))

@@ -66,9 +66,11 @@ class Mount:
 
 def host_path(source: str) -> str:
     """A relative host path made absolute at run time (docker -v and pyxis need absolute paths)."""
-    if source.startswith(("/", "$", "~")):
+    from ddp_doctor.deploy.serialize import Expand
+
+    if source.startswith("/"):
         return source
-    return "${PWD}/" + source.removeprefix("./")
+    return Expand("${PWD}/" + source.removeprefix("./"))
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,11 @@ class LaunchSpec:
         node_rank / rdzv_host / rdzv_id are target-specific expressions (a shell variable,
         a Kubernetes $(VAR)), used only for several nodes.
         """
+        from ddp_doctor.deploy.serialize import Expand
+
         n = str(self.ranks_per_node)
-        endpoint = f"{rdzv_host}:{self.rdzv_port}"
+        node_rank, rdzv_id = Expand(node_rank), Expand(rdzv_id)
+        endpoint = Expand(f"{rdzv_host}:{self.rdzv_port}")
         if self.script is None:
             argv = ["ddp-doctor", "check", "--nproc", n]
             if not self.gpus_per_node:
