@@ -104,32 +104,36 @@ def test_happy_path_two_gloo_ranks(tmp_path: Path) -> None:
     assert timed["node"] and timed["phase"] == "init" and timed["started"] and timed["duration_s"] is not None
 
 
-@pytest.mark.parametrize(("fault", "phase", "timeout", "words"), [
-    ("rank=1,phase=collectives,action=kill", "collectives", 40, "SIGKILL"),
-    ("rank=1,phase=init,action=hang", "init", 15, "rank 1"),
-    ("rank=1,phase=ddp,action=raise", "ddp", 40, "injected fault"),
-    ("rank=1,action=never_start", "init", 15, "never started"),
-])
-def test_fault_names_rank_and_phase(tmp_path: Path, fault: str, phase: str, timeout: float, words: str) -> None:
-    run = check(tmp_path, "--timeout", str(timeout), fault=fault)
+def fault_run(tmp_path: Path, fault: str, phase: str, timeout: float, words: str) -> Run:
+    run = check(tmp_path, "--timeout", str(timeout), "--batch-mb", "4", fault=fault)
     assert run.rc == 1, run.stderr
     root = run.root()
     assert (root["rank"], root["phase"], root["id"]) == (1, phase, f"live.{phase}"), root
     assert run.report["root_cause"] == f"live.{phase}"
     assert words in root["summary"], root["summary"]
     assert run.elapsed_s < timeout + 10, f"took {run.elapsed_s:.1f} s for --timeout {timeout}"
+    return run
 
 
-def test_never_started_rank_is_counted_in_init(tmp_path: Path) -> None:
-    run = check(tmp_path, "--timeout", "12", fault="rank=1,action=never_start")
+@pytest.mark.parametrize(("fault", "phase", "words"), [
+    ("rank=1,phase=collectives,action=kill", "collectives", "SIGKILL"),
+    ("rank=1,phase=ddp,action=raise", "ddp", "injected fault"),
+])
+def test_fault_names_rank_and_phase(tmp_path: Path, fault: str, phase: str, words: str) -> None:
+    fault_run(tmp_path, fault, phase, 40, words)
+
+
+def test_rank_that_never_starts(tmp_path: Path) -> None:
+    timeout = 12
+    run = fault_run(tmp_path, "rank=1,action=never_start", "init", timeout, "never started")
     rank0 = run.live("live.init", 0)[0]
     assert rank0["status"] == "fail"
     assert "1 of 2 ranks joined" in rank0["summary"] and "missing: rank 1" in rank0["summary"]
-    assert rank0["duration_s"] <= 0.4 * 12 + 1  # within the init deadline
+    assert rank0["duration_s"] <= 0.4 * timeout + 1  # within the init deadline
 
 
-def test_hanging_rank_leaves_its_stack(tmp_path: Path) -> None:
-    run = check(tmp_path, "--timeout", "15", fault="rank=1,phase=init,action=hang")
+def test_rank_hanging_in_init_leaves_its_stack(tmp_path: Path) -> None:
+    run = fault_run(tmp_path, "rank=1,phase=init,action=hang", "init", 15, "rank 1")
     rank1 = run.live("live.init", 1)[0]
     stacks = [e["text"] for e in rank1["evidence"] if e["source"] == "rank-1.stack"]
     assert stacks and "_sleep_forever" in stacks[0], rank1["evidence"]
@@ -210,7 +214,7 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
 
 
 def test_straggler_is_named(tmp_path: Path) -> None:
-    run = check(tmp_path, "--timeout", "60", fault="rank=1,phase=balance,action=slow,factor=3")
+    run = check(tmp_path, "--timeout", "60", "--batch-mb", "4", fault="rank=1,phase=balance,action=slow,factor=3")
     assert run.rc == 0, run.stderr
     straggler = run.live("live.balance.straggler")
     assert [r["status"] for r in straggler] == ["warn"], straggler
