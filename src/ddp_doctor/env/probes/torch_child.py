@@ -79,8 +79,10 @@ def nccl_version() -> str | None:
         return None
     from torch.cuda import nccl
 
-    v = nccl.version()
-    return ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
+    v = nccl.version()  # (major, minor, patch) or (major, minor, patch, suffix)
+    if not isinstance(v, tuple):
+        return str(v)
+    return ".".join(str(p) for p in v[:3]) + (str(v[3]) if len(v) > 3 else "")
 
 
 def run_module() -> bool:
