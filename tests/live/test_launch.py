@@ -16,9 +16,9 @@ TORCHRUN = ("/opt/env/bin/torchrun",)
 
 
 def spec(**kw: object) -> LaunchSpec:
-    base: dict[str, object] = dict(entry_module="ddp_doctor.live.worker", entry_args=["--backend", "gloo"], nproc=2,
-                                   backend="gloo", timeout_s=30.0, env={"NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log"},
-                                   launcher=TORCHRUN)
+    base: dict[str, object] = {"entry_module": "ddp_doctor.live.worker", "entry_args": ["--backend", "gloo"],
+                               "nproc": 2, "backend": "gloo", "timeout_s": 30.0,
+                               "env": {"NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log"}, "launcher": TORCHRUN}
     base.update(kw)
     return LaunchSpec(**base)  # type: ignore[arg-type]
 

@@ -28,7 +28,9 @@ NVML_TIMEOUT_S = 5.0
 class _Background(threading.Thread):
     def __init__(self, fn: Any):
         super().__init__(daemon=True)
-        self.fn, self.value, self.error = fn, None, None
+        self.fn = fn
+        self.value: Any = None
+        self.error: Exception | None = None
 
     def run(self) -> None:
         try:
@@ -51,7 +53,7 @@ def visible_gpus() -> int:
     job = _Background(lambda: __import__("ddp_doctor.env.probes.gpu", fromlist=["probe"]).probe())
     job.start()
     job.join(NVML_TIMEOUT_S)
-    gpus = job.value if isinstance(job.value, dict) else {}
+    gpus: dict[str, Any] = job.value if isinstance(job.value, dict) else {}
     return len(gpus.get("visible") or [])
 
 
@@ -69,7 +71,7 @@ def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
     nproc = args.nproc or (gpus if backend == "nccl" and gpus else 2)
     nnodes = str(args.nnodes or "1")
     world = nproc * int(nnodes) if nnodes.isdigit() else None
-    phases = list(PHASES)
+    phases = list(PHASES) + (["gpu_health"] if args.gpu_health else [])
     entry = ["--backend", backend, "--timeout", str(args.timeout), "--deadline", "{deadline}",
              "--phases", ",".join(phases), "--dataloader-workers", str(args.dataloader_workers),
              "--batch-mb", str(args.batch_mb)]
@@ -180,6 +182,11 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
     if outcome.timed_out:
         report.add(_timeout_result(outcome, plan))
     report.extend(merged.results)
+    if args.gpu_health:
+        from ddp_doctor.bench.health import evaluate
+
+        per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]
+        report.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
     if outcome.run_dir:
         report.add(Result("live.run_dir", "run directory kept", Status.PASS, f"per-rank logs kept in {outcome.run_dir}",
                           observed={"path": outcome.run_dir}))

@@ -25,10 +25,11 @@ PHASE_TITLES = {
     "sampler": "DistributedSampler shards",
     "ddp": "DDP training stays in sync",
     "balance": "every rank carries the same load",
+    "gpu_health": "GPU health micro-benchmarks",
 }
 # Errors that a rank sees when a *peer* died or hung: secondary, never the root cause.
 _PEER_ECHO = re.compile(r"Connection (?:reset|closed) by peer|Broken pipe|remote worker|NCCL communicator was aborted|"
-                        r"ranks joined within|Socket Timeout|recvValue failed|Connection refused", re.I)
+                        r"ranks joined within|Socket Timeout|recvValue failed|Connection refused", re.IGNORECASE)
 
 
 @dataclass
@@ -119,7 +120,7 @@ def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
             for c in rec.get("checks") or []:
                 by_id.setdefault(c["id"], []).append((rank, rec, c))
     results = []
-    for cid, entries in by_id.items():
+    for entries in by_id.values():
         statuses = {c["status"] for _, _, c in entries}
         if len(statuses) == 1 and "fail" not in statuses:
             rank, rec, c = entries[0]

@@ -31,7 +31,8 @@ from ddp_doctor.live import rankio
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
 # init is the largest because it includes waiting for the slowest rank's torch import.
-BUDGET_SHARE = {"init": 0.4, "collectives": 0.2, "dataloader": 0.25, "sampler": 0.1, "ddp": 0.3, "balance": 0.15}
+BUDGET_SHARE = {"init": 0.4, "collectives": 0.2, "dataloader": 0.25, "sampler": 0.1, "ddp": 0.3, "balance": 0.15,
+                "gpu_health": 0.3}
 # The ranks give up this long before the parent's deadline, so they report before being ended.
 MARGIN_S = 2.0
 EXIT_STUCK = 124
@@ -112,7 +113,8 @@ class Watchdog(threading.Thread):
 
 def _last_step() -> str | None:
     try:
-        return json.loads(rankio.path("hb").read_text()).get("step")
+        step = json.loads(rankio.path("hb").read_text()).get("step")
+        return str(step) if step is not None else None
     except (OSError, ValueError):
         return None
 
@@ -175,7 +177,7 @@ def _budget(ctx: Context, name: str) -> float:
     share = BUDGET_SHARE.get(name, 0.2) * ctx.args.timeout
     if name == "init" and ctx.args.init_timeout:
         share = ctx.args.init_timeout
-    return max(1.0, min(share, ctx.deadline - MARGIN_S - time.time()))
+    return float(max(1.0, min(share, ctx.deadline - MARGIN_S - time.time())))
 
 
 def _prewarm() -> threading.Thread:
@@ -279,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return int(record(run_phases)(args, stack_file))
+    return int(record(run_phases)(args, stack_file) or 0)
 
 
 if __name__ == "__main__":

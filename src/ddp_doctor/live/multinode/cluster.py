@@ -210,6 +210,9 @@ def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
             cause="one slow link sets the pace of every collective of the job",
             remedy="check that node's NIC speed (`ethtool`), the interface in use and the switch port",
             metrics=metrics, observed={"slow_nodes": slow})
+    probe_s = [float(e["cluster_probe_s"]) for e in cluster["ranks"].values() if e.get("cluster_probe_s") is not None]
+    if probe_s:
+        metrics["cluster_probe_max_s"] = max(probe_s)  # what the cross-node probes added to the run
     return Result("multinode.bandwidth", "inter-node bandwidth", Status.PASS, summary, metrics=metrics,
                   observed={"message_bytes": 4 << 20})
 

@@ -18,10 +18,12 @@ Every node writes its own report (its --output); node 0's carries the whole clus
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 import time
@@ -223,6 +225,7 @@ def prepare(args: argparse.Namespace, backend: str, env: dict[str, str] | None =
     # Other nodes may start a little after this one: wait for node 0's store up to the join timeout.
     results = preflight.preflight(str(endpoint), args.node_rank, backend, env_now, wait_s=join_timeout, node=node)
     directory = Path(tempfile.mkdtemp(prefix="ddp-doctor-cluster-"))
+    atexit.register(shutil.rmtree, directory, True)  # also on Ctrl-C between launch and conclude
     plan = NodePlan(nnodes=nnodes, node_rank=args.node_rank, endpoint=endpoint,
                     rdzv_id=args.rdzv_id or f"ddp-doctor-{endpoint.port}", join_timeout_s=join_timeout,
                     backend=backend, preflight=results, cluster_file=directory / "cluster.json")

@@ -224,6 +224,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     me = int(os.environ.get("RANK", "0"))
     entry: dict[str, Any] = {**identity(), "payload": {**payload, "finished": True}, "error": None}
+    started = time.monotonic()
     store = None
     try:
         rankio.heartbeat("cluster", step="agree")
@@ -241,6 +242,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
         else:
             entry["probes_skipped"] = f"ranks not ready: {late}" if late else "a rank's process group failed"
         entry["time"] = _now()
+        entry["cluster_probe_s"] = round(time.monotonic() - started, 3)
     except Exception as exc:  # noqa: BLE001 - reported to node 0, not raised
         entry["error"] = f"{type(exc).__name__}: {exc}"
     try:

@@ -28,7 +28,7 @@ def _shm() -> dict[str, int] | None:
 def _batch_timeout(ctx: Any) -> float:
     """A synthetic batch takes milliseconds; when a worker cannot put one into a full /dev/shm,
     torch only logs the error in the worker and the rank would wait forever: bound that wait."""
-    return max(2.0, min(BATCH_TIMEOUT_S, ctx.remaining() - 2.0))
+    return max(2.0, min(BATCH_TIMEOUT_S, float(ctx.remaining()) - 2.0))
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:
@@ -45,7 +45,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
 
     class Filled(Dataset):  # type: ignore[type-arg]
         def __len__(self) -> int:
-            return batches
+            return int(batches)
 
         def __getitem__(self, i: int) -> Any:
             return torch.full((elements,), float(i % 1000), dtype=torch.float32)

@@ -52,17 +52,28 @@ class NvmlSampler(threading.Thread):
 
             pynvml.nvmlInit()
             try:
-                handle = (pynvml.nvmlDeviceGetHandleByUUID(self.uuid) if self.uuid
-                          else pynvml.nvmlDeviceGetHandleByIndex(self.index))
-                while not self.stop.is_set():
+                handle = self._handle(pynvml)
+                while True:  # at least one sample, however short the phase
                     util = pynvml.nvmlDeviceGetUtilizationRates(handle)
                     mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
                     self.samples.append((float(util.gpu), float(mem.used)))
-                    self.stop.wait(0.05)
+                    if self.stop.wait(0.05):
+                        break
             finally:
                 pynvml.nvmlShutdown()
         except Exception as exc:  # noqa: BLE001 - NVML missing or refused: recorded, the phase goes on
             self.error = f"{type(exc).__name__}: {exc}"
+
+    def _handle(self, pynvml: Any) -> Any:
+        # torch prints the UUID bare; NVML wants "GPU-..." (or "MIG-..."). The CUDA index is not the
+        # NVML index under CUDA_VISIBLE_DEVICES, so the index is only the last resort.
+        if self.uuid:
+            for candidate in (self.uuid, f"GPU-{self.uuid}", f"MIG-{self.uuid}"):
+                try:
+                    return pynvml.nvmlDeviceGetHandleByUUID(candidate)
+                except pynvml.NVMLError:
+                    continue
+        return pynvml.nvmlDeviceGetHandleByIndex(self.index)
 
     def summary(self) -> dict[str, Any]:
         if not self.samples:

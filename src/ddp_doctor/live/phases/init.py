@@ -20,7 +20,7 @@ def _torch_facts() -> dict[str, Any]:
     nccl_version = None
     try:
         if torch.cuda.is_available() or torch.version.cuda:
-            v = torch.cuda.nccl.version()
+            v = torch.cuda.nccl.version()  # type: ignore[no-untyped-call]
             nccl_version = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
     except Exception:  # noqa: BLE001 - a CUDA build whose NCCL cannot load: recorded as unknown
         nccl_version = None
@@ -29,7 +29,8 @@ def _torch_facts() -> dict[str, Any]:
         "installed": True, "importable": True, "import_error": None,
         "version": torch.__version__, "location": os.path.dirname(torch.__file__),
         "cuda": torch.version.cuda, "hip": hip,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cudnn": (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+                  if torch.backends.cudnn.is_available() else None),  # type: ignore[no-untyped-call]
         "flavour": "rocm" if hip else ("cuda" if torch.version.cuda else "cpu"),
         "arch_list": torch.cuda.get_arch_list() if torch.version.cuda or hip else [],
         "distributed": dist.is_available(),
@@ -89,8 +90,9 @@ def _store(ctx: Any, timeout_s: float) -> Any:
     import torch.distributed as dist
 
     # The rendezvous store torchrun hosts for this worker group (TORCHELASTIC_USE_AGENT_STORE).
-    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    store: Any = dist.TCPStore  # type: ignore[attr-defined]
+    return store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                 timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
 
 
 def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
@@ -119,7 +121,7 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
 
 
 def _duplicates(infos: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    by_gpu: dict[tuple[str, str], list[int]] = {}
+    by_gpu: dict[tuple[str, Any], list[int]] = {}
     for r, info in infos.items():
         dev = info.get("device") or {}
         if dev.get("type") == "cuda":

@@ -13,15 +13,16 @@ def _shards(ctx: Any, epoch: int, drop_last: bool) -> list[list[int]]:
     import torch.distributed as dist
     from torch.utils.data.distributed import DistributedSampler
 
-    sampler = DistributedSampler(range(DATASET_LEN), num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True,
-                                 seed=1234, drop_last=drop_last)
+    dataset: Any = range(DATASET_LEN)  # a Sequence is all DistributedSampler needs
+    sampler: DistributedSampler[int] = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank,
+                                                          shuffle=True, seed=1234, drop_last=drop_last)
     sampler.set_epoch(epoch)
     mine = list(sampler)
     if len(mine) != len(sampler):
         raise RuntimeError(f"DistributedSampler yielded {len(mine)} indices but len() says {len(sampler)}")
     everyone: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(everyone, mine)
-    return everyone  # type: ignore[return-value]
+    return everyone
 
 
 def _verify(shards: list[list[int]], world: int, drop_last: bool) -> list[str]:
