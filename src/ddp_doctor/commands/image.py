@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest layer blob or file allowed (default: 64G)")
     parser.add_argument("--max-entries", type=int, default=d.max_entries, metavar="N",
                         help="most entries across all layers (default: 2000000)")
+    parser.add_argument("--verify-diff-ids", action="store_true",
+                        help="also check each compressed layer's uncompressed sha256 against the config's diff_ids "
+                             "(the blob digests are always checked; this costs one more hash pass)")
     add_output_arguments(parser)
 
 
@@ -44,5 +47,6 @@ def run(args: argparse.Namespace) -> Report:
 
     if args.max_entries <= 0:
         raise UsageError(f"--max-entries {args.max_entries}: must be positive")
-    limits = Limits(max_total_bytes=args.max_bytes, max_entry_bytes=args.max_entry_bytes, max_entries=args.max_entries)
+    limits = Limits(max_total_bytes=args.max_bytes, max_entry_bytes=args.max_entry_bytes, max_entries=args.max_entries,
+                    verify_diff_ids=args.verify_diff_ids)
     return audit(args.path, args.platform, limits)

@@ -23,6 +23,7 @@ from ddp_doctor.image.streams import (
     Hashing,
     Peek,
     Readable,
+    ReadAhead,
     Slice,
     check_digest,
     compression_of,
@@ -73,19 +74,29 @@ class Layers:
     """Applies layers to one tree, counting the uncompressed budget across the whole image."""
 
     def __init__(self, limits: Limits, policy: Policy) -> None:
-        self.limits, self.policy = limits, policy
+        self.limits, self.policy, self.verify_diff_ids = limits, policy, limits.verify_diff_ids
         self.tree = Tree(limits, policy.keep)
         self.budget = [0]
         self.markers: dict[str, tuple[int, set[bytes]]] = {}
         self.info: list[dict[str, Any]] = []
 
     def apply(self, blob: Readable, what: str, blob_hash: Hashing | None, diff_id: str | None) -> None:
-        peek = Peek(blob)
+        ahead = ReadAhead(blob)
+        try:
+            self._apply(ahead, what, blob_hash, diff_id)
+        finally:
+            ahead.close()
+
+    def _apply(self, ahead: ReadAhead, what: str, blob_hash: Hashing | None, diff_id: str | None) -> None:
+        peek = Peek(ahead)
         compression = compression_of(peek.head)
         stream: Readable = BombGuard(decompressed(peek, compression, what), blob_hash if compression != "none" else None,
                                      self.budget, self.limits, what)
         uncompressed: Hashing | None = None
-        if compression != "none" and diff_id is not None:
+        # A verified blob digest already pins the uncompressed bytes; the diff_id is checked as well
+        # when it is the only digest there is (docker-save layers) or when asked (--verify-diff-ids).
+        blob_verified = blob_hash is not None and blob_hash.expected is not None
+        if compression != "none" and diff_id is not None and (self.verify_diff_ids or not blob_verified):
             uncompressed = Hashing(stream, diff_id, f"{what} (uncompressed)")
             stream = uncompressed
         tar = TarStream(stream, what, self.limits.max_entry_bytes)
@@ -97,6 +108,7 @@ class Layers:
                 if wanted:
                     self.markers[path] = (tree.layer, _scan(tar.content_chunks(), wanted))
         tar.drain()
+        ahead.finish()
         entry: dict[str, Any] = {"compression": compression, "entries": tar.count}
         if uncompressed is not None:
             entry["diff_id"] = uncompressed.verify()

@@ -24,3 +24,5 @@ class Limits:
     max_kept_total_bytes: int = 64 * MiB
     max_metadata_bytes: int = 4 * MiB
     """manifest.json, index.json, a manifest or a config blob."""
+    verify_diff_ids: bool = False
+    """Also hash the uncompressed bytes of layers whose blob digest was verified (one more sha256 pass)."""

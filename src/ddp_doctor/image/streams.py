@@ -6,7 +6,9 @@ Every stream has `read(n) -> bytes` returning b"" only at its end; nothing is ev
 from __future__ import annotations
 
 import hashlib
+import queue
 import re
+import threading
 import zlib
 from typing import BinaryIO, Protocol
 
@@ -83,6 +85,69 @@ class Hashing:
             raise InputError(f"{self._what} has digest {actual}, expected {self.expected}: "
                              "the archive is corrupt or was modified; fetch or save the image again")
         return actual
+
+
+class ReadAhead:
+    """Reads (and hashes, inside `src`) on a thread while the caller decompresses and parses.
+
+    hashlib and zlib release the GIL on large buffers, so the digest check and the inflate
+    overlap on two cores; the queue bounds what is held in memory to `depth` chunks.
+    """
+
+    def __init__(self, src: Readable, depth: int = 4, chunk: int = 4 * CHUNK) -> None:
+        self._src, self._chunk = src, chunk
+        self._q: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._buf = b""
+        self._done = False
+        self._thread = threading.Thread(target=self._run, name="ddp-doctor-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._src.read(self._chunk)
+                self._put(data)
+                if not data:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it in its own thread
+            self._put(exc)
+
+    def _put(self, item: bytes | BaseException) -> None:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def read(self, n: int = -1, /) -> bytes:
+        if not self._buf:
+            if self._done:
+                return b""
+            item = self._q.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+                return b""
+            self._buf = item
+        if n < 0 or n >= len(self._buf):
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def finish(self) -> None:
+        """Read to the end, so that the source (and its digest) has seen every byte."""
+        while self.read(self._chunk):
+            pass
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 class Gunzip:
