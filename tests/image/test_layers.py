@@ -58,3 +58,23 @@ def test_entry_limit(tmp_path: Path) -> None:
     path = oci_layout(tmp_path / "img", [layer([(f"f{i}", "file", b"") for i in range(50)])])
     with pytest.raises(InputError, match="more than 20 entries"):
         load(str(path), limits=Limits(max_entries=20))
+
+
+def test_diff_ids_are_checked_when_asked_or_when_they_are_the_only_digest(tmp_path: Path) -> None:
+    import gzip
+
+    from ddp_doctor.image.limits import Limits
+    from tests.image.imgbuild import config, sha
+
+    data = layer([("f", "file", b"x")])
+    wrong = config(["sha256:" + "0" * 64])
+    path = oci_layout(tmp_path / "img", [data], compression="gzip", cfg=wrong)
+    load(str(path))  # the blob digest is verified; the diff_id is not needed for integrity
+    with pytest.raises(InputError, match=r"\(uncompressed\) has digest .* expected sha256:0000"):
+        load(str(path), limits=Limits(verify_diff_ids=True))
+    # docker-save layers are named by their diff_id and carry no other digest: always checked
+    archive = docker_archive(tmp_path / "d.tar", [gzip.compress(data)], cfg=config([sha(data)]))
+    assert load(str(archive)).info["layers"][0]["compression"] == "gzip"
+    bad = docker_archive(tmp_path / "bad.tar", [gzip.compress(data)], cfg=wrong)
+    with pytest.raises(InputError, match="expected sha256:0000"):
+        load(str(bad))
