@@ -68,7 +68,7 @@ def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | N
     if restart:
         pod["restartPolicy"] = restart
     if spec.gpus_per_node:
-        # Clusters whose default runtime is not NVIDIA's (most GPU Operator installs) need this.
+        # Harmless where nvidia is the default runtime (the toolkit's default), needed where it is not.
         pod["runtimeClassName"] = RUNTIME_CLASS
     if subdomain:
         pod["subdomain"] = subdomain
