@@ -21,7 +21,7 @@ EXPECTED = {
     "cuda_oom": "diag.cuda_oom",
     "healthy_nccl_info": None,
 }
-HEADER = re.compile(r"^==> case (?P<name>\S+) exit=(?P<exit>-?\d+) <==$", re.M)
+HEADER = re.compile(r"^==> case (?P<name>\S+) exit=(?P<exit>-?\d+) <==$", re.MULTILINE)
 
 
 def _cases() -> dict[str, tuple[int, str]]:

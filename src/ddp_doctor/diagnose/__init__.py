@@ -18,14 +18,14 @@ from ddp_doctor.diagnose.engine import Matcher
 from ddp_doctor.diagnose.logread import Stats, scan
 from ddp_doctor.report import Result
 
-__all__ = ["diagnose", "signature", "explain_stream", "Stats"]
+__all__ = ["Stats", "diagnose", "explain_stream", "signature"]
 
 
 @functools.lru_cache(maxsize=1)
 def _prefilters() -> tuple[Any, Any]:
     sigs = catalogue.load()
-    pattern = prefilter.union(p.pattern for s in sigs for p in s.patterns)
-    return prefilter.compile_str(pattern), prefilter.compile_bytes(pattern)
+    every = prefilter.parts(p.pattern for s in sigs for p in s.patterns)
+    return prefilter.compile_str(every), prefilter.compile_bytes(every)
 
 
 def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None,
@@ -61,7 +61,7 @@ def explain_stream(stream: IO[bytes], name: str, stats: Stats | None = None,
     return matcher.results(unknown=True)
 
 
-def signature(id: str) -> dict[str, Any] | None:  # noqa: A002 - the contract's name
+def signature(id: str) -> dict[str, Any] | None:
     sig = catalogue.by_id().get(id)
     if sig is None:
         return None

@@ -109,7 +109,7 @@ def parse(entries: Any) -> tuple[Signature, ...]:
 def load() -> tuple[Signature, ...]:
     text = resources.files("ddp_doctor.diagnose").joinpath("catalogue.yaml").read_text(encoding="utf-8")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster start-up
-    return parse(yaml.load(text, Loader=loader))  # noqa: S506 - a safe loader either way
+    return parse(yaml.load(text, Loader=loader))
 
 
 def by_id() -> dict[str, Signature]:

@@ -15,7 +15,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ddp_doctor.errors import InputError
 
@@ -57,14 +57,14 @@ def open_log(path: str) -> tuple[IO[bytes], str]:
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         name = os.path.basename(path)
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     magic = buffered.peek(4)[:4]
     if magic[:2] == _GZIP:
-        return gzip.GzipFile(fileobj=buffered, mode="rb"), name  # type: ignore[return-value]
+        return cast(IO[bytes], gzip.GzipFile(fileobj=buffered, mode="rb")), name
     if magic == _ZSTD:
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(buffered), name  # type: ignore[return-value]
+        return zstandard.ZstdDecompressor().stream_reader(buffered), name
     return buffered, name
 
 

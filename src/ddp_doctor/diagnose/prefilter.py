@@ -38,25 +38,32 @@ def _scoped(pattern: str) -> str:
     return f"(?:{pattern})"
 
 
+def parts(patterns: Iterable[str]) -> list[str]:
+    """Every pattern the reader must find lines for: the signatures', the generic error one, structure."""
+    return [*patterns, GENERIC_ERROR, *STRUCTURE]
+
+
 def union(patterns: Iterable[str]) -> str:
-    parts = [_scoped(p) for p in (*patterns, GENERIC_ERROR, *STRUCTURE)]
-    return "|".join(parts)
+    return "|".join(_scoped(p) for p in patterns)
 
 
 def engine_name() -> str:
     return "re2" if _re2 is not None else "re"
 
 
-def compile_bytes(pattern: str) -> Any:
-    """The union compiled for bytes input (the streaming reader)."""
-    if _re2 is not None:
+def compile_bytes(patterns: list[str], engine: str | None = None) -> Any:
+    """A finditer()-able filter over bytes for the streaming reader: RE2 on the union, else required literals."""
+    engine = engine or engine_name()
+    if engine == "re2":
         options = _re2.Options()
         options.encoding = _re2.Options.Encoding.LATIN1  # bytes are bytes: invalid UTF-8 cannot break the scan
         options.max_mem = 256 << 20
         options.never_capture = True
-        return _re2.compile(pattern.encode(), options)
-    return re.compile(pattern.encode())
+        return _re2.compile(union(patterns).encode(), options)
+    from ddp_doctor.diagnose.literals import literal_filter
+
+    return literal_filter(patterns) or re.compile(union(patterns).encode())
 
 
-def compile_str(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def compile_str(patterns: list[str]) -> re.Pattern[str]:
+    return re.compile(union(patterns))
