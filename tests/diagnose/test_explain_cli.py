@@ -109,3 +109,39 @@ def test_binary_file_is_not_a_crash(tmp_path: Path) -> None:
     proc = run_cli("explain", str(path), "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     json.loads(proc.stdout)
+
+
+def test_a_100_mb_line_in_bounded_memory(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "one-line.log"
+    with path.open("wb") as f:
+        for _ in range(100):
+            f.write(b"y" * (1 << 20))
+        f.write(b" torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    out_path = tmp_path / "report.json"
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ddp_doctor", "explain", str(path), "--format", "json"],
+                                stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)  # rusage of this child alone: its peak RSS
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    report = json.loads(out_path.read_text())
+    assert proc.returncode == 1 and report["root_cause"] == "diag.cuda_oom"
+    assert report["facts"]["log"]["bytes"] > 100 << 20
+    assert usage.ru_maxrss * 1024 < 200 << 20, f"peak RSS {usage.ru_maxrss / 1024:.0f} MiB"
+
+
+def test_hypothesis_arbitrary_lines_never_crash() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ddp_doctor.diagnose import diagnose
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.text(), max_size=20), st.dictionaries(st.text(max_size=10), st.integers(-300, 300), max_size=4))
+    def check(lines: list[str], codes: dict[str, int]) -> None:
+        for r in diagnose({"x.log": lines}, codes, unknown=True):
+            assert r.id.startswith("diag.") and r.summary
+    check()
