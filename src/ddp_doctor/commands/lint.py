@@ -39,7 +39,8 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
                               summary=str(exc), observed={"file": path},
                               remedy="pass a readable text config: a Kubernetes manifest, compose file, Dockerfile, "
                                      "shell or Slurm script",
-                              evidence=[Evidence(source=path, text=str(exc))]))
+                              evidence=[Evidence(source=path, text=_without_path(str(exc), path),
+                                                 line=_line_of(str(exc)))]))
             files.append({"file": path, "kind": None, "error": str(exc)})
             continue
         report.extend(done.results)
@@ -51,6 +52,15 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
                       "findings": len(done.results)})
     report.facts = {"files": files}
     return report, unreadable
+
+
+def _without_path(message: str, path: str) -> str:
+    """'PATH:6: malformed YAML ...' -> 'malformed YAML ...' (the evidence names the source already)."""
+    if not message.startswith(path):
+        return message
+    rest = message[len(path):]
+    head, sep, tail = rest.lstrip(":").partition(": ")
+    return tail if sep and head.isdigit() else rest.lstrip(": ")
 
 
 def _line_of(note: str) -> int | None:
