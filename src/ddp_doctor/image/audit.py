@@ -20,8 +20,9 @@ def facts_of(image: Image, path: str) -> dict[str, Any]:
     cfg = (config or {}).get("config") if config is not None else None
     info = dict(image.info)
     tags = info.get("repo_tags") or []
+    ref = info.get("ref")  # an OCI layout's ref.name is often just a tag ("1"), not a name to run
     info.update(
-        path=path, name=(tags[0] if tags else info.get("ref")) or None, path_env=path_var, env=env,
+        path=path, name=tags[0] if tags else (ref if ref and ("/" in ref or ":" in ref) else None), path_env=path_var, env=env,
         config=None if config is None else {k: (cfg or {}).get(k) for k in ("User", "Env", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
         architecture=(config or {}).get("architecture"), os=(config or {}).get("os"), created=(config or {}).get("created"),
         os_release=findings.os_release(tree), size_bytes=info.get("uncompressed_bytes"),
