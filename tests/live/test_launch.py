@@ -128,3 +128,17 @@ def test_rank_files_are_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert beats[3]["phase"] == "ddp" and beats[3]["step"] == "step:4" and beats[3]["pid"] == os.getpid()
     assert rankio.read_results(tmp_path) == {3: {"rank": 3, "phases": []}}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_launcher_that_dies_at_once_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddp_doctor.live.chain import _launch_result
+    from ddp_doctor.live.merge import Plan
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    broken = (sys.executable, "-c", "import sys; sys.exit('ModuleNotFoundError: No module named torch')")
+    outcome = launch.launch(spec(launcher=broken, timeout_s=20))
+    assert outcome.returncode == 1 and not outcome.heartbeats
+    result = _launch_result(outcome, Plan("gloo", 2, 2, "1", ["init"], 20, "n0"))
+    assert result.status.value == "fail"
+    assert "before any rank started" in result.summary and "No module named torch" in result.summary
+    assert list(tmp_path.iterdir()) == []  # the run directory is gone

@@ -112,6 +112,8 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
                       remedy=("pick a free port with --master-port PORT, or leave --master-port out to get a free one"
                               if port else "install torch in this environment (`pip install torch`) so torchrun exists"),
                       observed={"argv": outcome.argv})
+    if not outcome.heartbeats and not outcome.ranks and not outcome.timed_out and outcome.returncode:
+        return _launcher_died(outcome)
     source = {"path": "torchrun on PATH", "interpreter": "torchrun beside this Python", "given": "the given torchrun",
               "module": "python -m torch.distributed.run"}[outcome.launcher_source]
     if outcome.launcher_source == "module":
@@ -123,6 +125,29 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
     return Result("live.launch", "torchrun starts the ranks", Status.PASS,
                   f"{source} launched {plan.nproc} rank(s) x {plan.nnodes} node(s), {plan.backend}; "
                   f"finished in {outcome.duration_s:.1f} s", observed={"argv": argv})
+
+
+def _launcher_died(outcome: launcher.RunOutcome) -> Result:
+    """torchrun (or the interpreter) exited before any rank ran a line: say why, from its own output."""
+    log = outcome.logs.get("torchrun.log", [])
+    r = Result("live.launch", "torchrun starts the ranks", Status.FAIL,
+               f"{outcome.argv[0]} exited {outcome.returncode} before any rank started"
+               + (f": {log[-1].strip()[:300]}" if log else ""),
+               cause="the launcher itself failed (torch missing or broken in its interpreter, a bad flag, "
+                     "or the rendezvous could not be set up)",
+               remedy="run the torchrun command in `observed.argv` by hand and read its first error",
+               observed={"argv": outcome.argv, "returncode": outcome.returncode},
+               evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:])
+    try:
+        from ddp_doctor.diagnose import diagnose
+
+        found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
+    except ImportError:
+        found = []
+    if found:
+        r.cause, r.remedy = found[0].cause or r.cause, found[0].remedy or r.remedy
+        r.observed["diagnosis"] = [d.id for d in found]
+    return r
 
 
 def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
@@ -173,8 +198,9 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
 
         static = checks.evaluate(facts)
     report.extend(static)
-    report.add(_launch_result(outcome, plan))
-    if outcome.preflight_error:
+    launched = _launch_result(outcome, plan)
+    report.add(launched)
+    if outcome.preflight_error or launched.status is Status.FAIL:
         report.root_cause = "live.launch"
         if mn is not None:  # multi-node (helper G)
             mn.conclude(report, outcome)
@@ -192,7 +218,6 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
                           observed={"path": outcome.run_dir}))
     if merged.root is not None:
         report.root_cause = merged.root.id
-        merged.root.summary = merged.root.summary
     elif outcome.returncode not in (0, None) and not report.failures():
         report.add(Result("live.exit", "torchrun exits 0", Status.FAIL,
                           f"torchrun exited {outcome.returncode} although every rank reported success",
