@@ -78,3 +78,32 @@ def test_diff_ids_are_checked_when_asked_or_when_they_are_the_only_digest(tmp_pa
     bad = docker_archive(tmp_path / "bad.tar", [gzip.compress(data)], cfg=wrong)
     with pytest.raises(InputError, match="expected sha256:0000"):
         load(str(bad))
+
+
+def test_docker_save_layer_symlinks(tmp_path: Path) -> None:
+    """`docker save` links identical layers: `ID/layer.tar -> ../HEX.tar`; a link out of the archive is refused."""
+    import io
+    import json
+    import tarfile
+
+    from tests.image.imgbuild import config, sha
+
+    data = layer([("etc/hello", "file", b"hi")])
+    hexname = sha(data).split(":")[1]
+    cfg = json.dumps(config([sha(data)])).encode()
+
+    def archive(path: Path, link: str) -> Path:
+        with tarfile.open(path, "w") as tf:
+            for name, blob in ((f"{hexname}.tar", data), (f"{sha(cfg)[7:]}.json", cfg),
+                               ("manifest.json", json.dumps([{"Config": f"{sha(cfg)[7:]}.json", "Layers": [f"{'a' * 64}/layer.tar"]}]).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(blob)
+                tf.addfile(info, io.BytesIO(blob))
+            info = tarfile.TarInfo(f"{'a' * 64}/layer.tar")
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            tf.addfile(info)
+        return path
+
+    assert load(str(archive(tmp_path / "ok.tar", f"../{hexname}.tar"))).tree.lookup("/etc/hello") is not None
+    with pytest.raises(InputError, match="points outside the archive"):
+        load(str(archive(tmp_path / "bad.tar", f"../../{hexname}.tar")))

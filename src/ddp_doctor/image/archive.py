@@ -226,8 +226,8 @@ class TarStore:
             hops += 1
             if hops > 8:
                 raise InputError(f"{self.path}: {name!r} is a loop of links")
-            base = key.rsplit("/", 1)[0] + "/" if info.issym() and "/" in key else ""
-            key = _norm(base + info.linkname if info.issym() else info.linkname, self.path)
+            base = key.rsplit("/", 1)[0] if info.issym() and "/" in key else ""
+            key = _resolve_member(base, info.linkname, self.path) if info.issym() else _norm(info.linkname, self.path)
         if not info.isreg():
             raise InputError(f"{self.path}: {name!r} is not a regular file in the archive")
         return info
@@ -258,6 +258,23 @@ def _norm(name: str, what: str) -> str:
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if name.startswith("/") or ".." in parts or not parts:
         raise InputError(f"{what}: {name[:200]!r} points outside the archive; refusing it")
+    return "/".join(parts)
+
+
+def _resolve_member(base: str, link: str, what: str) -> str:
+    """A symlink member's target inside the archive (docker save links `ID/layer.tar -> ../HEX.tar`)."""
+    parts: list[str] = []
+    for p in f"{base}/{link}".split("/") if not link.startswith("/") else link.split("/"):
+        if p in ("", "."):
+            continue
+        if p == "..":
+            if not parts:
+                raise InputError(f"{what}: the link {link[:200]!r} points outside the archive; refusing it")
+            parts.pop()
+        else:
+            parts.append(p)
+    if not parts:
+        raise InputError(f"{what}: the link {link[:200]!r} points at nothing")
     return "/".join(parts)
 
 
