@@ -79,9 +79,11 @@ def test_three_ranks_odd_world_out_of_place_only() -> None:
 
 def test_text_output_has_tables_then_verdict() -> None:
     proc = run_cli("bench", "--backend", "gloo", "--nproc", "2", "--ops", "all_reduce,barrier", "--max-bytes", "4K",
-                   "--iters", "3", timeout=120)
+                   "--iters", "3", "--gpu-health", timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
+    # No GPU in CPU ranks: GPU health is skipped with the reason, never passed.
+    assert "SKIP  bench.gpu.health" in out and "no CUDA device" in out
     assert out.index("# bench.all_reduce: all_reduce, fp32, 2 ranks, gloo") < out.index("verdict: PASS")
     assert "  time   algbw   busbw #wrong" in out
     assert "        1024           256     float     sum      -1" in out
