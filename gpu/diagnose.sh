@@ -54,6 +54,7 @@ run_case() {  # name, env assignments..., -- argv...
   "$PY" - "$name" "$rc" "$log" >> "$DEST/explain.jsonl" <<'PYEOF'
 import json, subprocess, sys
 name, rc, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+p = None
 try:
     p = subprocess.run([sys.executable, "-m", "ddp_doctor", "explain", log, "--format", "json"],
                        capture_output=True, text=True, timeout=60)
@@ -61,7 +62,8 @@ try:
     print(json.dumps({"case": name, "exit": rc, "explain_exit": p.returncode, "root_cause": report["root_cause"],
                       "ids": [r["id"] for r in report["results"]]}))
 except Exception as exc:  # record, never abort the recording
-    print(json.dumps({"case": name, "exit": rc, "error": f"{type(exc).__name__}: {exc}"}))
+    print(json.dumps({"case": name, "exit": rc, "error": f"{type(exc).__name__}: {exc}",
+                      "stderr": (p.stderr[-2000:] if p is not None else "")}))
 PYEOF
   echo "case $name: exit $rc"
 }

@@ -46,3 +46,14 @@ def test_signature_lookup() -> None:
     assert entry["severity"] == "fail" and "EADDRINUSE" in " ".join(entry["patterns"])
     assert entry["source"].startswith("https://")
     assert signature("diag.nope") is None
+
+
+def test_nccl_lines_are_attributed_to_the_rank_their_pid_announced() -> None:
+    log = [
+        "a:100:110 [0] NCCL INFO comm 0x55d0c0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+        "a:101:111 [0] NCCL INFO comm 0x55d0c1 rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0",
+        "a:101:111 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 18000",
+    ]
+    (dup,) = diagnose({"nccl.log": log})
+    assert dup.id == "diag.duplicate_gpu" and dup.rank == 1 and dup.node == "a"
+    assert dup.evidence[0].source == "nccl.log [a, rank 1, gpu 0]" and dup.evidence[0].line == 3

@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass, field
 
 from ddp_doctor.diagnose.catalogue import Signature
-from ddp_doctor.diagnose.lines import HEADER, SUMMARY, Origin, clean, origin
+from ddp_doctor.diagnose.lines import HEADER, NCCL_COMM, SUMMARY, Origin, clean, origin
 from ddp_doctor.diagnose.prefilter import GENERIC_ERROR_RE, LAST_ERROR
 from ddp_doctor.report import Evidence, Result, Status
 
@@ -79,6 +79,7 @@ class Matcher:
         self._pending_detail: dict[str, int] = {}  # source -> lineno whose next line is NCCL's last error
         self._failed_exit: list[Evidence] = []
         self._summary: dict[str, tuple[int, int | None, str | None]] = {}  # source -> (lineno, rank, host)
+        self._pid_rank: dict[tuple[str | None, int], int] = {}  # (host, pid) -> rank, from NCCL comm lines
 
     # -- input ------------------------------------------------------------------------------
     def line(self, source: str, lineno: int | None, raw: str) -> None:
@@ -96,8 +97,16 @@ class Matcher:
                 rank = int(summary.group("rank"))
             self._summary[source] = (lineno, rank, summary.group("host") or host)
             return
+        where = origin(text, self._node.get(source))
+        comm = NCCL_COMM.search(text)
+        if comm and where.pid is not None:
+            self._pid_rank.setdefault((where.node, where.pid), int(comm.group("rank")))
+            return
         self._order += 1
-        where = self._in_summary(source, lineno, origin(text, self._node.get(source)))
+        where = self._in_summary(source, lineno, where)
+        if where.rank is None and where.pid is not None and (where.node, where.pid) in self._pid_rank:
+            where = Origin(rank=self._pid_rank[(where.node, where.pid)], local_rank=where.local_rank,
+                           node=where.node, gpu=where.gpu, pid=where.pid)
         if lineno is not None and self._pending_detail.get(source) == lineno - 1:
             self._attach_detail(source, lineno, text, where)
         matched = False

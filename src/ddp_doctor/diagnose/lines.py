@@ -22,6 +22,8 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # Rank numbers written inside messages: "[Rank 1] Watchdog caught", "rank      : 1 (local_rank: 1)".
 _INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]")
 _INLINE_LOCAL = re.compile(r"\blocal_rank: (?P<local>\d+)\b")  # torchrun: "failed (exitcode: -9) local_rank: 1 (pid: ..)"
+# NCCL_DEBUG=INFO names each process's rank once per communicator; the first one is the world's.
+NCCL_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<rank>\d+) nRanks")
 # torchrun's failure summary names the rank and host a few lines above its exitcode / traceback lines.
 SUMMARY = re.compile(r"^\s*(?:rank\s+: (?P<rank>\d+) \(local_rank: \d+\)|host {4,}: (?P<host>\S+))\s*$")
 # `tail -n +1 a.log b.log` and `kubectl logs` collections separate files with these headers.

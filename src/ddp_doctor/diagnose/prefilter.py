@@ -26,7 +26,11 @@ GENERIC_ERROR = (
 )
 GENERIC_ERROR_RE = re.compile(GENERIC_ERROR)
 # Structure the reader must see although no signature is about it.
-STRUCTURE = (r"==> .+ <==", r"Last error:", r"\brank +: \d+ \(local_rank: \d+\)", r"\bhost {4,}: ")
+STRUCTURE = (
+    r"==> .+ <==", r"Last error:",                                   # file headers, NCCL's detail line
+    r"\brank +: \d+ \(local_rank: \d+\)", r"\bhost {4,}: ",            # torchrun's failure summary
+    r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nRanks",                     # NCCL: which pid is which rank
+)
 LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
 
 
