@@ -117,3 +117,10 @@ def test_bad_flags_exit_2(args: tuple[str, ...], message: str) -> None:
     proc = run_cli("bench", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has a GPU: nccl is allowed here")
+def test_nccl_without_gpu_is_a_usage_error() -> None:
+    proc = run_cli("bench", "--backend", "nccl")
+    assert proc.returncode == 2
+    assert "needs a visible NVIDIA GPU" in proc.stderr and "--backend gloo" in proc.stderr
