@@ -51,20 +51,21 @@ ddp-doctor explain job.log.gz --format json -o report.json
 ## Measured
 
 `benchmarks/bench_explain.py` on the 2-core development machine (other jobs running), 1 GB generated log
-(13 million lines of NCCL INFO / training output with failure lines sprinkled in):
+(13.3 million lines of NCCL INFO / training output with failure lines sprinkled in), last run:
 
 | what | time | throughput | peak RSS |
 |---|---|---|---|
-| `ddp-doctor explain` (RE2 prefilter) | 3.5 s | 310 MB/s | 50 MiB |
-| yardstick: `grep -c ERROR` | 0.15 s | 7000 MB/s | 22 MiB |
-| yardstick: bare Python `for line in f` loop | 1.6 s | 660 MB/s | 22 MiB |
-| one 100 MB line (diagnosed) | 0.7 s | — | 38 MiB |
+| `ddp-doctor explain --format json` (RE2 prefilter) | 4.65 s | 231 MB/s | 46 MiB |
+| yardstick: `grep -c ERROR` | 0.31 s | 3400 MB/s | 22 MiB |
+| yardstick: bare Python `for line in f` loop | 2.18 s | 494 MB/s | 22 MiB |
+| one 100 MB line (diagnosed: `diag.invalid_device_ordinal`) | 0.83 s | — | 38 MiB |
 
-explain takes about 2x a bare Python line loop's time; targets (>= 50 MB/s, < 200 MB RSS) met. Throughput
-varied between 100 and 310 MB/s from run to run on this shared machine. Without google-re2 installed
-(a declared dependency, so only where its wheel is missing) the reader falls back to scanning for the
-literal text each pattern requires (`bytes.find`, 146 needles) and the stdlib `re`: the same results
-(tested on every fixture) at about 5 MB/s — fine for the log tails `check` passes in, slow for gigabytes.
+explain takes about 2.1x a bare Python line loop's time (15x grep's); the targets (>= 50 MB/s, < 200 MB
+RSS for 1 GB) are met. Across runs on this shared machine explain measured 100-310 MB/s. Without
+google-re2 installed (a declared dependency, so only where its wheel is missing) the reader falls back
+to scanning for the literal text each pattern requires (`bytes.find`) and the stdlib `re`: the same
+results (tested on every fixture) at 5-15 MB/s — fine for the log tails `check` passes in, slow for
+gigabytes.
 
 ## Adding a signature
 
