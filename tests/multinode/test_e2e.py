@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +82,7 @@ def _no_orphans(c: Cluster, rdzv_id: str) -> None:
         except psutil.Error:
             continue
     assert left == [], f"processes of the run outlived it: {left}"
+    assert not list(Path(tempfile.gettempdir()).glob("ddp-doctor-cluster-*")), "a cluster temp dir outlived the run"
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
