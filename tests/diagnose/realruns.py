@@ -29,6 +29,8 @@ class Case:
     needs_root: bool
     start: Callable[[], tuple[list[str], dict[str, str]]]
     """argv and extra env; called just before the run so ports are fresh."""
+    hangs_s: float | None = None
+    """The failure is a hang (as users see it): capture the output for this long, then end the run."""
 
 
 def _free_port() -> int:
@@ -58,6 +60,12 @@ CASES = {
             [TORCHRUN, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
              "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", f"t{random.randrange(1 << 30)}",
              "--rdzv-conf", "join_timeout=5", SCRIPT, "init"], {})),
+        Case("gloo_wrong_interface", "diag.wrong_interface", False, lambda: (
+            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"], {"GLOO_SOCKET_IFNAME": "nosuch0"})),
+        # torchrun retries an unresolvable master forever; a user sees the warnings and stops it.
+        Case("master_unresolvable", "diag.master_unreachable", False, lambda: (
+            [TORCHRUN, "--nnodes", "1", "--nproc-per-node", "1", "--master-addr", "no-such-host.invalid",
+             "--master-port", str(_free_port()), SCRIPT, "init"], {}), hangs_s=8.0),
     )
 }
 
@@ -66,8 +74,9 @@ def run_case(name: str, timeout_s: float = 90.0) -> tuple[str, int | None]:
     """The combined output (as a user's terminal shows it) and the exit status."""
     if name == "port_in_use":
         return _port_in_use(timeout_s)
-    argv, extra = CASES[name].start()
-    done = run(argv, timeout_s=timeout_s, env={**_env(), **extra})
+    case = CASES[name]
+    argv, extra = case.start()
+    done = run(argv, timeout_s=case.hangs_s or timeout_s, env={**_env(), **extra})
     return done.stdout + done.stderr, done.returncode
 
 
