@@ -327,9 +327,14 @@ def launch(spec: LaunchSpec) -> RunOutcome:
         outcome.interrupted = True
         raise KeyboardInterrupt from None
     finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGTERM, old_handler)
-        _finish(outcome, spec, proc, tracked, run_dir, shm_before, started)
+        # A second Ctrl-C during the cleanup must not leave half of it undone: hold signals until it is over.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            _finish(outcome, spec, proc, tracked, run_dir, shm_before, started)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            if old_handler is not None:
+                signal.signal(signal.SIGTERM, old_handler)
     return outcome
 
 
