@@ -10,7 +10,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddp_doctor.diagnose import _prefilters, explain_stream
+from ddp_doctor.diagnose import _line_filter, explain_stream
 from ddp_doctor.diagnose.lines import clean, origin
 from ddp_doctor.diagnose.logread import MAX_LINE, Stats, scan
 from ddp_doctor.diagnose.prefilter import engine_name
@@ -20,7 +20,7 @@ HEALTHY = "host:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direc
 
 
 def _candidates(data: bytes, chunk: int) -> list[tuple[int, bytes]]:
-    _, prefilter = _prefilters()
+    prefilter = _line_filter()
     return [(c.lineno, c.text) for c in scan(io.BytesIO(data), prefilter, Stats(), chunk=chunk) if not c.context]
 
 
@@ -86,7 +86,7 @@ def test_binary_garbage_does_not_crash() -> None:
 
 def test_a_huge_line_is_capped_and_still_scanned() -> None:
     line = b"A" * (3 * MAX_LINE) + BUS.encode() + b"B" * (3 * MAX_LINE)
-    _, prefilter = _prefilters()
+    prefilter = _line_filter()
     got = [c for c in scan(io.BytesIO(line + b"\nnext\n"), prefilter, Stats(), chunk=4096) if not c.context]
     assert got and all(len(c.text) <= MAX_LINE for c in got)
     assert {c.lineno for c in got} == {1}

@@ -10,6 +10,7 @@ failure with the same cause and remedy:
 from __future__ import annotations
 
 import functools
+import io
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
@@ -22,10 +23,10 @@ __all__ = ["Stats", "diagnose", "explain_stream", "signature"]
 
 
 @functools.lru_cache(maxsize=1)
-def _prefilters() -> tuple[Any, Any]:
+def _line_filter() -> Any:
+    """The one combined filter every input path uses to find the lines worth matching."""
     sigs = catalogue.load()
-    every = prefilter.parts(p.pattern for s in sigs for p in s.patterns)
-    return prefilter.compile_str(every), prefilter.compile_bytes(every)
+    return prefilter.compile_bytes(prefilter.parts(p.pattern for s in sigs for p in s.patterns))
 
 
 def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None,
@@ -35,14 +36,12 @@ def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int]
     `unknown=True` adds `diag.unknown` with the error-looking lines when no signature explains them.
     """
     matcher = Matcher(catalogue.load())
-    text_filter, _ = _prefilters()
+    byte_filter = _line_filter()
     for name, lines in sources.items():
-        previous_hit = False  # the line after a hit is fed too: NCCL puts its "Last error" there
-        for lineno, line in enumerate(lines, start=1):
-            hit = text_filter.search(line) is not None
-            if hit or previous_hit:
-                matcher.line(name, lineno, line[: 8 << 10])
-            previous_hit = hit
+        # One element = one line (its number is its position), scanned like a file: same filter, same speed.
+        blob = "\n".join(line.replace("\n", " ").replace("\r", "") for line in lines).encode("utf-8", "replace")
+        for cand in scan(io.BytesIO(blob + b"\n"), byte_filter, Stats(), name=name):
+            matcher.line(name, cand.lineno, cand.text.decode("utf-8", "replace"))
     for name, code in (exit_codes or {}).items():
         matcher.exit_code(name, code)
     return matcher.results(unknown=unknown)
@@ -52,7 +51,7 @@ def explain_stream(stream: IO[bytes], name: str, stats: Stats | None = None,
                    exit_codes: Mapping[str, int] | None = None) -> list[Result]:
     """Diagnose one (possibly huge) binary log stream in bounded memory; unknown failures included."""
     matcher = Matcher(catalogue.load())
-    _, byte_filter = _prefilters()
+    byte_filter = _line_filter()
     stats = stats if stats is not None else Stats()
     for cand in scan(stream, byte_filter, stats, name=name):
         matcher.line(name, cand.lineno, cand.text.decode("utf-8", "replace"))

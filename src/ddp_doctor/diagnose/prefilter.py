@@ -68,6 +68,3 @@ def compile_bytes(patterns: list[str], engine: str | None = None) -> Any:
 
     return literal_filter(patterns) or re.compile(union(patterns).encode())
 
-
-def compile_str(patterns: list[str]) -> re.Pattern[str]:
-    return re.compile(union(patterns))
