@@ -90,8 +90,19 @@ class Layers:
     def _apply(self, ahead: ReadAhead, what: str, blob_hash: Hashing | None, diff_id: str | None) -> None:
         peek = Peek(ahead)
         compression = compression_of(peek.head)
-        stream: Readable = BombGuard(decompressed(peek, compression, what), blob_hash if compression != "none" else None,
-                                     self.budget, self.limits, what)
+        inflated: Readable = peek
+        inflater: ReadAhead | None = None
+        if compression != "none":  # a second stage: inflate on its own thread while this one parses
+            inflater = inflated = ReadAhead(decompressed(peek, compression, what), depth=2)
+        try:
+            self._parse(inflated, compression, what, blob_hash, diff_id, ahead)
+        finally:
+            if inflater is not None:
+                inflater.close()
+
+    def _parse(self, inflated: Readable, compression: str, what: str, blob_hash: Hashing | None, diff_id: str | None,
+               ahead: ReadAhead) -> None:
+        stream: Readable = BombGuard(inflated, blob_hash if compression != "none" else None, self.budget, self.limits, what)
         uncompressed: Hashing | None = None
         # A verified blob digest already pins the uncompressed bytes; the diff_id is checked as well
         # when it is the only digest there is (docker-save layers) or when asked (--verify-diff-ids).
