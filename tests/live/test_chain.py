@@ -220,3 +220,13 @@ def test_straggler_is_named(tmp_path: Path) -> None:
     straggler = run.live("live.balance.straggler")
     assert [r["status"] for r in straggler] == ["warn"], straggler
     assert straggler[0]["observed"]["rank"] == 1 and "rank 1" in straggler[0]["summary"]
+
+
+def test_overall_deadline_ends_ranks_that_never_report(tmp_path: Path) -> None:
+    # Neither rank ever runs a phase, so no in-rank deadline can fire: only the parent's can.
+    run = check(tmp_path, "--timeout", "8", fault="rank=0,action=never_start;rank=1,action=never_start")
+    assert run.rc == 1
+    timeout = run.live("live.timeout")
+    assert timeout and timeout[0]["status"] == "fail" and "within 8 s" in timeout[0]["summary"]
+    assert {r["rank"] for r in run.live("live.init") if "never started" in r["summary"]} == {0, 1}
+    assert run.elapsed_s < 8 + 10
