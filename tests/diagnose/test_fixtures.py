@@ -73,3 +73,13 @@ def test_literal_fallback_agrees_with_re2(name: str) -> None:
         pytest.skip("google-re2 is not in use here")
     data = (LOGS / name).read_bytes()
     assert _explain_with("re", data) == _explain_with("re2", data)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_line_list_and_stream_paths_agree(name: str) -> None:
+    from ddp_doctor.diagnose import diagnose
+
+    data = (LOGS / name).read_bytes()
+    streamed = explain_stream(io.BytesIO(data), name)
+    listed = diagnose({name: data.decode("utf-8", "replace").split("\n")}, unknown=True)
+    assert [(r.id, [e.line for e in r.evidence]) for r in listed] == [(r.id, [e.line for e in r.evidence]) for r in streamed]
