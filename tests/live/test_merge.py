@@ -56,6 +56,9 @@ def test_killed_rank_is_the_root_not_the_peer_that_saw_it() -> None:
     m = merge(outcome(ranks, beats, {"rank 1": -9, "torchrun": 1}), plan())
     assert m.root is not None and (m.root.rank, m.root.phase) == (1, "collectives")
     assert "SIGKILL" in m.root.summary and "all_reduce_sum" in m.root.summary
+    assert m.results[0] is m.root
+    echo = [r for r in m.results if r.id == "live.collectives" and r.rank == 0]
+    assert echo and "a consequence: rank 1 failed first" in echo[0].summary
     assert [r.id for r in m.results if r.status.value == "skip" and r.rank is None] == [
         "live.dataloader", "live.sampler", "live.ddp", "live.balance"]
 

@@ -271,6 +271,13 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     timed = [r for r in pool if r.started is not None and r.status is Status.FAIL]
     m.root = min(timed, key=lambda r: r.started or 0.0) if timed else next(
         (r for r in pool if r.status is Status.FAIL), None)
+    if m.root is not None:
+        # The root first, so every renderer shows it before the failures it caused.
+        m.results.remove(m.root)
+        m.results.insert(0, m.root)
+        for r in secondary:
+            if r.status is Status.FAIL and r is not m.root:
+                r.summary += f" [a consequence: rank {m.root.rank} failed first, in {m.root.phase}]"
     m.results.extend(_nccl_results(outcome, plan))
     rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
     m.torch_facts = rank0.get("torch")
