@@ -2,7 +2,7 @@
 """`ddp-doctor bench` all_reduce algbw against a minimal hand-written torch.distributed loop.
 
 Both run on this machine in the same script, 2 CPU ranks over gloo, 1 MiB to 64 MiB, fp32,
-in place, with the same iterations and warm-up. They alternate (A B A B ...) and each keeps
+in place, with the same iterations and warm-up. They alternate (A B, B A, ...) and each keeps
 its best run per size, so a burst of load from elsewhere on the machine hits both alike; the
 small sizes get more iterations so that every timed window lasts long enough to average over
 scheduling noise. Prints the ratio per size; the target is ddp-doctor within 5% of the
@@ -94,12 +94,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-vs-hand-") as tmp:
         script = os.path.join(tmp, "handwritten.py")
         Path(script).write_text(HANDWRITTEN)
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for lo, hi, iters in GROUPS:
-                for size, bw in run_doctor(lo, hi, iters, args.warmup_iters).items():
-                    doctor_runs.setdefault(size, []).append(bw)
-                for size, bw in run_handwritten(script, lo, hi, iters, args.warmup_iters).items():
-                    hand_runs.setdefault(size, []).append(bw)
+                def doctor() -> None:
+                    for size, bw in run_doctor(lo, hi, iters, args.warmup_iters).items():
+                        doctor_runs.setdefault(size, []).append(bw)
+
+                def hand() -> None:
+                    for size, bw in run_handwritten(script, lo, hi, iters, args.warmup_iters).items():
+                        hand_runs.setdefault(size, []).append(bw)
+                # A B, then B A: whatever the order costs (the previous job's teardown) hits both.
+                for step in ((doctor, hand) if round_ % 2 == 0 else (hand, doctor)):
+                    step()
     # "spread": best / worst run of the same method, i.e. how noisy this machine was meanwhile.
     print(f"{'size':>10}  {'ddp-doctor algbw':>17}  {'hand-written algbw':>18}  {'ratio':>6}  "
           f"{'spread doctor':>13}  {'spread hand':>11}")
