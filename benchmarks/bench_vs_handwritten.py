@@ -96,16 +96,12 @@ def main() -> int:
         Path(script).write_text(HANDWRITTEN)
         for round_ in range(args.rounds):
             for lo, hi, iters in GROUPS:
-                def doctor() -> None:
-                    for size, bw in run_doctor(lo, hi, iters, args.warmup_iters).items():
-                        doctor_runs.setdefault(size, []).append(bw)
-
-                def hand() -> None:
-                    for size, bw in run_handwritten(script, lo, hi, iters, args.warmup_iters).items():
-                        hand_runs.setdefault(size, []).append(bw)
+                doctor = run_doctor, (lo, hi, iters, args.warmup_iters), doctor_runs
+                hand = (lambda *a: run_handwritten(script, *a)), (lo, hi, iters, args.warmup_iters), hand_runs
                 # A B, then B A: whatever the order costs (the previous job's teardown) hits both.
-                for step in ((doctor, hand) if round_ % 2 == 0 else (hand, doctor)):
-                    step()
+                for fn, fn_args, runs in (doctor, hand) if round_ % 2 == 0 else (hand, doctor):
+                    for size, bw in fn(*fn_args).items():
+                        runs.setdefault(size, []).append(bw)
     # "spread": best / worst run of the same method, i.e. how noisy this machine was meanwhile.
     print(f"{'size':>10}  {'ddp-doctor algbw':>17}  {'hand-written algbw':>18}  {'ratio':>6}  "
           f"{'spread doctor':>13}  {'spread hand':>11}")
