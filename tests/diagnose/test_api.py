@@ -57,3 +57,13 @@ def test_nccl_lines_are_attributed_to_the_rank_their_pid_announced() -> None:
     (dup,) = diagnose({"nccl.log": log})
     assert dup.id == "diag.duplicate_gpu" and dup.rank == 1 and dup.node == "a"
     assert dup.evidence[0].source == "nccl.log [a, rank 1, gpu 0]" and dup.evidence[0].line == 3
+
+
+def test_file_headers_name_the_node() -> None:
+    log = [
+        "==> pod/train-worker-0 <==", "step 1 ok",
+        "==> pod/train-worker-1 <==", "RuntimeError: CUDA error: invalid device ordinal",
+    ]
+    (res,) = diagnose({"all-pods.log": log})
+    assert res.id == "diag.invalid_device_ordinal" and res.node == "pod/train-worker-1"
+    assert res.evidence[0].line == 4
