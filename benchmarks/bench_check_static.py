@@ -52,6 +52,14 @@ def main() -> int:
     print(f"ratio check_static / import_torch = {r_import:.2f}x  (target <= 1.15x)")
     print(f"ratio check_static / collect_env  = {r_collect:.2f}x  (target < 1.00x)")
     print(f"ratio import_torch / collect_env  = {med['import_torch'] / med['collect_env']:.2f}x  (for reference)")
+    # Runs of one round are back to back, so a per-round ratio cancels slow drifts in machine load.
+    paired_i = statistics.median(c / i for c, i in zip(samples["check_static"], samples["import_torch"]))
+    paired_c = statistics.median(c / e for c, e in zip(samples["check_static"], samples["collect_env"]))
+    print(f"paired per-round medians: check/import {paired_i:.2f}x, check/collect_env {paired_c:.2f}x")
+    # The fastest run of each is the one least disturbed by other work on the machine.
+    fastest = {name: min(v) for name, v in samples.items()}
+    print(f"fastest runs: check/import {fastest['check_static'] / fastest['import_torch']:.2f}x, "
+          f"check/collect_env {fastest['check_static'] / fastest['collect_env']:.2f}x")
     return 0 if r_import <= 1.15 and r_collect < 1.0 else 1
 
 
