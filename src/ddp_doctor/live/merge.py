@@ -258,6 +258,13 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                 secondary.append(r)
 
     m.results.extend(_merge_checks(payloads))
+    stuck_teardown = sorted(r for r, p in payloads.items() if p.get("teardown_stuck"))
+    if stuck_teardown:
+        m.results.append(Result("live.teardown", "ranks shut down cleanly", Status.WARN,
+                                f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
+                                cause="the process group hung while shutting down (seen with some NCCL versions)",
+                                remedy="training scripts should call destroy_process_group() with a timeout guard; "
+                                       "try a newer NCCL if it hangs there"))
     first_failed_phase = None
     for name in plan.phases:
         if not reached.get(name):
