@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
@@ -78,15 +79,15 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
     return facts
 
 
-def _nccl_facts(torch: dict[str, Any], imported: dict[str, Any] | None,
-                loaded: dict[str, Any] | None, candidate: tuple[str, str] | None) -> dict[str, Any]:
+def _nccl_facts(torch: dict[str, Any], imported: dict[str, Any] | None, loaded: dict[str, Any] | None,
+                candidate: tuple[str, str] | None, on_disk: list[tuple[str, Path]]) -> dict[str, Any]:
     facts: dict[str, Any] = {"library": None, "source": None, "loadable": None, "version": None, "error": None,
                              "candidates": []}
     mapped = (imported or {}).get("nccl_loaded")
     if mapped:
         facts.update(library=mapped, source="loaded by torch", loadable=True,
                      version=(imported or {}).get("nccl_loaded_version"))
-        for src, path in nccl_probe.candidates(torch.get("location")):
+        for src, path in on_disk:
             if str(path) == mapped or mapped.startswith(str(path.parent)):
                 facts["source"] = f"loaded by torch from the {src}"
                 break
@@ -153,7 +154,7 @@ def gather(probe_torch: bool = True) -> dict[str, Any]:
         loaded = loaded or {"loadable": False, "error": err}
     elif first is not None and not (imported or {}).get("nccl_loaded"):
         loaded = nccl_probe.load(first[1])
-    facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first)
+    facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first, nccl_candidates)
     facts["nccl"]["candidates"] = [{"source": s, "path": str(p)} for s, p in nccl_candidates]
     facts["gather_s"] = round(time.monotonic() - started, 3)
     return facts
