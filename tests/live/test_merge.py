@@ -95,3 +95,14 @@ def test_nccl_socket_between_nodes_with_ib_warns() -> None:
     assert nccl and nccl[0].status.value == "warn" and "NET/Socket" in nccl[0].summary
     single = merge(o, plan(backend="nccl"))
     assert [r.status.value for r in single.results if r.id == "live.nccl.transport"] == ["pass"]
+
+
+def test_rank_that_crashes_before_its_first_phase_is_named() -> None:
+    ranks = {0: payload(0, [passed(p, 10.0 + i) for i, p in enumerate(PHASES[:1])], finished=False)}
+    beats = {0: {"phase": "init", "time": 10.0, "pid": 100, "progress": 2},
+             1: {"phase": "start", "time": 9.0, "pid": 101, "progress": 1}}
+    errors = {1: {"message": {"message": "ImportError: libcudart.so.12: cannot open shared object file",
+                              "extraInfo": {"py_callstack": "..."}}}}
+    m = merge(outcome(ranks, beats, {"rank 1": 1}, error_files=errors), plan())
+    assert m.root is not None and (m.root.rank, m.root.phase) == (1, "init")
+    assert "before its first phase" in m.root.summary and "libcudart" in m.root.summary

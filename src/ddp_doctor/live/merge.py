@@ -223,17 +223,28 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
             m.results.append(r)
             continue
         phase = (beat or {}).get("phase")
-        if phase in (None, "start", "done") or phase in done_phases:
+        starting = phase == "start" and not p.get("phases")
+        if starting:
+            phase = "init"  # it died between its first heartbeat and its first phase (e.g. importing torch)
+        elif phase in (None, "start", "done") or phase in done_phases:
             continue
         rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
         rec = {**rec, "started": (beat or {}).get("time", rec.get("started"))}
         step = (beat or {}).get("step")
         where = f" (at {step})" if step else ""
         reached.setdefault(phase, set()).add(rank)
-        if rank in blamed or (code is not None and code not in (-15, 143)) or outcome.timed_out:
+        if rank in blamed or (code is not None and code not in (-15, 143)) or outcome.timed_out or starting:
             how = _signal_text(code) if code is not None else ("still running at the deadline" if outcome.timed_out
                                                                 else "ended")
-            r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} stopped in {phase}{where}: {how}")
+            r = _phase_result(rank, node, rec, Status.FAIL,
+                              f"rank {rank} stopped while starting, before its first phase: {how}" if starting
+                              else f"rank {rank} stopped in {phase}{where}: {how}")
+            ef = outcome.error_files.get(rank)
+            if ef:  # torchelastic @record: the uncaught exception, with its traceback
+                msg = ef.get("message")
+                text = msg.get("message") if isinstance(msg, dict) else msg
+                r.summary += f"; {str(text).splitlines()[0][:300]}" if text else ""
+                r.evidence.append(Evidence(f"rank-{rank}.error.json", str(text)[:3000]))
             if rank in blamed:
                 r.summary += f"; rank(s) {', '.join(map(str, blamed[rank]))} waited for it"
                 r.cause = f"rank {rank} stopped making progress in {phase}{where}; its peers gave up waiting"
