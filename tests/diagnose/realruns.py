@@ -62,6 +62,10 @@ CASES = {
              "--rdzv-conf", "join_timeout=5", SCRIPT, "init"], {})),
         Case("gloo_wrong_interface", "diag.wrong_interface", False, lambda: (
             [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"], {"GLOO_SOCKET_IFNAME": "nosuch0"})),
+        # The near miss at run level: a healthy job with every log switch on must show no failure.
+        Case("healthy_verbose", "", False, lambda: (
+            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"],
+            {"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"})),
         # torchrun retries an unresolvable master forever; a user sees the warnings and stops it.
         Case("master_unresolvable", "diag.master_unreachable", False, lambda: (
             [TORCHRUN, "--nnodes", "1", "--nproc-per-node", "1", "--master-addr", "no-such-host.invalid",

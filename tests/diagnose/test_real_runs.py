@@ -14,6 +14,11 @@ CASES = [pytest.param(c, marks=pytest.mark.root) if c in realruns.CASES and real
 @pytest.mark.parametrize("case", CASES)
 def test_real_failure_is_named(case: str) -> None:
     text, code = realruns.run_case(case)
+    if not realruns.ROOT_CAUSE[case]:  # the healthy run
+        assert code == 0, text[-2000:]
+        assert len(text.splitlines()) > 50  # it did log a lot
+        assert diagnose({"ok.log": text.splitlines()}, {"launcher": code}, unknown=True) == []
+        return
     if case in realruns.CASES and realruns.CASES[case].hangs_s:
         assert code is None, f"the run was expected to hang, got exit {code}:\n{text[-2000:]}"
     else:
