@@ -201,7 +201,7 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
 
     rank = int(os.environ["RANK"])
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
-    payload: dict[str, Any] = {"rank": rank, "pid": os.getpid(), "node": os.environ.get(rankio.NODE_ENV),
+    payload: dict[str, Any] = {"cpu_at_start_s": round(time.process_time(), 3), "rank": rank, "pid": os.getpid(), "node": os.environ.get(rankio.NODE_ENV),
                                "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
                                "local_rank": int(os.environ["LOCAL_RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
                                "backend": args.backend, "phases": [], "finished": False}
@@ -215,6 +215,7 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
         ctx.phase = name
         budget = _budget(ctx, name)
         started = time.time()
+        cpu_started = time.process_time()
         ctx.phase_deadline = started + budget
         record = _phase_record(payload, name)
         record.update(started=started, budget_s=round(budget, 1), status="running")
@@ -239,6 +240,7 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
         ctx.phase_deadline = float("inf")
         faulthandler.cancel_dump_traceback_later()
         failed = any(c["status"] == "fail" for c in checks)
+        record["cpu_s"] = round(time.process_time() - cpu_started, 3)  # all threads of the rank, this phase
         record.update(status="fail" if failed else "pass", kind="check" if failed else None,
                       failed_at=time.time() if failed else None, duration_s=round(time.time() - started, 3),
                       checks=checks)
