@@ -80,7 +80,8 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
             rankio.heartbeat("bench", step=f"{op} {dtype}")
             entry: dict[str, Any] = {"op": op, "dtype": dtype}
             reason = sweep.unsupported_reason(op, world)
-            modes = tuple(m for m in sweep.MODES[op] if m in cfg["modes"]) or ()
+            # A barrier has no buffers, hence no in-place question.
+            modes = sweep.MODES[op] if op == "barrier" else tuple(m for m in sweep.MODES[op] if m in cfg["modes"])
             if reason is None and not modes:
                 wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg["modes"])
                 reason = f"torch.distributed has no {wanted} form of {op}"
