@@ -39,6 +39,7 @@ _LIB = {
 }
 _DIST = re.compile(r"^(torch|nvidia_nccl_cu\d+|nvidia_cudnn_cu\d+|nvidia_cuda_runtime_cu\d+)-([^-/]+)\.dist-info$")
 _SO_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
+_IN_SITE = re.compile(r"/(?:site|dist)-packages/")
 
 
 def policy() -> Policy:
@@ -178,8 +179,9 @@ def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
 def lib_facts(tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: dict[str, Any],
               markers: dict[str, set[bytes]]) -> dict[str, Any]:
     """Where a CUDA library comes from: inside torch/lib, a nvidia-* wheel, the system, or static."""
-    paths = inv.libs[key]
     sp = torch.get("site_packages") or ""
+    # torch's own environment, or the system; a copy inside another environment's site-packages is not torch's
+    paths = [p for p in inv.libs[key] if (sp and p.startswith(sp + "/")) or not _IN_SITE.search(p)]
     dists = [(name, v, p) for name, items in inv.dists.items() if name.startswith(dist_prefix) for v, p in items]
     dist = next(((n, v, p) for n, v, p in dists if p.startswith(sp + "/")), dists[0] if dists else None)
 
