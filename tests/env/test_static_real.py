@@ -196,3 +196,24 @@ def test_fresh_venv_without_torch_fails_with_install_command(tmp_path: Path) -> 
     assert "env.torch.installed" in proc.stdout and "torch is not installed" in proc.stdout
     assert f"{py} -m pip install" in proc.stdout and "--index-url https://download.pytorch.org/whl/" in proc.stdout
     assert "root cause: env.torch.installed" in proc.stdout
+
+
+def test_environment_variables_limits_and_kubernetes_in_a_real_run() -> None:
+    import resource
+
+    def low_nofile() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    env = {"NCCL_SOCKET_IFNAME": "nosuchif0", "NCCL_P2P_DISABLE": "1", "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+           "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    proc = run_cli("check", "--static", "--format", "json", env=env, preexec_fn=low_nofile)
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    results = by_id(report)
+    ev = results["env.env_vars"]
+    assert ev["status"] == "fail" and "NCCL_SOCKET_IFNAME=nosuchif0 matches no interface" in ev["summary"]
+    assert "NCCL_P2P_DISABLE=1" in ev["summary"]
+    assert results["env.ulimits"]["status"] == "warn" and "nofile 1024" in results["env.ulimits"]["summary"]
+    assert "Kubernetes" in results["env.container"]["summary"] or "kubernetes" in results["env.container"]["summary"]
+    assert report["facts"]["container"]["kubernetes"] is True
+    assert proc.returncode == 1 and report["root_cause"] == "env.env_vars"
