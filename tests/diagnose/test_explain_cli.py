@@ -90,7 +90,7 @@ def test_unknown_failure_is_called_unknown(tmp_path: Path) -> None:
 
 
 def test_warn_only_exits_0_unless_strict(tmp_path: Path) -> None:
-    path = _write(tmp_path, "ib.log", "h:1:2 [0] NCCL INFO NET/IB : No device found.\n")
+    path = _write(tmp_path, "ib.log", "h:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0\n")
     assert run_cli("explain", str(path)).returncode == 0
     assert run_cli("explain", str(path), "--strict").returncode == 1
 
