@@ -84,3 +84,12 @@ def test_no_python_no_torch(tmp_path: Path) -> None:
     (tmp_path / "rootfs" / "etc").mkdir(parents=True)
     rc, r = results(rootfs_image(tmp_path, tmp_path / "rootfs"))
     assert rc == 1 and r["image.python"]["status"] == "fail" and r["image.torch"]["status"] == "fail"
+
+
+def test_secret_env_values_stay_out_of_the_report(tmp_path: Path) -> None:
+    path = image(tmp_path, env=["PATH=/usr/local/bin:/usr/bin", "HF_TOKEN=hf_abc123", "AWS_SECRET_ACCESS_KEY=xyz", "NCCL_DEBUG=WARN"])
+    proc = run_cli("image", str(path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "hf_abc123" not in proc.stdout and "xyz" not in proc.stdout
+    env = json.loads(proc.stdout)["facts"]["image"]["env"]
+    assert env["HF_TOKEN"] == "<redacted>" and env["NCCL_DEBUG"] == "WARN"

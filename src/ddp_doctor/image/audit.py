@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ddp_doctor.image import findings, rules
 from ddp_doctor.image.archive import Image, load
 from ddp_doctor.image.limits import Limits
 from ddp_doctor.report import Report
+
+_SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_KEY|PRIVATE", re.IGNORECASE)
+
+
+def _redacted(env: dict[str, str]) -> dict[str, str]:
+    """Reports get shared (CI artifacts, HTML); values of secret-looking variables stay out of them."""
+    return {k: ("<redacted>" if _SECRET.search(k) and v else v) for k, v in env.items()}
 
 
 def facts_of(image: Image, path: str) -> dict[str, Any]:
@@ -22,8 +30,9 @@ def facts_of(image: Image, path: str) -> dict[str, Any]:
     tags = info.get("repo_tags") or []
     ref = info.get("ref")  # an OCI layout's ref.name is often just a tag ("1"), not a name to run
     info.update(
-        path=path, name=tags[0] if tags else (ref if ref and ("/" in ref or ":" in ref) else None), path_env=path_var, env=env,
-        config=None if config is None else {k: (cfg or {}).get(k) for k in ("User", "Env", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
+        path=path, name=tags[0] if tags else (ref if ref and ("/" in ref or ":" in ref) else None), path_env=path_var,
+        env=_redacted(env),
+        config=None if config is None else {k: (cfg or {}).get(k) for k in ("User", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
         architecture=(config or {}).get("architecture"), os=(config or {}).get("os"), created=(config or {}).get("created"),
         os_release=findings.os_release(tree), size_bytes=info.get("uncompressed_bytes"),
     )
