@@ -7,9 +7,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ddp_doctor.render.labels import ICON, STYLE, VERDICT_STYLE, WORD, counts, needs_detail, target_line, where
-from ddp_doctor.report import Report
+from ddp_doctor.report import Report, Result
 
-WIDTH = 110
+WIDTH = 140
+
+
+def _rank_cell(r: Result) -> str:
+    if r.rank is None:
+        return ""
+    return f"{r.node}/{r.rank}" if r.node is not None else str(r.rank)
 
 
 def render(report: Report, color: bool = False) -> str:
@@ -23,11 +29,15 @@ def render(report: Report, color: bool = False) -> str:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
-    table.add_column("summary", overflow="fold")
+    per_rank = any(r.rank is not None for r in report.results)
+    if per_rank:
+        table.add_column("rank", no_wrap=True)
+    table.add_column("summary", overflow="fold", min_width=60)
     for r in report.results:
         label = Text(f"{ICON[r.status]} {WORD[r.status]}", style=STYLE[r.status])
-        name = r.id + (f" [{where(r)}]" if r.rank is not None or r.node is not None else "")
-        table.add_row(label, Text(name), Text(r.summary))  # Text: "[rank 1]", log lines are not markup
+        # Text(): "[rank 1]" in log lines is not rich markup.
+        cells = [label, Text(r.id)] + ([Text(_rank_cell(r))] if per_rank else []) + [Text(r.summary)]
+        table.add_row(*cells)
     console.print(table)
     details = [r for r in report.results if needs_detail(r)]
     if report.root_cause:
