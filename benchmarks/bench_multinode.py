@@ -135,6 +135,9 @@ def main() -> int:
               f"(target < {TARGET_PER_NODE:.0%}); bare torchrun {bmed[n]:6.2f} s = {bratio:.2f}x, "
               f"+{(bratio - 1) / (n - 1):.0%} per added node; doctor/bare {med[n] / bmed[n]:.2f} "
               f"(1 node: {med[1] / bmed[1]:.2f})")
+        own = (med[n] / bmed[n]) / (med[1] / bmed[1]) - 1
+        print(f"   the doctor's own cost beyond torchrun's: {own:+.0%} over {n - 1} added node(s) "
+              f"({own / (n - 1):+.0%} per added node)")
         print(f"   doctor runs: {', '.join(f'{t:.2f}' for t in times[n])}; bare: {', '.join(f'{t:.2f}' for t in bare[n])}")
     for line in sorted(verdicts):
         print(f"note: {line}")
