@@ -25,7 +25,8 @@ def integrity(f: Facts) -> Result:
         return Result("image.integrity", "Image integrity", Status.SKIP,
                       f"{img['format']}: {img.get('note', 'no digests to verify')}")
     return Result("image.integrity", "Image integrity", Status.PASS,
-                  f"{img['verified_blobs']} blobs match their sha256 digests; {img['layer_count']} layers, "
+                  f"{img['verified_blobs']} blobs match their sha256 digests; {img['layer_count']} "
+                  f"layer{'' if img['layer_count'] == 1 else 's'}, "
                   f"{img['uncompressed_bytes'] / 1e9:.2f} GB uncompressed, {img['entries']} entries",
                   observed={"format": img["format"], "layers": img["layer_count"]},
                   metrics={"size_bytes": img["uncompressed_bytes"], "layers_count": img["layer_count"]})
