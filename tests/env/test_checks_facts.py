@@ -255,3 +255,11 @@ def test_torch_build_checks_alone_for_the_image_audit() -> None:
     results = checks.evaluate(facts, only=checks.TORCH_BUILD_CHECKS)
     assert {r.id for r in results} == set(checks.TORCH_BUILD_CHECKS)
     assert all(r.status is Status.PASS for r in results), [(r.id, r.summary) for r in results]
+
+
+def test_pypi_wheel_metadata_without_local_tag_is_the_same_torch() -> None:
+    facts = make_facts(torch={"version": "2.11.0+cu130", "metadata_version": "2.11.0", "cuda": "13.0"},
+                       gpus={"driver_version": "580.159.04", "cuda_driver_version": "13.0"})
+    assert judge(facts)["env.torch.build"].status is Status.PASS
+    two = make_facts(torch={"version": "2.9.0+cu128", "metadata_version": "2.11.0"})
+    assert judge(two)["env.torch.build"].status is Status.WARN

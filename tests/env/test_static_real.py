@@ -194,8 +194,11 @@ def test_fresh_venv_without_torch_fails_with_install_command(tmp_path: Path) -> 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "env.torch.installed" in proc.stdout and "torch is not installed" in proc.stdout
-    assert f"{py} -m pip install" in proc.stdout and "--index-url https://download.pytorch.org/whl/" in proc.stdout
     assert "root cause: env.torch.installed" in proc.stdout
+    as_json = subprocess.run([str(venv / "bin" / "ddp-doctor"), "check", "--static", "--format", "json"],
+                             capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path, check=False)
+    remedy = by_id(json.loads(as_json.stdout))["env.torch.installed"]["remedy"]
+    assert f"{py} -m pip install" in remedy and "--index-url https://download.pytorch.org/whl/cpu" in remedy
 
 
 def test_environment_variables_limits_and_kubernetes_in_a_real_run() -> None:

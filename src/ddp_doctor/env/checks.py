@@ -193,7 +193,8 @@ def check_torch_build(facts: dict[str, Any]) -> Result:
     gpus = _section(facts, "gpus")
     observed = {"flavour": t.get("flavour"), "cuda": t.get("cuda"), "hip": t.get("hip"), "cudnn": t.get("cudnn")}
     meta_v, import_v = t.get("metadata_version"), t.get("version")
-    if meta_v and import_v and t.get("source") == "import" and meta_v != import_v:
+    # PyPI wheels carry no local tag in their metadata ("2.11.0") but report one ("2.11.0+cu130").
+    if meta_v and import_v and t.get("source") == "import" and str(meta_v).split("+")[0] != str(import_v).split("+")[0]:
         return Result("env.torch.build", title, Status.WARN,
                       f"pip metadata says torch {meta_v} but Python imports torch {import_v} from {t.get('location')}",
                       cause="two copies of torch: PYTHONPATH, a user site-packages or a source tree shadows the installed one",
