@@ -88,7 +88,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="alternating runs of each (default: 4)")
     parser.add_argument("--warmup-iters", type=int, default=5)
+    parser.add_argument("--nice", type=int, default=-10,
+                        help="scheduling priority for both methods' processes, so other jobs on the machine "
+                             "disturb them less (negative needs root; default: -10; 0 to leave it)")
     args = parser.parse_args()
+    if args.nice:
+        try:
+            os.nice(args.nice)  # inherited by every torchrun and rank started below, for both methods alike
+        except PermissionError:
+            print(f"(cannot change priority by {args.nice} without root; running at the default)", file=sys.stderr)
     doctor_runs: dict[int, list[float]] = {}
     hand_runs: dict[int, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-vs-hand-") as tmp:
