@@ -84,3 +84,26 @@ def real_images(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> dic
                            check=True, capture_output=True, timeout=60)
         out[name] = files
     return out
+
+
+@pytest.fixture(scope="session")
+def slimmed_image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A good image 'slimmed' by `podman build` with `RUN rm -rf .../nvidia/nccl`: real whiteouts in layer 2."""
+    base = tmp_path_factory.mktemp("slim")
+    rootfs = imgbuild.torch_rootfs(base / "rootfs")
+    for src, rel in (("/bin/dash", "bin/sh"), ("/bin/rm", "bin/rm")):  # just enough to RUN rm
+        (rootfs / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, rootfs / rel)
+    for lib in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"):
+        (rootfs / lib[1:]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(lib, rootfs / lib[1:])
+    tarball = imgbuild.tar_dir(rootfs, base / "base.tar")
+    podman("import", "--change", "ENV=PATH=/usr/local/bin:/bin", "--change", "USER=1000", str(tarball), "localhost/ddp-doctor-test/base:1")
+    sp = f"/{imgbuild.SP}"
+    (base / "Containerfile").write_text(f"FROM localhost/ddp-doctor-test/base:1\nUSER 0:0\n"
+                                        f"RUN rm -rf {sp}/nvidia/nccl {sp}/nvidia_nccl_cu12-2.21.5.dist-info\nUSER 1000\n")
+    podman("build", "-q", "-t", "localhost/ddp-doctor-test/slim:1", str(base))
+    out = {"docker-archive": base / "slim.docker.tar", "oci-archive": base / "slim.oci.tar"}
+    podman("save", "--format", "docker-archive", "-o", str(out["docker-archive"]), "localhost/ddp-doctor-test/slim:1")
+    podman("save", "--format", "oci-archive", "-o", str(out["oci-archive"]), "localhost/ddp-doctor-test/slim:1")
+    return out

@@ -85,3 +85,13 @@ def test_text_report_names_the_run_command(real_images: dict[str, dict[str, Path
     remedy = {r["id"]: r for r in json.loads(proc.stdout)["results"]}["image.run_command"]["remedy"]
     assert "docker run --rm --gpus all --shm-size=8g" in remedy and "localhost/ddp-doctor-test/good:1" in remedy
     assert "medium: Memory" in remedy and "nvidia.com/gpu" in remedy
+
+
+@pytest.mark.parametrize("fmt", ("docker-archive", "oci-archive"))
+def test_whiteouts_written_by_podman_build(slimmed_image: dict[str, Path], fmt: str) -> None:
+    rc, report = audit(slimmed_image[fmt])
+    image = report["facts"]["image"]
+    assert image["layer_count"] == 2 and image["whiteouts"] >= 2
+    assert rc == 1 and report["by_id"]["image.nccl"]["status"] == "fail"
+    assert "cannot run DDP on GPUs" in report["by_id"]["image.nccl"]["summary"]
+    assert report["by_id"]["image.torchrun"]["status"] == "pass"  # the rest of the lower layer is still there
