@@ -15,7 +15,8 @@ import pytest
 
 from tests.image import imgbuild
 
-CONTAINERS_CONF = '[engine]\nruntime = "runc"\n[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n'
+# lock_type "file": podman's default shm lock (/dev/shm/libpod_lock) would outlive the tests
+CONTAINERS_CONF = '[engine]\nruntime = "runc"\nlock_type = "file"\n[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n'
 VARIANTS = {
     "good": ({"nccl": "wheel"}, "1000"),
     "bundled": ({"nccl": "torch_lib"}, "1000"),
