@@ -56,6 +56,7 @@ def test_output_file_is_written_whole(tmp_path: Path) -> None:
     assert proc.stdout == ""
     assert json.loads(out.read_text())["command"] == "check"
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    assert out.stat().st_mode & 0o044 == 0o044  # readable by others, like any file the user writes
 
 
 def test_internal_error_is_one_line_with_a_log(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

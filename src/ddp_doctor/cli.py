@@ -70,6 +70,10 @@ def _write(text: str, output: str | None) -> None:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ddp-doctor-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        # mkstemp makes the file 0600; a report is an ordinary file, so honour the umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, output)
     except OSError as exc:
         raise DoctorError(f"cannot write {output}: {exc.strerror or exc}") from None
