@@ -11,12 +11,18 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | Path | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run `python -m ddp_doctor ARGS` as a real process, as a user would."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddp_doctor", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,  # type: ignore[arg-type]
+        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input,
     )
 
 
