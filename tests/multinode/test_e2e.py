@@ -66,6 +66,20 @@ def _report(out: Path, node_rank: int) -> dict[str, Any]:
     return json.loads((out / f"node{node_rank}.json").read_text())
 
 
+def _failures(out: Path, nodes: int) -> str:
+    """The failed results of each node's report, for an assertion message."""
+    lines = []
+    for n in range(nodes):
+        try:
+            report = _report(out, n)
+        except (OSError, ValueError) as exc:
+            lines.append(f"node {n}: no report ({exc})")
+            continue
+        lines += [f"node {n}: {r['id']} rank {r.get('rank')}: {r['summary'][:300]}" for r in report["results"]
+                  if r["status"] in ("fail", "error")]
+    return "\n".join(lines) + "\n"
+
+
 def _by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in report["results"] if r.get("rank") is None}
 
@@ -93,7 +107,7 @@ def test_two_nodes_pass_with_one_cluster_report(make_cluster: Callable[[int], Cl
     skew = {1: {"DDP_DOCTOR_TEST_CLOCK_OFFSET_S": "3"}} if nproc == 1 else {}
     procs, rdzv_id = _start(c, c.hosts, tmp_path, nproc, envs=skew)
     (rc0, err0), (rc1, err1) = _wait(procs, TIMEOUT_S + 30)
-    assert (rc0, rc1) == (0, 0), err0[-3000:] + err1[-3000:]
+    assert (rc0, rc1) == (0, 0), _failures(tmp_path, 2) + err0[-2000:] + err1[-2000:]
     cluster_report, local = _report(tmp_path, 0), _report(tmp_path, 1)
     results = _by_id(cluster_report)
     assert results["multinode.joined"]["summary"] == "2 of 2 nodes joined"
@@ -106,8 +120,9 @@ def test_two_nodes_pass_with_one_cluster_report(make_cluster: Callable[[int], Cl
     skew_result = results["multinode.clock_skew"]
     if nproc == 1:
         assert skew_result["status"] == "warn", skew_result
-        assert 2.9 < skew_result["metrics"]["max_clock_skew_s"] < 3.1
-        assert skew_result["summary"].startswith("node 1 (node1)'s clock is +3.0")
+        # NTP-style: the error is at most half the best round trip, which a loaded machine stretches.
+        assert abs(skew_result["metrics"]["max_clock_skew_s"] - 3.0) < 0.5, skew_result
+        assert skew_result["summary"].startswith("node 1 (node1)'s clock is +"), skew_result
     else:
         assert skew_result["status"] == "pass" and skew_result["metrics"]["max_clock_skew_s"] < 0.5
     # Node 0's report holds every rank of the cluster, each with its node.
@@ -188,7 +203,7 @@ def test_link_cut_mid_run_is_named_without_hang_or_orphans(make_cluster: Callabl
     c.cut(c.hosts[1])
     (rc0, err0), (rc1, err1) = _wait(procs, timeout + 20)
     assert time.monotonic() - start < timeout + 15
-    assert (rc0, rc1) == (1, 1), err0[-2000:] + err1[-2000:]
+    assert (rc0, rc1) == (1, 1), _failures(tmp_path, 2) + err0[-2000:] + err1[-2000:]
     node0, node1 = _report(tmp_path, 0), _report(tmp_path, 1)
     for report in (node0, node1):
         assert report["root_cause"] == "multinode.link_lost", [r["id"] for r in report["results"]
