@@ -35,7 +35,13 @@ def test_table_row_shape() -> None:
     r = op_result("all_reduce", "fp32", {"status": "ok", "points": [_point(1048576, True, 0)]}, several_dtypes=False,
                   world_size=2, backend="gloo")
     text = render_result(r)
-    row = [ln for ln in text.splitlines() if ln.startswith("     1048576")][0]
+    row = next(ln for ln in text.splitlines() if ln.startswith("     1048576"))
     assert row.split() == ["1048576", "262144", "float", "sum", "-1", "N/A", "N/A", "N/A", "N/A",
                            "100.0", "10.49", "10.49", "0"]
     assert "# Avg bus bandwidth    : 10.4858" in text
+
+
+def test_one_rank_is_not_an_interconnect_number() -> None:
+    r = op_result("broadcast", "fp32", {"status": "ok", "points": [_point(1 << 30, True, 0)]}, several_dtypes=False,
+                  world_size=1, backend="nccl")
+    assert r.status is Status.PASS and "with 1 rank nothing crosses a link" in r.summary

@@ -124,3 +124,26 @@ def test_nccl_without_gpu_is_a_usage_error() -> None:
     proc = run_cli("bench", "--backend", "nccl")
     assert proc.returncode == 2
     assert "needs a visible NVIDIA GPU" in proc.stderr and "--backend gloo" in proc.stderr
+
+
+def test_killed_rank_is_named_and_earlier_ops_survive() -> None:
+    # The live chain's test-only fault switch: rank 1 SIGKILLs itself when all_gather starts.
+    proc = run_cli("bench", "--backend", "gloo", "--nproc", "2", "--ops", "all_reduce,all_gather", "--max-bytes", "4K",
+                   "--iters", "2", "--timeout", "60", "--format", "json",
+                   env={"DDP_DOCTOR_FAULT": "rank=1,phase=all_gather,action=kill"}, timeout=90)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["bench.all_reduce"]["status"] == "pass"  # measured before the crash, kept
+    assert report["root_cause"].startswith("diag.")  # the diagnosis of the dead rank, not its consequences
+    launch = by_id["bench.launch"]
+    assert launch["status"] == "fail"
+    assert "rank 1 was killed by signal 9 (SIGKILL)" in launch["summary"], launch["summary"]
+    assert launch["observed"]["exit_codes"].get("rank 1") == -9, launch["observed"]
+    # Rank 0 was left waiting in all_gather for its dead peer: that op is an error, not a number.
+    assert by_id["bench.all_gather"]["status"] == "error"
+
+
+def test_ops_none_needs_gpu_health() -> None:
+    proc = run_cli("bench", "--ops", "none")
+    assert proc.returncode == 2 and "--gpu-health" in proc.stderr

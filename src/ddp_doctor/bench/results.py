@@ -93,6 +93,9 @@ def op_result(op: str, dtype: str, entry: dict[str, Any], *, several_dtypes: boo
         suffix = ""
     else:
         suffix = "; values checked" if checked and len(checked) == len(points) else "; values not checked"
+        if world_size == 1:
+            suffix += ("; with 1 rank nothing crosses a link (in-place calls do no work), so these are not "
+                       "interconnect numbers: use --nproc 2 or more")
     return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
 
 

@@ -6,6 +6,7 @@ No torch here: the ranks import it (bench/worker.py), the parent only reads thei
 from __future__ import annotations
 
 import json
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,20 @@ def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
     failure = _launch_failure(spec, outcome, ranks, done)
     if failure:
         report.extend(failure)
+        # A dead or stuck rank explains the ops that failed after it: the diagnosis (root cause
+        # first) if there is one, else the launch result.
+        report.root_cause = failure[1].id if len(failure) > 1 else failure[0].id
     return report
+
+
+def _how_it_ended(code: int) -> str:
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    if number:
+        try:
+            return f"was killed by signal {number} ({signal.Signals(number).name})"
+        except ValueError:
+            return f"was killed by signal {number}"
+    return f"exited with {code}"
 
 
 def _launch_failure(spec: SweepSpec, outcome: Any, ranks: dict[int, dict[str, Any]],
@@ -109,8 +123,11 @@ def _launch_failure(spec: SweepSpec, outcome: Any, ranks: dict[int, dict[str, An
         summary = (f"the sweep did not finish within --timeout {spec.timeout_s:g} s; {where}; "
                    f"not measured: {', '.join(missing) or 'none'}")
     else:
-        summary = (f"torchrun exited with {outcome.returncode}; unfinished ranks {unfinished or 'none'} ({where}); "
-                   f"not measured: {', '.join(missing) or 'none'}")
+        ended = "; ".join(f"{name} {_how_it_ended(code)}" for name, code in sorted(outcome.exit_codes.items())
+                          if name.startswith("rank ") and code != 0)
+        summary = (f"torchrun exited with {outcome.returncode}" + (f"; {ended}" if ended else "")
+                   + f"; unfinished ranks {unfinished or 'none'} ({where})"
+                   + (f"; not measured: {', '.join(missing)}" if missing else ""))
     evidence = [Evidence(f"rank-{r}.stack", text.strip().splitlines()[-1][:300])
                 for r, text in sorted(outcome.stacks.items()) if text.strip()]
     for name, lines in sorted(outcome.logs.items()):

@@ -36,7 +36,9 @@ MODES: dict[str, tuple[bool, ...]] = {
     "barrier": (OUT_OF_PLACE,),
 }
 
+# torch 2.13 renamed the tensor forms (the old names warn); older torch has only the old ones.
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 @dataclass
@@ -146,7 +148,7 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
             inp.copy_(copy_pattern(r, _idx(c, ctx)))
         return Buffers(
             inp, out,
-            call=lambda: dist.all_gather_into_tensor(out, inp),
+            call=lambda: _all_gather(out, inp),
             fill=fill_gather,
             wrong=lambda: _count_wrong(out, expected_gather(), dtype, True),
         )

@@ -74,7 +74,12 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         rankio.heartbeat("gpu_health")
         payload["health"] = _health(ctx, torch, dist)
 
+    from ddp_doctor.live import faults as faults_mod
+
+    # The live chain's test-only fault switch (DDP_DOCTOR_FAULT), with the op names as phases.
+    faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
     for op in cfg["ops"]:
+        faults_mod.trigger(faults, rank, op)
         # A barrier moves no data: once, whatever the dtypes.
         for dtype in cfg["dtypes"][:1] if op == "barrier" else cfg["dtypes"]:
             rankio.heartbeat("bench", step=f"{op} {dtype}")

@@ -33,11 +33,13 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-def _list(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str], tuple[str, ...]]:
     def parse(text: str) -> tuple[str, ...]:
         items = tuple(x.strip() for x in text.split(",") if x.strip())
         if items == ("all",):
             return choices
+        if items == ("none",) and allow_none:
+            return ()
         bad = [x for x in items if x not in choices]
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{','.join(bad) or text!r}: choose from {','.join(choices)} (or all)")
@@ -49,8 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--ops", type=_list(formulas.OPS), default=formulas.OPS, metavar="OP,...",
-                       help=f"collectives to measure: {','.join(formulas.OPS)} (default: all)")
+    sweep.add_argument("--ops", type=_list(formulas.OPS, allow_none=True), default=formulas.OPS, metavar="OP,...",
+                       help=f"collectives to measure: {','.join(formulas.OPS)} (default: all; none with "
+                            "--gpu-health for the GPU numbers alone)")
     sweep.add_argument("--min-bytes", type=parse_size, default=DEFAULT_MIN_BYTES, metavar="B",
                        help="smallest message (default: 1K)")
     sweep.add_argument("--max-bytes", type=parse_size, metavar="B",
@@ -94,6 +97,8 @@ def _gpu_count() -> int:
 
 
 def _validate(args: argparse.Namespace) -> None:
+    if not args.ops and not args.gpu_health and not args.import_file:
+        raise UsageError("--ops none measures nothing; add --gpu-health (GPU numbers only) or name some ops")
     for name in ("iters", "warmup_iters"):
         if getattr(args, name) < (1 if name == "iters" else 0):
             raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a positive number")
