@@ -107,3 +107,22 @@ def test_docker_save_layer_symlinks(tmp_path: Path) -> None:
     assert load(str(archive(tmp_path / "ok.tar", f"../{hexname}.tar"))).tree.lookup("/etc/hello") is not None
     with pytest.raises(InputError, match="points outside the archive"):
         load(str(archive(tmp_path / "bad.tar", f"../../{hexname}.tar")))
+
+
+def test_gzip_with_and_without_isal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+    import zlib
+
+    from ddp_doctor.image import streams
+
+    data = layer([("f", "file", b"x" * 100_000), ("g", "file", b"y")])
+    two_members = gzip.compress(data[:4096]) + gzip.compress(data[4096:])  # pigz-style concatenation
+    from tests.image.imgbuild import config, sha
+
+    path = oci_layout(tmp_path / "img", [two_members], compression="raw", cfg=config([sha(data)]))
+    broken = oci_layout(tmp_path / "bad", [two_members[:-20]], compression="raw", cfg=config([sha(data)]))
+    for module in {streams._ZLIB, zlib}:
+        monkeypatch.setattr(streams, "_ZLIB", module)
+        assert {"/f", "/g"} <= names(path)
+        with pytest.raises(InputError, match="truncated|not valid gzip"):
+            load(str(broken))
