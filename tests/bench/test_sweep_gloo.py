@@ -112,6 +112,7 @@ def test_timeout_reports_where_ranks_were_and_leaves_nothing(tmp_path: Path) -> 
     (("--iters", "0"), "--iters"),
     (("--dtype", "fp64"), "fp64"),
     (("--nproc", "0"), "--nproc"),
+    (("--import", "x.log", "--gpu-health"), "--gpu-health"),
 ])
 def test_bad_flags_exit_2(args: tuple[str, ...], message: str) -> None:
     proc = run_cli("bench", *args)

@@ -97,6 +97,8 @@ def _gpu_count() -> int:
 
 
 def _validate(args: argparse.Namespace) -> None:
+    if args.import_file and args.gpu_health:
+        raise UsageError("--gpu-health measures this machine's GPUs, --import only reads a log: use one of them")
     if not args.ops and not args.gpu_health and not args.import_file:
         raise UsageError("--ops none measures nothing; add --gpu-health (GPU numbers only) or name some ops")
     for name in ("iters", "warmup_iters"):
