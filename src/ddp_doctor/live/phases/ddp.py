@@ -1,6 +1,11 @@
-"""ddp: a small real model trained with DDP and SGD+momentum; proven against a single process.
+"""ddp: a small real model trained with DDP and Adam; proven against a single process.
 
 Each rank starts from different random weights, so DDP's initial broadcast is tested too.
+Data and weights are drawn on the CPU from fixed seeds and then moved, so every device and
+backend trains the same problem. The problem is well-conditioned at every world size: unit-variance
+inputs and targets, and Adam (whose step size does not scale with the gradient) at a modest lr.
+The first version used SGD (lr 0.05, momentum 0.9) on targets of variance ~11: it converged with
+2 ranks (global batch 64) but diverged with 1 rank (batch 32), which is what one H200 ran.
 At every step the DDP gradients are compared with those of one process that holds the same
 weights and sees the concatenated global batch; the tolerance is |g - g_ref| <= ATOL + RTOL * |g_ref|
 (fp32 accumulation in a different order is the only expected difference; TF32 is off).
@@ -20,20 +25,36 @@ ATOL = 1e-5
 RTOL = 1e-4
 LOCAL_BATCH = 32
 IN, HIDDEN = 32, 128
+LR = 3e-3
+LOSS_RATIO = 0.9  # the mean of the last 3 losses must be below this share of the first
 
 
 def _model(torch: Any, seed: int, device: Any) -> Any:
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, HIDDEN),
-                               torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1)).to(device)
+    # Built on the CPU from its own seed (the global RNG is restored afterwards), then moved.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, HIDDEN),
+                                    torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1))
+    return model.to(device)
 
 
-def _global_batch(torch: Any, step: int, world: int, device: Any) -> tuple[Any, Any]:
+def _optimizer(torch: Any, params: Any) -> Any:
+    return torch.optim.Adam(params, lr=LR)
+
+
+def _global_batch(torch: Any, step: int, world: int, device: Any, scale: float = 1.0) -> tuple[Any, Any]:
+    """x ~ N(0, scale^2), y = x . w_true + noise with |w_true| = 1: Var(y) = scale^2 (scale: tests only)."""
     g = torch.Generator().manual_seed(10_000 + step)
-    x = torch.randn(world * LOCAL_BATCH, IN, generator=g)
+    x = scale * torch.randn(world * LOCAL_BATCH, IN, generator=g)
     w_true = torch.linspace(-1, 1, IN)
+    w_true = w_true / w_true.norm()
     y = (x @ w_true).unsqueeze(1) + 0.01 * torch.randn(world * LOCAL_BATCH, 1, generator=g)
     return x.to(device), y.to(device)
+
+
+def loss_went_down(losses: list[float]) -> tuple[bool, float, float]:
+    first, last = losses[0], sum(losses[-3:]) / min(3, len(losses))
+    return last < LOSS_RATIO * first, first, last
 
 
 class NvmlSampler(threading.Thread):
@@ -100,7 +121,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     local = _model(torch, 1000 + r, dev)
     ddp = DDP(local, device_ids=[dev.index] if dev.type == "cuda" else None)
     reference = _model(torch, 0, dev)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    opt = _optimizer(torch, ddp.parameters())
     loss_fn = torch.nn.MSELoss()
     losses, step_ms = [], []
     worst = 0.0
@@ -148,10 +169,9 @@ def run(ctx: Any) -> list[dict[str, Any]]:
               remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
               if differing else None),
     ]
-    first, last = losses_f[0], sum(losses_f[-3:]) / min(3, len(losses_f))
-    down = last < 0.9 * first
+    down, first, last = loss_went_down(losses_f)
     checks.append(check("live.ddp.loss", "pass" if down else "fail",
-                        f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps" + ("" if down else ", expected < 90% of the first"),
+                        f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps" + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
                         metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
                         cause=None if down else "training did not make progress: gradients are wrong or not applied",
                         remedy=None if down else "see live.ddp.grad_reference"))
