@@ -106,3 +106,32 @@ def test_rank_that_crashes_before_its_first_phase_is_named() -> None:
     m = merge(outcome(ranks, beats, {"rank 1": 1}, error_files=errors), plan())
     assert m.root is not None and (m.root.rank, m.root.phase) == (1, "init")
     assert "before its first phase" in m.root.summary and "libcudart" in m.root.summary
+
+
+def test_a_warning_diagnosis_never_lends_its_remedy_to_a_failing_phase() -> None:
+    """Rank 1 raised in ddp; its log also shows a SIGTERM line, which only matches the warning diag.sigterm."""
+    from ddp_doctor.diagnose import signature
+
+    error = {"type": "RuntimeError", "message": "boom in ddp", "traceback": "RuntimeError: boom in ddp"}
+    ranks = {0: payload(0, [passed(n, 10.0 + i) for i, n in enumerate(PHASES)]),
+             1: payload(1, [passed(n, 10.0 + i) for i, n in enumerate(PHASES[:4])]
+                        + [{"name": "ddp", "status": "fail", "kind": "error", "started": 14.0, "failed_at": 14.5,
+                            "error": error}])}
+    beats = {0: {"phase": "done", "time": 16.0, "pid": 100}, 1: {"phase": "done", "time": 14.6, "pid": 101}}
+    log = ["torch.distributed.elastic.multiprocessing.api.SignalException: Process 1200 got signal: 15"]
+    m = merge(outcome(ranks, beats, {"rank 1": 1, "torchrun": 1}, logs={"rank-1.log": log}), plan())
+    failed = next(r for r in m.results if r.id == "live.ddp" and r.rank == 1)
+    assert failed.status.value == "fail" and "diag.sigterm" in failed.observed["diagnosis"]
+    sigterm = signature("diag.sigterm")
+    assert sigterm is not None and sigterm["severity"] == "warn"
+    assert failed.remedy != sigterm["remedy"] and failed.cause != sigterm["cause"]
+
+
+def test_first_failure_skips_warnings() -> None:
+    from ddp_doctor.live.merge import first_failure
+    from ddp_doctor.report import Result, Status
+
+    warn = Result("diag.w", "w", Status.WARN, "w", remedy="warn remedy")
+    fail = Result("diag.f", "f", Status.FAIL, "f", remedy="fail remedy")
+    assert first_failure([warn, fail]) is fail
+    assert first_failure([warn]) is None and first_failure([]) is None

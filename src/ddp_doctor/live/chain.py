@@ -18,7 +18,7 @@ from typing import Any
 
 from ddp_doctor.errors import UsageError
 from ddp_doctor.live import launch as launcher
-from ddp_doctor.live.merge import Plan, merge
+from ddp_doctor.live.merge import Plan, first_failure, merge
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.report import Evidence, Report, Result, Status
 
@@ -144,8 +144,10 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
         found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
     except ImportError:
         found = []
+    top = first_failure(found)
+    if top:
+        r.cause, r.remedy = top.cause or r.cause, top.remedy or r.remedy
     if found:
-        r.cause, r.remedy = found[0].cause or r.cause, found[0].remedy or r.remedy
         r.observed["diagnosis"] = [d.id for d in found]
     return r
 

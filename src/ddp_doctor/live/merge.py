@@ -74,6 +74,12 @@ def _diagnose(sources: dict[str, list[str]], codes: dict[str, int]) -> list[Resu
     return diagnose(sources, codes)
 
 
+def first_failure(found: list[Result]) -> Result | None:
+    """The diagnosis that explains a failure: the first one with status fail. A warning (e.g. diag.sigterm,
+    a consequence of another rank's failure) must never lend its cause or remedy to a failing phase."""
+    return next((d for d in found if d.status is Status.FAIL), None)
+
+
 def _evidence_from(lines: list[str], source: str, limit: int = 8) -> list[Evidence]:
     picked = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()][-limit:]
     return [Evidence(source, ln[:500], i) for i, ln in picked]
@@ -86,10 +92,11 @@ def _apply_diagnosis(result: Result, rank: int, outcome: RunOutcome, extra: list
     codes = {k: v for k, v in outcome.exit_codes.items() if k == f"rank {rank}"}
     found = _diagnose(sources, codes)
     if found:
-        top = found[0]
+        result.observed["diagnosis"] = [d.id for d in found]
+    top = first_failure(found)
+    if top:
         result.cause = top.cause or result.cause
         result.remedy = top.remedy or result.remedy
-        result.observed["diagnosis"] = [d.id for d in found]
         result.evidence.extend(top.evidence[:4])
     if log:
         result.evidence.extend(_evidence_from(log, f"rank-{rank}.log", 6))
