@@ -26,6 +26,25 @@ def run_cli(
     )
 
 
+# Linux hands a process the peak RSS of the image it exec'd from, so a child of a large pytest
+# process reports pytest's size. A small Python in between forks the measured command itself.
+_PEAK_RSS_PROBE = (
+    "import os, subprocess, sys\n"
+    "with open(sys.argv[1], 'wb') as out:\n"
+    "    p = subprocess.Popen(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL)\n"
+    "    _, status, usage = os.wait4(p.pid, 0)\n"
+    "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)\n"
+)
+
+
+def run_measuring_peak_rss(argv: list[str], stdout_path: Path, timeout: float = 300) -> tuple[int, int]:
+    """Run argv with stdout to a file; return (exit code, peak RSS in bytes of that process alone)."""
+    probe = subprocess.run([sys.executable, "-c", _PEAK_RSS_PROBE, str(stdout_path), *argv],
+                           capture_output=True, text=True, timeout=timeout, check=True)
+    code, rss = probe.stdout.split()
+    return int(code), int(rss)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     is_root = os.geteuid() == 0
     has_gpu = Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()

@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_measuring_peak_rss
 
 CASCADE_LOG = """\
 W1202 10:00:00.000000 100 torch/distributed/run.py:793] *****************************************
@@ -112,8 +112,6 @@ def test_binary_file_is_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_a_100_mb_line_in_bounded_memory(tmp_path: Path) -> None:
-    import os
-    import subprocess
     import sys
 
     path = tmp_path / "one-line.log"
@@ -122,15 +120,11 @@ def test_a_100_mb_line_in_bounded_memory(tmp_path: Path) -> None:
             f.write(b"y" * (1 << 20))
         f.write(b" torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     out_path = tmp_path / "report.json"
-    with out_path.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ddp_doctor", "explain", str(path), "--format", "json"],
-                                stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)  # rusage of this child alone: its peak RSS
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    code, peak_rss = run_measuring_peak_rss([sys.executable, "-m", "ddp_doctor", "explain", str(path), "--format", "json"], out_path)
     report = json.loads(out_path.read_text())
-    assert proc.returncode == 1 and report["root_cause"] == "diag.cuda_oom"
+    assert code == 1 and report["root_cause"] == "diag.cuda_oom"
     assert report["facts"]["log"]["bytes"] > 100 << 20
-    assert usage.ru_maxrss * 1024 < 200 << 20, f"peak RSS {usage.ru_maxrss / 1024:.0f} MiB"
+    assert peak_rss < 200 << 20, f"peak RSS {peak_rss / 2**20:.0f} MiB"
 
 
 def test_hypothesis_arbitrary_lines_never_crash() -> None:
