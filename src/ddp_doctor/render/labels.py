@@ -34,4 +34,5 @@ def counts(report: Report) -> str:
 
 
 def needs_detail(result: Result) -> bool:
-    return result.status in (Status.WARN, Status.FAIL, Status.ERROR)
+    # A passing result carries a remedy only on purpose (e.g. the command to run an image with).
+    return result.status in (Status.WARN, Status.FAIL, Status.ERROR) or bool(result.remedy)
