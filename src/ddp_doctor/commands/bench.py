@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 from collections.abc import Callable
 
 from ddp_doctor.bench import formulas
-from ddp_doctor.commands import Printed
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report
 
@@ -140,8 +138,7 @@ def _measure(args: argparse.Namespace) -> Report:
     return run(spec, Report.for_host("bench"))
 
 
-def run(args: argparse.Namespace) -> Report | Printed:
-    started = time.monotonic()
+def run(args: argparse.Namespace) -> Report:
     _validate(args)
     if args.import_file:
         from ddp_doctor.bench import nccl_tests_import
@@ -167,13 +164,4 @@ def run(args: argparse.Namespace) -> Report | Printed:
 
         plot.write(args.plot, runs)
         report.facts["plot"] = args.plot
-    if args.format != "text":
-        return report
-    # Text: the nccl-tests tables first, then the usual verdict and details.
-    from ddp_doctor.bench.table import render_tables
-    from ddp_doctor.cli import use_color
-    from ddp_doctor.render import render
-
-    report.finish(started)
-    text = render_tables(report) + render(report, "text", color=use_color(args.output))
-    return Printed(text, report.exit_code(strict=args.strict))
+    return report

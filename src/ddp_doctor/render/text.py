@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import io
 
 from rich.console import Console
@@ -11,6 +12,9 @@ from ddp_doctor.report import Report, Result
 
 WIDTH = 140
 
+# Reports that open with a section in their own shape: (module, function(report) -> str).
+PREAMBLES = {"bench": ("ddp_doctor.bench.table", "render_tables")}
+
 
 def _rank_cell(r: Result) -> str:
     if r.rank is None:
@@ -20,6 +24,9 @@ def _rank_cell(r: Result) -> str:
 
 def render(report: Report, color: bool = False) -> str:
     buf = io.StringIO()
+    if report.command in PREAMBLES:
+        module, function = PREAMBLES[report.command]
+        buf.write(getattr(importlib.import_module(module), function)(report))
     console = Console(file=buf, force_terminal=color, no_color=not color, width=WIDTH, highlight=False, soft_wrap=False)
     verdict = report.verdict().value
     console.print(Text.assemble(
