@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,13 @@ def run_cli(
     timeout: float = 120,
     cwd: str | Path | None = None,
     input: str | None = None,
+    preexec_fn: Callable[[], object] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m ddp_doctor ARGS` as a real process, as a user would."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddp_doctor", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input,
+        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input, preexec_fn=preexec_fn,
     )
 
 
