@@ -26,3 +26,26 @@ class PeerError(RuntimeError):
     def __init__(self, message: str, blame_ranks: list[int]):
         super().__init__(message)
         self.blame_ranks = blame_ranks
+
+
+def all_gather_objects(ctx: Any, obj: Any) -> list[Any]:
+    """dist.all_gather_object without numpy.
+
+    torch's own version turns the received bytes back through `tensor.numpy()`, so it raises
+    "Numpy is not available" in the many images that ship torch without numpy.
+    """
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+    data = pickle.dumps(obj)
+    size = torch.tensor([len(data)], dtype=torch.int64, device=ctx.device)
+    sizes = [torch.zeros_like(size) for _ in range(ctx.world_size)]
+    dist.all_gather(sizes, size)
+    lengths = [int(s.item()) for s in sizes]
+    buf = torch.zeros(max(lengths), dtype=torch.uint8, device=ctx.device)
+    buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(ctx.device)
+    bufs = [torch.empty_like(buf) for _ in range(ctx.world_size)]
+    dist.all_gather(bufs, buf)
+    return [pickle.loads(bytes(b[:n].cpu().tolist())) for b, n in zip(bufs, lengths)]

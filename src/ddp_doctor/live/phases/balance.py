@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ddp_doctor.live import faults as faults_mod
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import all_gather_objects, check
 
 STRAGGLER = 1.15  # a rank whose compute median is > 15% above the median rank
 COMPUTE_STEPS = 20
@@ -30,7 +30,6 @@ def _p95(xs: list[float]) -> float:
 
 def run(ctx: Any) -> list[dict[str, Any]]:
     import torch
-    import torch.distributed as dist
 
     from ddp_doctor.live.phases.ddp import IN, LOCAL_BATCH
 
@@ -59,8 +58,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             "compute_ms_median": round(_median(compute_ms[2:]), 3), "compute_ms_p95": round(_p95(compute_ms[2:]), 3),
             "nvml": (ctx.payload.get("ddp") or {}).get("nvml"), "device": ctx.payload.get("device")}
     ctx.step("gather")
-    everyone: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(everyone, mine)
+    everyone = all_gather_objects(ctx, mine)
     ctx.payload["balance"] = {"ranks": everyone}
     medians = [e["compute_ms_median"] for e in everyone]
     middle = _median(medians)

@@ -36,9 +36,18 @@ def _torch_facts() -> dict[str, Any]:
         "distributed": dist.is_available(),
         "backends": {"nccl": dist.is_nccl_available(), "gloo": dist.is_gloo_available(), "mpi": dist.is_mpi_available()},
         "nccl_version": nccl_version,
+        "numpy": _numpy_version(),
         "cuda_available": torch.cuda.is_available(),
         "device_count": torch.cuda.device_count() if torch.version.cuda or hip else 0,
     }
+
+
+def _numpy_version() -> str | None:
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return str(numpy.__version__)
 
 
 def _env_check(ctx: Any) -> dict[str, Any]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import all_gather_objects, check
 
 DATASET_LEN = 1003  # not a multiple of common world sizes, so padding and drop_last matter
 
 
 def _shards(ctx: Any, epoch: int, drop_last: bool) -> list[list[int]]:
-    import torch.distributed as dist
     from torch.utils.data.distributed import DistributedSampler
 
     dataset: Any = range(DATASET_LEN)  # a Sequence is all DistributedSampler needs
@@ -20,9 +19,7 @@ def _shards(ctx: Any, epoch: int, drop_last: bool) -> list[list[int]]:
     mine = list(sampler)
     if len(mine) != len(sampler):
         raise RuntimeError(f"DistributedSampler yielded {len(mine)} indices but len() says {len(sampler)}")
-    everyone: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(everyone, mine)
-    return everyone
+    return all_gather_objects(ctx, mine)
 
 
 def _verify(shards: list[list[int]], world: int, drop_last: bool) -> list[str]:
