@@ -24,7 +24,7 @@ def test_healthy_gpu_node_passes_everything() -> None:
 
 def test_every_check_id_is_present_and_stable() -> None:
     ids = [r.id for r in checks.evaluate(make_facts())]
-    assert ids == ["env.python", "env.torch.installed", "env.torch.import", "env.torch.build", "env.official_build",
+    assert ids == ["env.python", "env.torch.installed", "env.torch.import", "env.torch.build", "env.numpy", "env.official_build",
                    "env.distributed", "env.nccl", "env.torchrun", "env.gpus", "env.driver_cuda", "env.gpu_arch",
                    "env.gpu_topology", "env.shm", "env.ulimits", "env.container", "env.user", "env.env_vars",
                    "env.network"]
@@ -263,3 +263,14 @@ def test_pypi_wheel_metadata_without_local_tag_is_the_same_torch() -> None:
     assert judge(facts)["env.torch.build"].status is Status.PASS
     two = make_facts(torch={"version": "2.9.0+cu128", "metadata_version": "2.11.0"})
     assert judge(two)["env.torch.build"].status is Status.WARN
+
+
+def test_numpy_missing_warns_about_the_object_collectives() -> None:
+    from ddp_doctor.env import checks
+    from tests.env.factsbuilder import make_facts
+
+    facts = make_facts(torch={"numpy": None})
+    result = next(r for r in checks.evaluate(facts) if r.id == "env.numpy")
+    assert result.status.value == "warn" and "Numpy is not available" in result.summary
+    facts["torch"]["numpy"] = "2.1.0"
+    assert next(r for r in checks.evaluate(facts) if r.id == "env.numpy").status.value == "pass"

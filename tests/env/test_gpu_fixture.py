@@ -43,8 +43,8 @@ def test_rejudged_verdicts(recorded: dict[str, Any]) -> None:
     n_gpus = recorded["facts"]["gpus"]["count"]
     assert statuses["env.gpu_topology"] == ("skip" if n_gpus < 2 else statuses["env.gpu_topology"])
     assert statuses["env.official_build"] == "pass"
-    # every check the recording machine ran is judged again here
-    assert set(statuses) == {r["id"] for r in recorded["results"]}
+    # every check the recording machine ran is judged again here (checks added since come on top)
+    assert {r["id"] for r in recorded["results"]} <= set(statuses)
 
 
 def test_nvml_facts_match_nvidia_smi(recorded: dict[str, Any]) -> None:

@@ -185,6 +185,24 @@ def check_torch_import(facts: dict[str, Any]) -> Result:
                   cause=cause, remedy=remedy, observed={"import_error": error[:2000]})
 
 
+def check_numpy(facts: dict[str, Any]) -> Result:
+    t = _section(facts, "torch")
+    title = "numpy beside torch"
+    if not _torch_ok(facts) or "numpy" not in t:
+        return _skip("env.numpy", title, "not probed (torch did not import here)")
+    if t["numpy"]:
+        return Result("env.numpy", title, Status.PASS, f"numpy {t['numpy']} imports beside torch {t.get('version')}",
+                      observed={"numpy": t["numpy"]})
+    return Result(
+        "env.numpy", title, Status.WARN,
+        "numpy is not importable; torch.distributed.all_gather_object / gather_object / broadcast_object_list "
+        "will raise 'Numpy is not available' (plain tensor collectives and DDP work)",
+        cause="torch does not require numpy, so slim images often lack it, but torch.distributed's *_object "
+              "collectives turn bytes back through tensor.numpy()",
+        remedy=f"{_python(facts)} -m pip install numpy   (Dockerfile: RUN pip install numpy)",
+        observed={"numpy": None}, expected={"numpy": "importable"})
+
+
 def check_torch_build(facts: dict[str, Any]) -> Result:
     t = _section(facts, "torch")
     title = "torch build flavour"
@@ -672,6 +690,7 @@ CHECKS: list[tuple[str, Callable[[dict[str, Any]], Result]]] = [
     ("env.torch.installed", check_torch_installed),
     ("env.torch.import", check_torch_import),
     ("env.torch.build", check_torch_build),
+    ("env.numpy", check_numpy),
     ("env.official_build", check_official_build),
     ("env.distributed", check_distributed),
     ("env.nccl", check_nccl),

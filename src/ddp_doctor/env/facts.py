@@ -70,6 +70,7 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
             facts["distributed"] = dist.get("available")
             facts["backends"] = dict(dist.get("backends") or facts["backends"])
             facts["nccl_version"] = data.get("nccl_version")
+            facts["numpy"] = data.get("numpy")
             facts["run_module"] = data.get("run_module")
             facts["import_s"] = data.get("import_s")
             if data.get("errors"):

@@ -115,7 +115,18 @@ def nccl_lib_version(path: str) -> str:
     return f"{c // 10000}.{c % 10000 // 100}.{c % 100}" if c >= 10000 else f"{c // 1000}.{c % 1000 // 100}.{c % 100}"
 
 
+def numpy_version() -> str | None:
+    # torch imports numpy itself when present, so this costs nothing more; without it,
+    # torch.distributed's *_object collectives raise "Numpy is not available".
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return str(numpy.__version__)
+
+
 attempt("cudnn", cudnn_version)
+attempt("numpy", numpy_version)
 attempt("arch_list", arch_list)
 attempt("dist", distributed)
 attempt("nccl_version", nccl_version)
