@@ -2,6 +2,7 @@
 
 Yardsticks, run in the same script, interleaved, on the same machine:
   minimal   torchrun --standalone --nproc-per-node 2 on a script doing one gloo all_reduce
+  min_ddp   the same with DDP() around a Linear and one backward (no target: what any DDP check pays)
   accelerate `accelerate test` with 2 CPU processes (MULTI_CPU), if accelerate is installed
 Targets: chain <= 1.3x minimal, chain <= 0.6x accelerate test, parent peak RSS < 100 MB.
 
@@ -32,6 +33,16 @@ dist.init_process_group("gloo")
 t = torch.ones(4)
 dist.all_reduce(t)
 assert t[0].item() == dist.get_world_size()
+dist.destroy_process_group()
+"""
+
+# Not a target: the floor of any check that uses DDP at all (DDP() imports torch._dynamo).
+MINIMAL_DDP = """\
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+model = DDP(torch.nn.Linear(4, 1))
+model(torch.ones(2, 4)).sum().backward()
 dist.destroy_process_group()
 """
 
@@ -92,14 +103,15 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     try:
         (work / "minimal.py").write_text(MINIMAL)
+        (work / "minimal_ddp.py").write_text(MINIMAL_DDP)
         launcher, _ = find_torchrun()
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1"}
         # An installed package has its bytecode; without this, a sandbox's PYTHONDONTWRITEBYTECODE=1 makes
         # every run of the chain (parent and each rank) recompile ddp-doctor's own modules, and only those.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        runs: dict[str, list[float]] = {"chain": [], "minimal": [], "accelerate": []}
-        cpu: dict[str, list[float]] = {"chain": [], "minimal": [], "accelerate": []}
+        runs: dict[str, list[float]] = {"chain": [], "minimal": [], "min_ddp": [], "accelerate": []}
+        cpu: dict[str, list[float]] = {"chain": [], "minimal": [], "min_ddp": [], "accelerate": []}
         rss: list[float] = []
         accelerate = shutil.which("accelerate", path=env["PATH"])
         for i in range(args.repeat):
@@ -113,6 +125,10 @@ def main() -> int:
             if rc == 0:
                 runs["minimal"].append(t)
                 cpu["minimal"].append(c)
+            t, rc, _, c = timed([*launcher, "--standalone", "--nproc-per-node", "2", str(work / "minimal_ddp.py")], env)
+            if rc == 0:
+                runs["min_ddp"].append(t)
+                cpu["min_ddp"].append(c)
             if accelerate:
                 cfg = work / "accelerate.yaml"
                 cfg.write_text(ACCELERATE_CONFIG.format(port=29650 + i))
@@ -130,6 +146,10 @@ def main() -> int:
         if "chain" in med and "minimal" in med:
             print(f"chain / minimal torchrun all_reduce: {med['chain'] / med['minimal']:.2f}x  (target <= 1.3x); "
                   f"fastest {min(runs['chain']) / min(runs['minimal']):.2f}x; CPU {cmed['chain'] / cmed['minimal']:.2f}x")
+        if "chain" in med and "min_ddp" in med:
+            print(f"chain / minimal DDP() + 1 step:      {med['chain'] / med['min_ddp']:.2f}x  (no target: the floor "
+                  f"of any DDP check); fastest {min(runs['chain']) / min(runs['min_ddp']):.2f}x; "
+                  f"CPU {cmed['chain'] / cmed['min_ddp']:.2f}x")
         if "chain" in med and "accelerate" in med:
             print(f"chain / accelerate test:             {med['chain'] / med['accelerate']:.2f}x  (target <= 0.6x); "
                   f"fastest {min(runs['chain']) / min(runs['accelerate']):.2f}x; "
