@@ -24,7 +24,7 @@ def run_cli(
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddp_doctor", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input, preexec_fn=preexec_fn,
+        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input, preexec_fn=preexec_fn, check=False,
     )
 
 

@@ -60,7 +60,7 @@ def test_output_file_is_written_whole(tmp_path: Path) -> None:
 
 
 def test_internal_error_is_one_line_with_a_log(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import ddp_doctor.commands.check as check
+    from ddp_doctor.commands import check
 
     def boom(args: object) -> None:
         raise RuntimeError("kaboom")

@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = outcome.finish(started)
         fmt = getattr(args, "format", "text")
         _write(render(report, fmt, color=use_color(getattr(args, "output", None))), getattr(args, "output", None))
-        return report.exit_code(strict=getattr(args, "strict", False))
+        return report.exit_code(strict=bool(getattr(args, "strict", False)))
     except DoctorError as exc:
         print(f"ddp-doctor: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_INTERNAL
-    except Exception as exc:  # the tool's own bug: one line, details in a log
+    except Exception as exc:  # noqa: BLE001 - the tool's own bug: one line, details in a log
         path = _crash_log(exc)
         print(f"ddp-doctor: internal error: {type(exc).__name__}: {exc} (full log: {path})", file=sys.stderr)
         return EXIT_INTERNAL
