@@ -22,6 +22,7 @@ from ddp_doctor import __version__
 from ddp_doctor.commands import Printed
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
 from ddp_doctor.render import FORMATS, render
+from ddp_doctor.report import Report
 
 COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render")
 
@@ -100,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        outcome = args._module.run(args)
+        outcome: Report | Printed = args._module.run(args)
         if isinstance(outcome, Printed):
             _write(outcome.text, getattr(args, "output", None))
             return outcome.exit_code
