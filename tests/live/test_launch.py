@@ -33,6 +33,16 @@ def test_standalone_single_node(tmp_path: Path) -> None:
     src = str(Path(launch.__file__).resolve().parents[2])
     assert env["PYTHONPATH"].split(os.pathsep)[0] == src
     assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["TMPDIR"] == str(launch.rank_tmp_dir(tmp_path)), "the ranks' temp files are removed with the run"
+
+
+def test_rank_tmp_dir_leaves_room_for_unix_sockets() -> None:
+    short = Path("/tmp/ddp-doctor-run-abc")
+    assert launch.rank_tmp_dir(short) == short / "tmp"
+    deep = Path("/tmp/" + "d" * 80 + "/ddp-doctor-run-abc")  # a long TMPDIR, as pytest's tmp_path can be
+    assert launch.rank_tmp_dir(deep) == Path("/tmp/ddp-doctor-run-abc-tmp")
+    socket_path = launch.rank_tmp_dir(deep) / "pymp-abcdefgh" / "listener-abcdefgh"
+    assert len(str(socket_path)) <= launch.UNIX_PATH_MAX
 
 
 def test_master_port_becomes_a_local_c10d_endpoint(tmp_path: Path) -> None:

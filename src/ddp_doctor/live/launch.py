@@ -36,6 +36,7 @@ STACK_WAIT_S = 1.5
 POLL_S = 0.05
 LOG_TAIL_LINES = 200
 TORCHRUN_MONITOR_INTERVAL_S = 0.1
+UNIX_PATH_MAX = 107
 _SRC_DIR = str(Path(__file__).resolve().parents[2])
 
 
@@ -117,6 +118,13 @@ def _is_local(host: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", "") or host == socket.gethostname()
 
 
+def rank_tmp_dir(run_dir: str | Path) -> Path:
+    """The ranks' TMPDIR: inside the run directory when AF_UNIX socket paths under it still fit
+    (multiprocessing puts pymp-XXXXXXXX/listener-XXXXXXXX there, 107 bytes at most), else a short one in /tmp."""
+    inside = Path(run_dir) / "tmp"
+    return inside if len(str(inside)) <= UNIX_PATH_MAX - 40 else Path("/tmp") / f"{Path(run_dir).name}-tmp"
+
+
 def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
     """The torchrun argv and the full environment for it; no side effects."""
     launcher = spec.launcher or find_torchrun()[0]
@@ -152,6 +160,10 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
     # torch's compiler caches default to /tmp/torchinductor_<user> (DDP() imports torch._dynamo): keep them in the run.
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(run_dir, "inductor"))
     env.setdefault("TRITON_CACHE_DIR", os.path.join(run_dir, "triton"))
+    # Temp files of torchrun and the ranks (multiprocessing's pymp-*, torch's) go with the run directory,
+    # even from a rank that torchrun ends with SIGTERM before its atexit handlers could remove them.
+    if "TMPDIR" not in spec.env:
+        env["TMPDIR"] = str(rank_tmp_dir(run_dir))
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set here to skip its banner
     env["PYTHONUNBUFFERED"] = "1"
     # The entry module must import in torchrun's interpreter even when that is another env.
@@ -279,6 +291,7 @@ def launch(spec: LaunchSpec) -> RunOutcome:
     started = time.monotonic()
     deadline = started + spec.timeout_s
     run_dir = Path(tempfile.mkdtemp(prefix="ddp-doctor-run-"))
+    rank_tmp_dir(run_dir).mkdir(mode=0o700)  # the ranks' TMPDIR (build_command); removed in _finish
     launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun()
     spec_with_launcher = spec if spec.launcher else _with_launcher(spec, launcher)
     argv, env = build_command(spec_with_launcher, run_dir)
@@ -383,3 +396,4 @@ def _finish(outcome: RunOutcome, spec: LaunchSpec, proc: subprocess.Popen[bytes]
         outcome.run_dir = str(run_dir)
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(rank_tmp_dir(run_dir), ignore_errors=True)  # nothing in it is worth keeping
