@@ -43,6 +43,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 dist.init_process_group("gloo")
 model = DDP(torch.nn.Linear(4, 1))
 model(torch.ones(2, 4)).sum().backward()
+dist.barrier()  # without it a rank may tear gloo down under its peer's last message (SIGABRT)
 dist.destroy_process_group()
 """
 
