@@ -187,6 +187,9 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                         r.observed["progress"] = (beats.get(rank) or {}).get("progress")
                     # The log often says why (e.g. a DataLoader worker's "No space left on device").
                     _apply_diagnosis(r, rank, outcome, _error_lines(err))
+                    # A phase that knew why it stopped (PhaseError) is the best authority on it.
+                    r.cause = err.get("cause") or r.cause
+                    r.remedy = err.get("remedy") or r.remedy
                     if err.get("blame_ranks"):
                         missing = ", ".join(str(b) for b in err["blame_ranks"])
                         r.cause = r.cause or f"rank(s) {missing} did not get this far"

@@ -231,7 +231,8 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
                           duration_s=round(time.time() - started, 3),
                           error={"type": type(exc).__name__, "message": str(exc)[:4000],
                                  "traceback": traceback.format_exc()[-8000:],
-                                 "blame_ranks": getattr(exc, "blame_ranks", None), "step": _last_step()})
+                                 "blame_ranks": getattr(exc, "blame_ranks", None), "step": _last_step(),
+                                 "cause": getattr(exc, "cause", None), "remedy": getattr(exc, "remedy", None)})
             ctx.phase_deadline = float("inf")
             faulthandler.cancel_dump_traceback_later()
             rankio.write_result(payload)

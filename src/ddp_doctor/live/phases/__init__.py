@@ -20,6 +20,15 @@ def check(id: str, status: str, summary: str, **extra: Any) -> dict[str, Any]:
     return {"id": id, "status": status, "summary": summary, "observed": {}, "expected": {}, "metrics": {}, **extra}
 
 
+class PhaseError(RuntimeError):
+    """A phase cannot go on for a reason it understands: it says why and what to do."""
+
+    def __init__(self, message: str, cause: str, remedy: str):
+        super().__init__(message)
+        self.cause = cause
+        self.remedy = remedy
+
+
 class PeerError(RuntimeError):
     """This rank failed because of other ranks (they never joined, died or hung): not a root cause."""
 

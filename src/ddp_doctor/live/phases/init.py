@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from ddp_doctor.live.phases import PeerError, check
+from ddp_doctor.live.phases import PeerError, PhaseError, check
 
 JOIN_POLL_S = 0.05
 
@@ -76,14 +76,23 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         ctx.device = torch.device("cpu")
         return {"type": "cpu"}, check("live.init.device", "pass", "CPU rank (gloo)")
     if not torch.cuda.is_available():
-        raise RuntimeError(f"backend nccl needs CUDA, but torch.cuda.is_available() is False on rank {ctx.rank} "
-                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, torch {torch.__version__}, "
-                           f"built for CUDA {torch.version.cuda})")
+        raise PhaseError(f"backend nccl needs CUDA, but torch.cuda.is_available() is False on rank {ctx.rank} "
+                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, torch {torch.__version__}, "
+                         f"built for CUDA {torch.version.cuda})",
+                         cause="this rank sees no usable GPU: a CPU-only torch, CUDA_VISIBLE_DEVICES hiding the GPUs, "
+                               "or a container started without the NVIDIA runtime",
+                         remedy="docker run --gpus all ... (Kubernetes: resources.limits nvidia.com/gpu and "
+                                "runtimeClassName: nvidia); check CUDA_VISIBLE_DEVICES; or run on CPU with --backend gloo")
     count = torch.cuda.device_count()
     if ctx.local_rank >= count:
-        raise RuntimeError(f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {count} GPU(s) are visible "
-                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
-                           f"per node (--nproc {count}) or make more GPUs visible")
+        raise PhaseError(f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {count} GPU(s) are visible "
+                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
+                         f"per node (--nproc {count}) or make more GPUs visible",
+                         cause=f"more ranks per node ({ctx.local_world_size}) than visible GPUs ({count}): "
+                               "torch.cuda.set_device(LOCAL_RANK) would fail with 'invalid device ordinal', "
+                               "or two ranks would share a GPU",
+                         remedy=f"torchrun --nproc-per-node {count} (ddp-doctor check --nproc {count}); Kubernetes: "
+                                "nvidia.com/gpu limit = nprocPerNode; Slurm: --gpus-per-node = --nproc-per-node")
     torch.cuda.set_device(ctx.local_rank)
     ctx.device = torch.device("cuda", ctx.local_rank)
     props = torch.cuda.get_device_properties(ctx.local_rank)
