@@ -156,6 +156,7 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     blamed: dict[int, list[int]] = {}  # blamed rank -> ranks that blame it
     primary: list[Result] = []
     secondary: list[Result] = []
+    ended: list[Result] = []  # ranks torchrun ended after a failure elsewhere
     reached: dict[str, set[int]] = {p: set() for p in plan.phases}
 
     for rank in sorted(payloads):
@@ -243,7 +244,11 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
         step = (beat or {}).get("step")
         where = f" (at {step})" if step else ""
         reached.setdefault(phase, set()).add(rank)
-        if rank in blamed or (code is not None and code not in (-15, 143)) or outcome.timed_out or starting:
+        # SIGTERM comes from torchrun ending the group after another rank failed: a consequence, also
+        # for a rank still importing torch. Any other way of dying while starting is the rank's own.
+        ended_by_torchrun = code in (-15, 143)
+        if rank in blamed or (code is not None and not ended_by_torchrun) or outcome.timed_out or \
+                (starting and not ended_by_torchrun):
             how = _signal_text(code) if code is not None else ("still running at the deadline" if outcome.timed_out
                                                                 else "ended")
             r = _phase_result(rank, node, rec, Status.FAIL,
@@ -264,10 +269,22 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
             primary.append(r)
         else:
             r = _phase_result(rank, node, rec, Status.SKIP,
-                              f"rank {rank} was ended by torchrun in {phase}{where} after another rank failed")
+                              f"rank {rank} was ended by torchrun "
+                              f"{'while starting' if starting else f'in {phase}{where}'} after another rank failed")
             r.observed.update({"exit_code": code})
             secondary.append(r)
+            ended.append(r)
         m.results.append(r)
+
+    if ended and not primary:
+        # Nobody else failed, so the SIGTERM came from outside the job (torchrun or its parent was stopped).
+        for r in ended:
+            r.status = Status.FAIL
+            r.summary = r.summary.replace("after another rank failed", "and no rank had failed")
+            r.cause = "the job was stopped from outside: torchrun (or what started it) got SIGTERM"
+            r.remedy = "look for what sent SIGTERM: a scheduler's time limit or preemption, an OOM-killed agent, Ctrl-C"
+            secondary.remove(r)
+            primary.append(r)
 
     # Among stuck ranks, the one furthest behind is the cause; the others waited for it.
     stuck = [r for r in primary if r.observed.get("progress") is not None]
