@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddp_doctor.live import procs, rankio
+from ddp_doctor.live import procnet, procs, rankio
 
 GRACE_S = 3.0
 STACK_WAIT_S = 1.5
@@ -176,16 +176,7 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
 
 def _port_owner(port: int) -> str | None:
     """'pid 123 (python3)' of the process holding a TCP socket on port, when /proc tells."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(cols[9])
+    inodes = {s.inode for s in procnet.tcp_sockets() if s.local_port == port}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue

@@ -13,9 +13,9 @@ import statistics
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
+from ddp_doctor.live import procnet
 from ddp_doctor.report import Result, Status
 
 CLOCK_SKEW_WARN_S = 1.0
@@ -33,33 +33,9 @@ def expected_nodes(nnodes: str) -> tuple[int, int]:
 
 # -- who is connected to the rendezvous store ----------------------------------------------
 
-def _hex_addr(text: str) -> str:
-    raw = bytes.fromhex(text)
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1])
-    # /proc/net/tcp6 stores four little-endian 32-bit words.
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-    addr = ipaddress.IPv6Address(words)
-    return str(addr.ipv4_mapped or addr)
-
-
 def store_peers(port: int) -> set[str]:
     """Remote addresses with an ESTABLISHED TCP connection to local `port` in this network namespace."""
-    peers: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) < 4 or cols[3] != "01":  # 01 = ESTABLISHED
-                continue
-            _, local_port = cols[1].rsplit(":", 1)
-            remote_hex, _ = cols[2].rsplit(":", 1)
-            if int(local_port, 16) == port:
-                peers.add(_hex_addr(remote_hex))
-    return peers
+    return {s.remote_addr for s in procnet.tcp_sockets() if s.state == procnet.ESTABLISHED and s.local_port == port}
 
 
 class StoreWatch:
