@@ -7,8 +7,8 @@ of the c10d store's TCP connections while torchrun ran (`StoreWatch`). No torch 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
-import socket
 import statistics
 import threading
 import time
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ddp_doctor.live import procnet
+from ddp_doctor.live.multinode import preflight
 from ddp_doctor.report import Result, Status
 
 CLOCK_SKEW_WARN_S = 1.0
@@ -69,16 +70,7 @@ class StoreWatch:
 
 def reachable(address: str, port: int, timeout_s: float = 2.0) -> bool:
     """A TCP connect that is accepted or refused proves the path; a timeout or no route does not."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        try:
-            s.connect((address, port))
-            return True
-        except ConnectionRefusedError:
-            return True
-        except OSError:
-            return False
+    return preflight.connect_errno(address, port, timeout_s) in (0, errno.ECONNREFUSED)
 
 
 # -- the checks ---------------------------------------------------------------------------

@@ -141,23 +141,32 @@ def _resolve(host: str, port: int, timeout_s: float) -> tuple[list[str], str | N
     return addrs, (errors[0] if errors else None)
 
 
-def _connect_error(address: str, port: int, timeout_s: float) -> str | None:
+_CONNECT_ERRORS = {
+    errno.ETIMEDOUT: "timed out (packets dropped: a firewall, a wrong address, or the link is down)",
+    errno.ECONNREFUSED: "connection refused (the host answers, but nothing listens on that port yet: "
+                        "node 0 not started, or its store uses another port)",
+    errno.EHOSTUNREACH: "no route to host (no answer on the local network: wrong address or host down)",
+    errno.ENETUNREACH: "network unreachable (this node has no route to that network)",
+}
+
+
+def connect_errno(address: str, port: int, timeout_s: float) -> int:
+    """0 when a TCP connect is accepted, else its errno (ETIMEDOUT when it got no answer in time)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         try:
             s.connect((address, port))
-            return None
+            return 0
         except TimeoutError:
-            return "timed out (packets dropped: a firewall, a wrong address, or the link is down)"
+            return errno.ETIMEDOUT
         except OSError as exc:
-            reason = {
-                errno.ECONNREFUSED: "connection refused (the host answers, but nothing listens on that port yet: "
-                                    "node 0 not started, or its store uses another port)",
-                errno.EHOSTUNREACH: "no route to host (no answer on the local network: wrong address or host down)",
-                errno.ENETUNREACH: "network unreachable (this node has no route to that network)",
-            }.get(exc.errno or 0)
-            return reason or (exc.strerror or str(exc))
+            return exc.errno or errno.EIO
+
+
+def _connect_error(address: str, port: int, timeout_s: float) -> str | None:
+    code = connect_errno(address, port, timeout_s)
+    return None if code == 0 else _CONNECT_ERRORS.get(code, os.strerror(code))
 
 
 def _bind_error(address: str, port: int) -> int | None:
