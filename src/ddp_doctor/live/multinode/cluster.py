@@ -228,12 +228,16 @@ def lost_peers(peers: Iterable[str], port: int, local: Iterable[str]) -> Result 
             and not reachable(p, port)]
     if not gone:
         return None
-    return Result(
-        "multinode.link_lost", "network path to every node", Status.FAIL,
-        f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0",
-        cause="the network path to that node was lost during the run (link down, node down, or a firewall change)",
-        remedy="check that node's link and its own report; collectives then wait until the process-group timeout",
-        observed={"unreachable": gone}, expected={"unreachable": []}, phase="network", started=time.time())
+    return link_lost(f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0", "that node",
+                     "check that node's link and its own report; collectives then wait until the process-group timeout",
+                     observed={"unreachable": gone}, expected={"unreachable": []})
+
+
+def link_lost(summary: str, lost: str, remedy: str, observed: dict[str, Any], expected: dict[str, Any]) -> Result:
+    """multinode.link_lost, as seen from node 0 (a node vanished) or from another node (node 0 vanished)."""
+    return Result("multinode.link_lost", "network path to every node", Status.FAIL, summary,
+                  cause=f"the network path to {lost} was lost during the run (link down, node down, or a firewall change)",
+                  remedy=remedy, observed=observed, expected=expected, phase="network", started=time.time())
 
 
 def evaluate(cluster: Mapping[str, Any], backend: str) -> list[Result]:

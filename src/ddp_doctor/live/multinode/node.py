@@ -193,13 +193,10 @@ class NodePlan:
         addrs = list(self.preflight[0].observed.get("addresses") or []) if self.preflight else []
         if not addrs or cluster.reachable(addrs[0], self.endpoint.port):
             return None
-        return Result(
-            "multinode.link_lost", "network path to every node", Status.FAIL,
-            f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node",
-            cause="the network path to node 0 was lost during the run (link down, node down, or a firewall change)",
-            remedy="check this node's link to node 0 (`ip link`, `nc -zv` to the endpoint) and node 0's report",
-            observed={"endpoint": str(self.endpoint)}, expected={"reachable": True}, phase="network",
-            started=time.time())
+        return cluster.link_lost(
+            f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node", "node 0",
+            "check this node's link to node 0 (`ip link`, `nc -zv` to the endpoint) and node 0's report",
+            observed={"endpoint": str(self.endpoint)}, expected={"reachable": True})
 
 
 def _preflight_facts(results: list[Result]) -> dict[str, Any]:
