@@ -143,12 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ddp_doctor.bench.worker")
     parser.add_argument("--config", required=True, help="the sweep as JSON")
     args = parser.parse_args(argv)
-    problem = live_worker._check_launched_by_torchrun()
+    problem = live_worker.check_launched_by_torchrun()
     if problem:
         print(f"ddp_doctor.bench.worker: {problem.replace('ddp_doctor.live.worker', 'this module')}", file=sys.stderr)
         return 2
-    live_worker._redirect_output(int(os.environ["RANK"]))
-    live_worker._die_with_parent()
+    live_worker.redirect_output(int(os.environ["RANK"]))
+    live_worker.die_with_parent()
     _stack_dumps_on_sigusr1()
     os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record

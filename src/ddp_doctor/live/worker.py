@@ -133,7 +133,7 @@ def _phase_record(payload: dict[str, Any], name: str) -> dict[str, Any]:
     return rec
 
 
-def _redirect_output(rank: int) -> None:
+def redirect_output(rank: int) -> None:
     """stdout+stderr (including C libraries, NCCL) into rank-N.log, so logs are never interleaved."""
     fd = os.open(rankio.path("log", rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
@@ -143,7 +143,7 @@ def _redirect_output(rank: int) -> None:
     os.close(fd)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """PR_SET_PDEATHSIG: if torchrun dies, so does this rank (it runs in its own session)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -152,7 +152,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _check_launched_by_torchrun() -> str | None:
+def check_launched_by_torchrun() -> str | None:
     missing = [k for k in REQUIRED_ENV if k not in os.environ]
     if missing or rankio.RUN_DIR_ENV not in os.environ:
         return ("ddp_doctor.live.worker must be started by `ddp-doctor check` (torchrun); missing "
@@ -272,14 +272,14 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    problem = _check_launched_by_torchrun()
+    problem = check_launched_by_torchrun()
     if problem:
         print(f"ddp-doctor worker: {problem}", file=sys.stderr)
         return 2
     args = parse_args(argv)
     rank = int(os.environ["RANK"])
-    _redirect_output(rank)
-    _die_with_parent()
+    redirect_output(rank)
+    die_with_parent()
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
     faults_mod.trigger(faults, rank, "start")  # never_start: before the first heartbeat
     # Registered before the first heartbeat: whoever reads a pid from it may ask for a stack.
