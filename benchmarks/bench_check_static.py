@@ -58,8 +58,10 @@ def main() -> int:
     print(f"paired per-round medians: check/import {paired_i:.2f}x, check/collect_env {paired_c:.2f}x")
     # The fastest run of each is the one least disturbed by other work on the machine.
     fastest = {name: min(v) for name, v in samples.items()}
-    print(f"fastest runs: check/import {fastest['check_static'] / fastest['import_torch']:.2f}x, "
-          f"check/collect_env {fastest['check_static'] / fastest['collect_env']:.2f}x")
+    print(
+        f"fastest runs: check/import {fastest['check_static'] / fastest['import_torch']:.2f}x, "
+        f"check/collect_env {fastest['check_static'] / fastest['collect_env']:.2f}x"
+    )
     return 0 if r_import <= 1.15 and r_collect < 1.0 else 1
 
 

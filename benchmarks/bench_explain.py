@@ -50,8 +50,11 @@ def generate(path: Path, size_mb: int, seed: int = 7) -> int:
             for i in range(20_000):
                 fmt = HEALTHY[rng.randrange(len(HEALTHY))]
                 g = rng.randrange(8)
-                block.append(fmt.format(n=g // 4, pid=1000 + g, tid=2000 + i % 97, g=g, h=(g + 1) % 8,
-                                        c=i % 32, i=i, x=rng.random()))
+                block.append(
+                    fmt.format(
+                        n=g // 4, pid=1000 + g, tid=2000 + i % 97, g=g, h=(g + 1) % 8, c=i % 32, i=i, x=rng.random()
+                    )
+                )
             g = rng.randrange(8)
             block.append(FAILURES[rng.randrange(len(FAILURES))].format(n=0, pid=99, tid=1, g=g, i=7))
             block.append("\x1b[32m[rank0]: step ok\x1b[0m")
@@ -94,7 +97,9 @@ def main() -> int:
             for _ in range(100):  # in 1 MB pieces: a forked child would otherwise count a 100 MB parent buffer
                 f.write(b"x" * (1 << 20))
             f.write(b" RuntimeError: CUDA error: invalid device ordinal\n")
-        t_line, rss_line, out_line = timed([sys.executable, "-m", "ddp_doctor", "explain", str(line), "--format", "json"])
+        t_line, rss_line, out_line = timed(
+            [sys.executable, "-m", "ddp_doctor", "explain", str(line), "--format", "json"]
+        )
         line_ids = [r["id"] for r in json.loads(out_line)["results"]]
         fallback_mb = min(mb, 100.0)  # the stdlib-re fallback, on the first 100 MB only (it is slow)
         part = tmp / "part.log"
@@ -110,14 +115,23 @@ def main() -> int:
         tmp.rmdir()
 
     ids = [r["id"] for r in report["results"]]
-    print(f"log: {mb:,.0f} MB, {report['facts']['log']['lines']:,} lines, regex engine {report['facts']['log']['regex_engine']}")
-    print(f"explain      {t_doc:7.2f} s  {mb / t_doc:8.1f} MB/s  peak RSS {rss_doc / 2**20:6.1f} MiB  -> root cause {report['root_cause']}, {ids}")
+    print(
+        f"log: {mb:,.0f} MB, {report['facts']['log']['lines']:,} lines, regex engine {report['facts']['log']['regex_engine']}"
+    )
+    print(
+        f"explain      {t_doc:7.2f} s  {mb / t_doc:8.1f} MB/s  peak RSS {rss_doc / 2**20:6.1f} MiB  -> root cause {report['root_cause']}, {ids}"
+    )
     print(f"grep -c      {t_grep:7.2f} s  {mb / t_grep:8.1f} MB/s  peak RSS {rss_grep / 2**20:6.1f} MiB")
     print(f"python loop  {t_loop:7.2f} s  {mb / t_loop:8.1f} MB/s  peak RSS {rss_loop / 2**20:6.1f} MiB")
     print(f"ratio: explain takes {t_doc / t_grep:.2f}x grep's time and {t_doc / t_loop:.2f}x a bare Python line loop's")
     print(f"fallback without google-re2 (stdlib re), first {fallback_mb:.0f} MB: {fallback_mb / t_re:.1f} MB/s")
     print(f"100 MB single line: {t_line:.2f} s, peak RSS {rss_line / 2**20:.1f} MiB -> {line_ids}")
-    ok = mb / t_doc >= 50 and rss_doc < 200 * 2**20 and rss_line < 200 * 2**20 and "diag.invalid_device_ordinal" in line_ids
+    ok = (
+        mb / t_doc >= 50
+        and rss_doc < 200 * 2**20
+        and rss_line < 200 * 2**20
+        and "diag.invalid_device_ordinal" in line_ids
+    )
     print("targets (>= 50 MB/s, < 200 MiB RSS, long line diagnosed):", "MET" if ok else "MISSED")
     return 0 if ok else 1
 

@@ -52,7 +52,7 @@ def write_layer(path: Path, layer_bytes: int, seed: int, block: bytes) -> int:
                 info = tarfile.TarInfo(f"opt/data{seed}/s{size}/d{i // 1000}/f{i}")
                 info.size = n
                 off = rng.randrange(0, len(block) - n) if n < len(block) else 0
-                data = block[off:off + n] if n <= len(block) else (block * (n // len(block) + 1))[:n]
+                data = block[off : off + n] if n <= len(block) else (block * (n // len(block) + 1))[:n]
                 tf.addfile(info, io.BytesIO(data))
                 budget -= n
                 i += 1
@@ -90,8 +90,19 @@ def build(workdir: Path, size_gb: float, layers: int, compression: str) -> tuple
                 names.append(name)
                 p.unlink()
             _add(tf, hashlib.sha256(cfg).hexdigest() + ".json", cfg)
-            _add(tf, "manifest.json", json.dumps([{"Config": hashlib.sha256(cfg).hexdigest() + ".json",
-                                                   "RepoTags": ["bench/big:1"], "Layers": names}]).encode())
+            _add(
+                tf,
+                "manifest.json",
+                json.dumps(
+                    [
+                        {
+                            "Config": hashlib.sha256(cfg).hexdigest() + ".json",
+                            "RepoTags": ["bench/big:1"],
+                            "Layers": names,
+                        }
+                    ]
+                ).encode(),
+            )
         return archive, entries
     layout = workdir / f"image.{compression}.layout"
     blobs = layout / "blobs" / "sha256"
@@ -107,11 +118,28 @@ def build(workdir: Path, size_gb: float, layers: int, compression: str) -> tuple
         p.unlink()
         descs.append({"mediaType": f"application/vnd.oci.image.layer.v1.tar+{compression}", "digest": d, "size": size})
     cdesc = _put(blobs, cfg)
-    manifest = json.dumps({"schemaVersion": 2, "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cdesc},
-                           "layers": descs}).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cdesc},
+            "layers": descs,
+        }
+    ).encode()
     mdesc = _put(blobs, manifest)
-    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
-        {"mediaType": "application/vnd.oci.image.manifest.v1+json", **mdesc, "platform": {"os": "linux", "architecture": "amd64"}}]}))
+    (layout / "index.json").write_text(
+        json.dumps(
+            {
+                "schemaVersion": 2,
+                "manifests": [
+                    {
+                        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        **mdesc,
+                        "platform": {"os": "linux", "architecture": "amd64"},
+                    }
+                ],
+            }
+        )
+    )
     return layout, entries
 
 
@@ -134,6 +162,7 @@ def _compress(src: Path, dest: Path, how: str) -> None:
                 shutil.copyfileobj(fin, gz, 4 * MiB)
         else:
             import zstandard
+
             zstandard.ZstdCompressor(level=1, threads=-1).copy_stream(fin, fout)
 
 
@@ -193,7 +222,9 @@ def main() -> int:
         t0 = time.monotonic()
         image, entries = build(workdir, a.size_gb, a.layers, a.compression)
         size = archive_bytes(image)
-        print(f"generated {size / 1e9:.2f} GB ({a.compression}, {a.layers + 1} layers, {entries} files) in {time.monotonic() - t0:.0f} s")
+        print(
+            f"generated {size / 1e9:.2f} GB ({a.compression}, {a.layers + 1} layers, {entries} files) in {time.monotonic() - t0:.0f} s"
+        )
         doctor = [sys.executable, "-m", "ddp_doctor", "image", str(image), "--format", "json"]
         wall, rss_mb, rc, output = timed_child(doctor, workdir)
         report = json.loads(output)
@@ -203,9 +234,15 @@ def main() -> int:
         sha_s = yardstick_sha256(image)
         read_s = yardstick_read(image)
         mbps = size / 1e6 / wall
-        print(f"ddp-doctor image : {wall:6.2f} s  {mbps:7.0f} MB/s  peak RSS {rss_mb:6.1f} MB  (targets: >= 200 MB/s, < 200 MB)")
-        print(f"sha256 yardstick : {sha_s:6.2f} s  {size / 1e6 / sha_s:7.0f} MB/s  -> doctor/sha256 speed ratio {sha_s / wall:.2f}")
-        print(f"read() yardstick : {read_s:6.2f} s  {size / 1e6 / read_s:7.0f} MB/s  -> doctor/read speed ratio {read_s / wall:.2f}")
+        print(
+            f"ddp-doctor image : {wall:6.2f} s  {mbps:7.0f} MB/s  peak RSS {rss_mb:6.1f} MB  (targets: >= 200 MB/s, < 200 MB)"
+        )
+        print(
+            f"sha256 yardstick : {sha_s:6.2f} s  {size / 1e6 / sha_s:7.0f} MB/s  -> doctor/sha256 speed ratio {sha_s / wall:.2f}"
+        )
+        print(
+            f"read() yardstick : {read_s:6.2f} s  {size / 1e6 / read_s:7.0f} MB/s  -> doctor/read speed ratio {read_s / wall:.2f}"
+        )
         ok = mbps >= 200 and rss_mb < 200
         print("verdict: " + ("meets both targets" if ok else "MISSES a target"))
         return 0 if ok else 1

@@ -116,8 +116,20 @@ def main() -> int:
         rss: list[float] = []
         accelerate = shutil.which("accelerate", path=env["PATH"])
         for i in range(args.repeat):
-            t, rc, peak, c = timed([sys.executable, "-m", "ddp_doctor", "check", "--format", "json",
-                                    "--output", str(work / "report.json")], env, sample_rss=True)
+            t, rc, peak, c = timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "ddp_doctor",
+                    "check",
+                    "--format",
+                    "json",
+                    "--output",
+                    str(work / "report.json"),
+                ],
+                env,
+                sample_rss=True,
+            )
             if rc == 0:
                 runs["chain"].append(t)
                 cpu["chain"].append(c)
@@ -141,20 +153,32 @@ def main() -> int:
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; repeats: {args.repeat}")
         cmed = {k: statistics.median(v) for k, v in cpu.items() if v}
         for k, v in runs.items():
-            print(f"  {k:<10} " + (f"median {med[k]:.2f} s wall, {cmed[k]:.2f} s CPU;  runs "
-                                   f"{', '.join(f'{x:.2f}' for x in v)}" if v else "not run"))
+            print(
+                f"  {k:<10} "
+                + (
+                    f"median {med[k]:.2f} s wall, {cmed[k]:.2f} s CPU;  runs {', '.join(f'{x:.2f}' for x in v)}"
+                    if v
+                    else "not run"
+                )
+            )
         # Other work on the machine moves single runs by 2x; the fastest runs and the CPU seconds move less.
         if "chain" in med and "minimal" in med:
-            print(f"chain / minimal torchrun all_reduce: {med['chain'] / med['minimal']:.2f}x  (target <= 1.3x); "
-                  f"fastest {min(runs['chain']) / min(runs['minimal']):.2f}x; CPU {cmed['chain'] / cmed['minimal']:.2f}x")
+            print(
+                f"chain / minimal torchrun all_reduce: {med['chain'] / med['minimal']:.2f}x  (target <= 1.3x); "
+                f"fastest {min(runs['chain']) / min(runs['minimal']):.2f}x; CPU {cmed['chain'] / cmed['minimal']:.2f}x"
+            )
         if "chain" in med and "min_ddp" in med:
-            print(f"chain / minimal DDP() + 1 step:      {med['chain'] / med['min_ddp']:.2f}x  (no target: the floor "
-                  f"of any DDP check); fastest {min(runs['chain']) / min(runs['min_ddp']):.2f}x; "
-                  f"CPU {cmed['chain'] / cmed['min_ddp']:.2f}x")
+            print(
+                f"chain / minimal DDP() + 1 step:      {med['chain'] / med['min_ddp']:.2f}x  (no target: the floor "
+                f"of any DDP check); fastest {min(runs['chain']) / min(runs['min_ddp']):.2f}x; "
+                f"CPU {cmed['chain'] / cmed['min_ddp']:.2f}x"
+            )
         if "chain" in med and "accelerate" in med:
-            print(f"chain / accelerate test:             {med['chain'] / med['accelerate']:.2f}x  (target <= 0.6x); "
-                  f"fastest {min(runs['chain']) / min(runs['accelerate']):.2f}x; "
-                  f"CPU {cmed['chain'] / cmed['accelerate']:.2f}x")
+            print(
+                f"chain / accelerate test:             {med['chain'] / med['accelerate']:.2f}x  (target <= 0.6x); "
+                f"fastest {min(runs['chain']) / min(runs['accelerate']):.2f}x; "
+                f"CPU {cmed['chain'] / cmed['accelerate']:.2f}x"
+            )
         elif not accelerate:
             print("accelerate not installed: pip install accelerate (the dev extra) for the second yardstick")
         if rss:

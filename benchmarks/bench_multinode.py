@@ -29,8 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.multinode.netns import Cluster, available
 
-COMMON = ["--backend", "gloo", "--nproc", "1", "--timeout", "120", "--dataloader-workers", "1", "--batch-mb", "1",
-          "--format", "json"]
+COMMON = [
+    "--backend",
+    "gloo",
+    "--nproc",
+    "1",
+    "--timeout",
+    "120",
+    "--dataloader-workers",
+    "1",
+    "--batch-mb",
+    "1",
+    "--format",
+    "json",
+]
 TARGET_PER_NODE = 0.20
 verdicts: set[str] = set()
 
@@ -56,8 +68,11 @@ def _torchrun() -> list[str]:
 
 def _bare_argv(n: int, index: int, port: int, script: Path) -> list[str]:
     """The yardstick job: torchrun with the same rendezvous, one gloo all_reduce per rank."""
-    rdzv = (["--standalone"] if n == 1 else
-            ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"node0:{port}", "--rdzv-id", f"bare-{port}"])
+    rdzv = (
+        ["--standalone"]
+        if n == 1
+        else ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"node0:{port}", "--rdzv-id", f"bare-{port}"]
+    )
     return [*_torchrun(), "--nnodes", str(n), "--nproc-per-node", "1", *rdzv, str(script)]
 
 
@@ -74,8 +89,18 @@ def run_nodes(n: int, out: Path, bare: bool = False) -> float:
                 continue
             argv = [sys.executable, "-m", "ddp_doctor", "check", *COMMON, "--output", str(out / f"n{n}-{h.index}.json")]
             if n > 1:
-                argv += ["--nnodes", str(n), "--node-rank", str(h.index), "--rdzv-endpoint", f"node0:{port}",
-                         "--rdzv-id", f"bench-{port}", "--join-timeout", "60"]
+                argv += [
+                    "--nnodes",
+                    str(n),
+                    "--node-rank",
+                    str(h.index),
+                    "--rdzv-endpoint",
+                    f"node0:{port}",
+                    "--rdzv-id",
+                    f"bench-{port}",
+                    "--join-timeout",
+                    "60",
+                ]
             argvs.append((h, argv))
         start = time.monotonic()
         procs = [cluster.popen(h, argv, env=_env()) for h, argv in argvs]
@@ -97,8 +122,10 @@ def run_nodes(n: int, out: Path, bare: bool = False) -> float:
             report = json.loads((out / f"n{n}-{h.index}.json").read_text())
             if report["verdict"] == "fail":
                 root = next((r for r in report["results"] if r["id"] == report["root_cause"]), {})
-                verdicts.add(f"{n} node(s), node {h.index}: fail, root cause {report['root_cause']}: "
-                             f"{str(root.get('summary'))[:300]}")
+                verdicts.add(
+                    f"{n} node(s), node {h.index}: fail, root cause {report['root_cause']}: "
+                    f"{str(root.get('summary'))[:300]}"
+                )
         return elapsed
     finally:
         cluster.close()
@@ -131,14 +158,20 @@ def main() -> int:
         per_node = (ratio - 1) / (n - 1)
         bratio = bmed[n] / bmed[1]
         ok = ok and per_node < TARGET_PER_NODE
-        print(f"{n} nodes: doctor {med[n]:6.2f} s = {ratio:.2f}x of 1 node, +{per_node:.0%} per added node "
-              f"(target < {TARGET_PER_NODE:.0%}); bare torchrun {bmed[n]:6.2f} s = {bratio:.2f}x, "
-              f"+{(bratio - 1) / (n - 1):.0%} per added node; doctor/bare {med[n] / bmed[n]:.2f} "
-              f"(1 node: {med[1] / bmed[1]:.2f})")
+        print(
+            f"{n} nodes: doctor {med[n]:6.2f} s = {ratio:.2f}x of 1 node, +{per_node:.0%} per added node "
+            f"(target < {TARGET_PER_NODE:.0%}); bare torchrun {bmed[n]:6.2f} s = {bratio:.2f}x, "
+            f"+{(bratio - 1) / (n - 1):.0%} per added node; doctor/bare {med[n] / bmed[n]:.2f} "
+            f"(1 node: {med[1] / bmed[1]:.2f})"
+        )
         own = (med[n] / bmed[n]) / (med[1] / bmed[1]) - 1
-        print(f"   the doctor's own cost beyond torchrun's: {own:+.0%} over {n - 1} added node(s) "
-              f"({own / (n - 1):+.0%} per added node)")
-        print(f"   doctor runs: {', '.join(f'{t:.2f}' for t in times[n])}; bare: {', '.join(f'{t:.2f}' for t in bare[n])}")
+        print(
+            f"   the doctor's own cost beyond torchrun's: {own:+.0%} over {n - 1} added node(s) "
+            f"({own / (n - 1):+.0%} per added node)"
+        )
+        print(
+            f"   doctor runs: {', '.join(f'{t:.2f}' for t in times[n])}; bare: {', '.join(f'{t:.2f}' for t in bare[n])}"
+        )
     for line in sorted(verdicts):
         print(f"note: {line}")
     print("target met" if ok else "target NOT met")

@@ -28,7 +28,7 @@ MIN_BYTES, MAX_BYTES = 1 << 20, 64 << 20
 GROUPS = ((1 << 20, 8 << 20, 200), (16 << 20, 64 << 20, 30))
 TARGET = 0.05
 
-HANDWRITTEN = r'''
+HANDWRITTEN = r"""
 import json, sys, time
 import torch
 import torch.distributed as dist
@@ -48,7 +48,7 @@ for nbytes in sizes:
 if dist.get_rank() == 0:
     print("RESULT " + json.dumps(out))
 dist.destroy_process_group()
-'''
+"""
 
 
 def sizes(lo: int = MIN_BYTES, hi: int = MAX_BYTES) -> list[int]:
@@ -60,9 +60,29 @@ def sizes(lo: int = MIN_BYTES, hi: int = MAX_BYTES) -> list[int]:
 
 
 def run_doctor(lo: int, hi: int, iters: int, warmup: int) -> dict[int, float]:
-    argv = [sys.executable, "-m", "ddp_doctor", "bench", "--backend", "gloo", "--nproc", "2", "--ops", "all_reduce",
-            "--min-bytes", str(lo), "--max-bytes", str(hi), "--iters", str(iters),
-            "--warmup-iters", str(warmup), "--no-check", "--format", "json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ddp_doctor",
+        "bench",
+        "--backend",
+        "gloo",
+        "--nproc",
+        "2",
+        "--ops",
+        "all_reduce",
+        "--min-bytes",
+        str(lo),
+        "--max-bytes",
+        str(hi),
+        "--iters",
+        str(iters),
+        "--warmup-iters",
+        str(warmup),
+        "--no-check",
+        "--format",
+        "json",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"ddp-doctor bench failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -74,10 +94,19 @@ def run_doctor(lo: int, hi: int, iters: int, warmup: int) -> dict[int, float]:
 def run_handwritten(script: str, lo: int, hi: int, iters: int, warmup: int) -> dict[int, float]:
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    argv = [torchrun, "--standalone", "--nproc-per-node", "2", script, json.dumps(sizes(lo, hi)), str(iters),
-            str(warmup)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, start_new_session=True,
-                          check=False)
+    argv = [
+        torchrun,
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        script,
+        json.dumps(sizes(lo, hi)),
+        str(iters),
+        str(warmup),
+    ]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env=env, start_new_session=True, check=False
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"hand-written loop failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -88,9 +117,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="alternating runs of each (default: 4)")
     parser.add_argument("--warmup-iters", type=int, default=5)
-    parser.add_argument("--nice", type=int, default=-10,
-                        help="scheduling priority for both methods' processes, so other jobs on the machine "
-                             "disturb them less (negative needs root; default: -10; 0 to leave it)")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=-10,
+        help="scheduling priority for both methods' processes, so other jobs on the machine "
+        "disturb them less (negative needs root; default: -10; 0 to leave it)",
+    )
     args = parser.parse_args()
     if args.nice:
         try:
@@ -111,19 +144,25 @@ def main() -> int:
                     for size, bw in fn(*fn_args).items():
                         runs.setdefault(size, []).append(bw)
     # "spread": best / worst run of the same method, i.e. how noisy this machine was meanwhile.
-    print(f"{'size':>10}  {'ddp-doctor algbw':>17}  {'hand-written algbw':>18}  {'ratio':>6}  "
-          f"{'spread doctor':>13}  {'spread hand':>11}")
+    print(
+        f"{'size':>10}  {'ddp-doctor algbw':>17}  {'hand-written algbw':>18}  {'ratio':>6}  "
+        f"{'spread doctor':>13}  {'spread hand':>11}"
+    )
     worst = 0.0
     for size in sizes():
         doctor, hand = max(doctor_runs[size]), max(hand_runs[size])
         ratio = doctor / hand
         worst = max(worst, abs(1.0 - ratio))
-        print(f"{size >> 20:>7} MiB  {doctor:>12.3f} GB/s  {hand:>13.3f} GB/s  {ratio:>6.3f}  "
-              f"{doctor / min(doctor_runs[size]):>13.2f}  {hand / min(hand_runs[size]):>11.2f}")
+        print(
+            f"{size >> 20:>7} MiB  {doctor:>12.3f} GB/s  {hand:>13.3f} GB/s  {ratio:>6.3f}  "
+            f"{doctor / min(doctor_runs[size]):>13.2f}  {hand / min(hand_runs[size]):>11.2f}"
+        )
     load = os.getloadavg()[0]
     met = worst <= TARGET
-    print(f"largest deviation {worst:.1%}; target within {TARGET:.0%} at every size: {'met' if met else 'NOT met'} "
-          f"({os.cpu_count()} CPUs, load average {load:.1f} at the end)")
+    print(
+        f"largest deviation {worst:.1%}; target within {TARGET:.0%} at every size: {'met' if met else 'NOT met'} "
+        f"({os.cpu_count()} CPUs, load average {load:.1f} at the end)"
+    )
     return 0 if met else 1
 
 

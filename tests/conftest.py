@@ -24,7 +24,14 @@ def run_cli(
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddp_doctor", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd, input=input, preexec_fn=preexec_fn, check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
+        input=input,
+        preexec_fn=preexec_fn,
+        check=False,
     )
 
 
@@ -41,8 +48,13 @@ _PEAK_RSS_PROBE = (
 
 def run_measuring_peak_rss(argv: list[str], stdout_path: Path, timeout: float = 300) -> tuple[int, int]:
     """Run argv with stdout to a file; return (exit code, peak RSS in bytes of that process alone)."""
-    probe = subprocess.run([sys.executable, "-c", _PEAK_RSS_PROBE, str(stdout_path), *argv],
-                           capture_output=True, text=True, timeout=timeout, check=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS_PROBE, str(stdout_path), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
     code, rss = probe.stdout.split()
     return int(code), int(rss)
 

@@ -31,10 +31,18 @@ def test_unknown_flag_is_one_line_and_exit_2() -> None:
 
 def test_render_round_trip_and_bad_input(tmp_path: Path) -> None:
     saved = tmp_path / "r.json"
-    saved.write_text(json.dumps({
-        "schema_version": 1, "command": "check", "target": {"host": "h"}, "duration_s": 1.25, "root_cause": "env.shm",
-        "results": [{"id": "env.shm", "title": "shm", "status": "fail", "summary": "64 MiB"}],
-    }))
+    saved.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "command": "check",
+                "target": {"host": "h"},
+                "duration_s": 1.25,
+                "root_cause": "env.shm",
+                "results": [{"id": "env.shm", "title": "shm", "status": "fail", "summary": "64 MiB"}],
+            }
+        )
+    )
     proc = run_cli("render", str(saved), "--format", "markdown")
     assert proc.returncode == 1, proc.stderr
     assert "Root cause: `env.shm`" in proc.stdout and "1.2 s" in proc.stdout
@@ -59,7 +67,9 @@ def test_output_file_is_written_whole(tmp_path: Path) -> None:
     assert out.stat().st_mode & 0o044 == 0o044  # readable by others, like any file the user writes
 
 
-def test_internal_error_is_one_line_with_a_log(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_internal_error_is_one_line_with_a_log(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ddp_doctor.commands import check
 
     def boom(args: object) -> None:

@@ -42,11 +42,25 @@ def test_root_cause_is_the_earliest_failure_in_time() -> None:
 def test_round_trip_through_json_keeps_every_field() -> None:
     report = Report.for_host("check")
     report.facts = {"torch": {"version": "2.7.0"}}
-    report.add(Result(
-        "live.ddp.param_sync", "params", Status.FAIL, "2 of 2 ranks differ", cause="c", remedy="r",
-        observed={"max_abs_diff": 0.5}, expected={"max_abs_diff": 0}, metrics={"step_ms": 1.5},
-        rank=1, node="n0", phase="ddp", evidence=[Evidence("rank-1.log", "boom", 3)], duration_s=0.2, started=1.0,
-    ))
+    report.add(
+        Result(
+            "live.ddp.param_sync",
+            "params",
+            Status.FAIL,
+            "2 of 2 ranks differ",
+            cause="c",
+            remedy="r",
+            observed={"max_abs_diff": 0.5},
+            expected={"max_abs_diff": 0},
+            metrics={"step_ms": 1.5},
+            rank=1,
+            node="n0",
+            phase="ddp",
+            evidence=[Evidence("rank-1.log", "boom", 3)],
+            duration_s=0.2,
+            started=1.0,
+        )
+    )
     report.root_cause = "live.ddp.param_sync"
     d = json.loads(json.dumps(report.to_dict()))
     assert d["schema_version"] == 1 and d["verdict"] == "fail"

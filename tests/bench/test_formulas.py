@@ -12,11 +12,21 @@ from tests.conftest import FIXTURES
 BENCH = FIXTURES / "bench"
 
 
-@pytest.mark.parametrize(("op", "n", "factor"), [
-    ("all_reduce", 2, 1.0), ("all_reduce", 8, 1.75), ("all_reduce", 16, 1.875),
-    ("all_gather", 8, 0.875), ("reduce_scatter", 4, 0.75), ("all_to_all", 2, 0.5),
-    ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0), ("all_reduce", 1, 0.0),
-])
+@pytest.mark.parametrize(
+    ("op", "n", "factor"),
+    [
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 8, 1.75),
+        ("all_reduce", 16, 1.875),
+        ("all_gather", 8, 0.875),
+        ("reduce_scatter", 4, 0.75),
+        ("all_to_all", 2, 0.5),
+        ("broadcast", 8, 1.0),
+        ("reduce", 8, 1.0),
+        ("sendrecv", 2, 1.0),
+        ("all_reduce", 1, 0.0),
+    ],
+)
 def test_bus_factor_is_nccl_tests_summary(op: str, n: int, factor: float) -> None:
     # doc/PERFORMANCE.md, "Summary": 2(n-1)/n, (n-1)/n, 1
     assert formulas.BUS_FACTOR[op](n) == pytest.approx(factor)
@@ -50,12 +60,15 @@ def test_sizes_double_inclusive() -> None:
     assert formulas.sizes(3000, 5000) == [3000]
 
 
-@pytest.mark.parametrize(("fixture", "nranks"), [
-    ("h100_16rank_all_reduce_perf.log", 16),
-    ("p4d_16rank_efa_all_reduce_perf_mpirun_prefixed.log", 16),
-    ("2gpu_all_gather_perf_bf16.log", 2),
-    ("a40_2node_sendrecv_perf.log", 2),
-])
+@pytest.mark.parametrize(
+    ("fixture", "nranks"),
+    [
+        ("h100_16rank_all_reduce_perf.log", 16),
+        ("p4d_16rank_efa_all_reduce_perf_mpirun_prefixed.log", 16),
+        ("2gpu_all_gather_perf_bf16.log", 2),
+        ("a40_2node_sendrecv_perf.log", 2),
+    ],
+)
 def test_our_formulas_reproduce_nccl_tests_printed_numbers(fixture: str, nranks: int) -> None:
     """algbw = size / time and busbw = algbw * factor, recomputed from the printed size and time."""
     report = import_report(str(BENCH / fixture))
@@ -68,7 +81,8 @@ def test_our_formulas_reproduce_nccl_tests_printed_numbers(fixture: str, nranks:
         seconds = p["time_us"] / 1e6
         # Printed values are rounded to 2 decimals and the time to 4 significant digits.
         assert formulas.algbw_gbps(p["bytes"], seconds) == pytest.approx(p["algbw_gbps"], rel=0.01, abs=0.006)
-        assert formulas.busbw_gbps(op, p["bytes"], seconds, nranks) == pytest.approx(p["busbw_gbps"], rel=0.01,
-                                                                                     abs=0.006)
+        assert formulas.busbw_gbps(op, p["bytes"], seconds, nranks) == pytest.approx(
+            p["busbw_gbps"], rel=0.01, abs=0.006
+        )
         checked += 1
     assert checked >= 4

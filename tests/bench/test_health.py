@@ -18,9 +18,15 @@ H200_BF16_TFLOPS, H200_COPY_GBPS = 788.0, 4300.0
 
 
 def _gpu(index: int, scale: float = 1.0, name: str = "NVIDIA H200") -> dict[str, Any]:
-    return {"rank": index, "device_index": index, "name": name,
-            "matmul_tflops": {"bf16": 790 * scale, "fp16": 780 * scale, "tf32": 380 * scale, "fp32": 52 * scale},
-            "copy_gbps": 4300 * scale, "h2d_gbps": 52 * scale, "d2h_gbps": 50 * scale}
+    return {
+        "rank": index,
+        "device_index": index,
+        "name": name,
+        "matmul_tflops": {"bf16": 790 * scale, "fp16": 780 * scale, "tf32": 380 * scale, "fp32": 52 * scale},
+        "copy_gbps": 4300 * scale,
+        "h2d_gbps": 52 * scale,
+        "d2h_gbps": 50 * scale,
+    }
 
 
 def _by_id(results: list[Any]) -> dict[str, Any]:
@@ -73,7 +79,9 @@ def test_far_below_data_sheet_warns() -> None:
 
 
 def test_unknown_gpu_and_errors() -> None:
-    results = _by_id(health.evaluate([_gpu(0, name="Some Future GPU"), {"rank": 1, "device_index": 1, "error": "boom"}]))
+    results = _by_id(
+        health.evaluate([_gpu(0, name="Some Future GPU"), {"rank": 1, "device_index": 1, "error": "boom"}])
+    )
     assert results["bench.gpu.matmul.bf16"].status is Status.PASS
     assert "no data-sheet entry" in results["bench.gpu.matmul.bf16"].summary
     assert results["bench.gpu.gpu1.error"].status is Status.ERROR

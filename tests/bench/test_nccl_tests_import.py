@@ -37,8 +37,17 @@ def test_current_layout_16_h100() -> None:
     points = points_of(r)
     assert len(points) == 62  # 31 sizes, out-of-place and in-place
     last = _at(r, 8589934592, False)
-    assert last == {"bytes": 8589934592, "count": 2147483648, "dtype": "fp32", "inplace": False, "time_us": 47535.0,
-                    "algbw_gbps": 180.71, "busbw_gbps": 338.82, "wrong": 0, "check_ok": True}
+    assert last == {
+        "bytes": 8589934592,
+        "count": 2147483648,
+        "dtype": "fp32",
+        "inplace": False,
+        "time_us": 47535.0,
+        "algbw_gbps": 180.71,
+        "busbw_gbps": 338.82,
+        "wrong": 0,
+        "check_ok": True,
+    }
     assert _at(r, 8589934592, True)["busbw_gbps"] == 337.35
     assert r.metrics["peak_busbw_gbps"] == 338.82
     assert r.observed["nccl_tests"]["avg_busbw_gbps"] == 70.742
@@ -96,8 +105,9 @@ def test_root_column_and_noise() -> None:
 
 def test_several_tables_in_one_log(tmp_path: Path) -> None:
     combined = tmp_path / "all.log"
-    combined.write_text("\n".join((BENCH / f).read_text() for f in (
-        "h100_16rank_all_reduce_perf.log", "2gpu_all_gather_perf_bf16.log")))
+    combined.write_text(
+        "\n".join((BENCH / f).read_text() for f in ("h100_16rank_all_reduce_perf.log", "2gpu_all_gather_perf_bf16.log"))
+    )
     report = import_report(str(combined))
     assert [r.id for r in report.results] == ["bench.all_reduce", "bench.all_gather"]
 

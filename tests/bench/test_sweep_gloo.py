@@ -22,8 +22,9 @@ def _bench(*args: str, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
 
 @pytest.fixture(scope="module")
 def two_ranks() -> dict[str, Any]:
-    rc, report, err = _bench("--nproc", "2", "--max-bytes", "64K", "--dtype", "fp32,bf16", "--iters", "5",
-                             "--warmup-iters", "2")
+    rc, report, err = _bench(
+        "--nproc", "2", "--max-bytes", "64K", "--dtype", "fp32,bf16", "--iters", "5", "--warmup-iters", "2"
+    )
     assert rc == 0, (err, [(r["id"], r["summary"]) for r in report["results"]])
     return report
 
@@ -31,7 +32,7 @@ def two_ranks() -> dict[str, Any]:
 def test_every_op_measured_and_checked(two_ranks: dict[str, Any]) -> None:
     by_id = {r["id"]: r for r in two_ranks["results"]}
     for op in formulas.OPS:
-        for dtype in (("fp32",) if op == "barrier" else ("fp32", "bf16")):
+        for dtype in ("fp32",) if op == "barrier" else ("fp32", "bf16"):
             rid = "bench.barrier" if op == "barrier" else f"bench.{op}.{dtype}"
             result = by_id[rid]
             assert result["status"] == "pass", (rid, result["summary"])
@@ -62,8 +63,19 @@ def test_points_follow_nccl_tests_definitions(two_ranks: dict[str, Any]) -> None
 
 
 def test_three_ranks_odd_world_out_of_place_only() -> None:
-    rc, report, err = _bench("--nproc", "3", "--ops", "all_gather,reduce_scatter,all_to_all,sendrecv,all_reduce",
-                             "--min-bytes", "4K", "--max-bytes", "16K", "--iters", "3", "--out-of-place")
+    rc, report, err = _bench(
+        "--nproc",
+        "3",
+        "--ops",
+        "all_gather,reduce_scatter,all_to_all,sendrecv,all_reduce",
+        "--min-bytes",
+        "4K",
+        "--max-bytes",
+        "16K",
+        "--iters",
+        "3",
+        "--out-of-place",
+    )
     assert rc == 0, err
     by_id = {r["id"]: r for r in report["results"]}
     for op in ("all_gather", "reduce_scatter", "all_to_all", "sendrecv"):
@@ -78,8 +90,21 @@ def test_three_ranks_odd_world_out_of_place_only() -> None:
 
 
 def test_text_output_has_tables_then_verdict() -> None:
-    proc = run_cli("bench", "--backend", "gloo", "--nproc", "2", "--ops", "all_reduce,barrier", "--max-bytes", "4K",
-                   "--iters", "3", "--gpu-health", timeout=120)
+    proc = run_cli(
+        "bench",
+        "--backend",
+        "gloo",
+        "--nproc",
+        "2",
+        "--ops",
+        "all_reduce,barrier",
+        "--max-bytes",
+        "4K",
+        "--iters",
+        "3",
+        "--gpu-health",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     # No GPU in CPU ranks: GPU health is skipped with the reason, never passed.
@@ -92,8 +117,21 @@ def test_text_output_has_tables_then_verdict() -> None:
 def test_timeout_reports_where_ranks_were_and_leaves_nothing(tmp_path: Path) -> None:
     before = set(os.listdir("/dev/shm"))
     started = time.monotonic()
-    rc, report, _ = _bench("--nproc", "2", "--ops", "all_reduce", "--min-bytes", "64M", "--max-bytes", "64M",
-                           "--iters", "100000", "--timeout", "8", timeout=60)
+    rc, report, _ = _bench(
+        "--nproc",
+        "2",
+        "--ops",
+        "all_reduce",
+        "--min-bytes",
+        "64M",
+        "--max-bytes",
+        "64M",
+        "--iters",
+        "100000",
+        "--timeout",
+        "8",
+        timeout=60,
+    )
     assert time.monotonic() - started < 40
     assert rc == 1
     launch = {r["id"]: r for r in report["results"]}["bench.launch"]
@@ -105,15 +143,18 @@ def test_timeout_reports_where_ranks_were_and_leaves_nothing(tmp_path: Path) -> 
     assert not [n for n in leftover if "torch" in n or "ddp" in n], leftover
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--ops", "all_reduce,allreduce"), "allreduce"),
-    (("--min-bytes", "lots"), "not a size"),
-    (("--min-bytes", "1M", "--max-bytes", "1K"), "min <= max"),
-    (("--iters", "0"), "--iters"),
-    (("--dtype", "fp64"), "fp64"),
-    (("--nproc", "0"), "--nproc"),
-    (("--import", "x.log", "--gpu-health"), "--gpu-health"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--ops", "all_reduce,allreduce"), "allreduce"),
+        (("--min-bytes", "lots"), "not a size"),
+        (("--min-bytes", "1M", "--max-bytes", "1K"), "min <= max"),
+        (("--iters", "0"), "--iters"),
+        (("--dtype", "fp64"), "fp64"),
+        (("--nproc", "0"), "--nproc"),
+        (("--import", "x.log", "--gpu-health"), "--gpu-health"),
+    ],
+)
 def test_bad_flags_exit_2(args: tuple[str, ...], message: str) -> None:
     proc = run_cli("bench", *args)
     assert proc.returncode == 2
@@ -129,9 +170,25 @@ def test_nccl_without_gpu_is_a_usage_error() -> None:
 
 def test_killed_rank_is_named_and_earlier_ops_survive() -> None:
     # The live chain's test-only fault switch: rank 1 SIGKILLs itself when all_gather starts.
-    proc = run_cli("bench", "--backend", "gloo", "--nproc", "2", "--ops", "all_reduce,all_gather", "--max-bytes", "4K",
-                   "--iters", "2", "--timeout", "60", "--format", "json",
-                   env={"DDP_DOCTOR_FAULT": "rank=1,phase=all_gather,action=kill"}, timeout=90)
+    proc = run_cli(
+        "bench",
+        "--backend",
+        "gloo",
+        "--nproc",
+        "2",
+        "--ops",
+        "all_reduce,all_gather",
+        "--max-bytes",
+        "4K",
+        "--iters",
+        "2",
+        "--timeout",
+        "60",
+        "--format",
+        "json",
+        env={"DDP_DOCTOR_FAULT": "rank=1,phase=all_gather,action=kill"},
+        timeout=90,
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     by_id = {r["id"]: r for r in report["results"]}

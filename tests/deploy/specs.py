@@ -15,8 +15,25 @@ SPECS: dict[str, list[str]] = {
     "1x1": ["--image", IMAGE, "--gpus-per-node", "1", "--name", "doctor-1x1"],
     "1x8": ["--image", IMAGE, "--name", "doctor-1x8", "--data", "/datasets/imagenet:/data:ro"],
     "4x8": ["--image", IMAGE, "--nodes", "4", "--name", "doctor-4x8", "--env", "NCCL_SOCKET_IFNAME=eth0"],
-    "4x8-elastic-script": ["--image", IMAGE, "--nodes", "4", "--min-nodes", "2", "--name", "train-4x8",
-                           "--shm-size", "64g", "--memory", "512g", "--script", "train.py", "--", "--epochs", "3"],
+    "4x8-elastic-script": [
+        "--image",
+        IMAGE,
+        "--nodes",
+        "4",
+        "--min-nodes",
+        "2",
+        "--name",
+        "train-4x8",
+        "--shm-size",
+        "64g",
+        "--memory",
+        "512g",
+        "--script",
+        "train.py",
+        "--",
+        "--epochs",
+        "3",
+    ],
 }
 TARGETS = tuple(EXT)
 

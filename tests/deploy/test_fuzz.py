@@ -13,16 +13,80 @@ from ddp_doctor.deploy.lint.loader import load_yaml_documents
 from ddp_doctor.deploy.lint.shellparse import commands
 from ddp_doctor.errors import InputError
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                         HealthCheck.function_scoped_fixture])
-YAML_BITS = st.sampled_from(["apiVersion: v1\n", "kind: Pod\n", "kind: Job\n", "spec:\n", "  containers:\n",
-                             "  - name: x\n", "    image: a:latest\n", "&a ", "*a", "<<: *a\n", "[", "]", "{", "}",
-                             "- ", ": ", "---\n", "'", '"', "|\n", "  ", "\t", "!!str ", "!tag ", "? ", "#", "\n",
-                             "services:\n", "  s:\n", "    command: torchrun --nnodes=2\n", "\x00", "\ufeff", "%YAML 1.1\n"])
-SHELL_BITS = st.sampled_from(["docker run ", "podman run ", "torchrun ", "--gpus ", "all ", "--nproc_per_node=",
-                              "8 ", "--nnodes=2 ", "--master_addr=localhost ", "-v ", "/a:/b ", "'", '"', "\\\n",
-                              "\n", "; ", "&& ", "| ", "$(", ")", "${X}", "#", "export A=1 ", "bash -c ", "srun ",
-                              "#SBATCH --nodes=2\n", "-it ", "--", "=", " "])
+FAST = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+YAML_BITS = st.sampled_from(
+    [
+        "apiVersion: v1\n",
+        "kind: Pod\n",
+        "kind: Job\n",
+        "spec:\n",
+        "  containers:\n",
+        "  - name: x\n",
+        "    image: a:latest\n",
+        "&a ",
+        "*a",
+        "<<: *a\n",
+        "[",
+        "]",
+        "{",
+        "}",
+        "- ",
+        ": ",
+        "---\n",
+        "'",
+        '"',
+        "|\n",
+        "  ",
+        "\t",
+        "!!str ",
+        "!tag ",
+        "? ",
+        "#",
+        "\n",
+        "services:\n",
+        "  s:\n",
+        "    command: torchrun --nnodes=2\n",
+        "\x00",
+        "\ufeff",
+        "%YAML 1.1\n",
+    ]
+)
+SHELL_BITS = st.sampled_from(
+    [
+        "docker run ",
+        "podman run ",
+        "torchrun ",
+        "--gpus ",
+        "all ",
+        "--nproc_per_node=",
+        "8 ",
+        "--nnodes=2 ",
+        "--master_addr=localhost ",
+        "-v ",
+        "/a:/b ",
+        "'",
+        '"',
+        "\\\n",
+        "\n",
+        "; ",
+        "&& ",
+        "| ",
+        "$(",
+        ")",
+        "${X}",
+        "#",
+        "export A=1 ",
+        "bash -c ",
+        "srun ",
+        "#SBATCH --nodes=2\n",
+        "-it ",
+        "--",
+        "=",
+        " ",
+    ]
+)
 
 
 @FAST
@@ -44,8 +108,10 @@ def test_shell_parser_never_raises(text: str) -> None:
 
 
 @FAST
-@given(data=st.binary(max_size=400) | st.lists(YAML_BITS | SHELL_BITS, max_size=30).map(lambda b: "".join(b).encode()),
-       name=st.sampled_from(["k.yaml", "docker-compose.yml", "Dockerfile", "run.sh", "job.sbatch", "notes"]))
+@given(
+    data=st.binary(max_size=400) | st.lists(YAML_BITS | SHELL_BITS, max_size=30).map(lambda b: "".join(b).encode()),
+    name=st.sampled_from(["k.yaml", "docker-compose.yml", "Dockerfile", "run.sh", "job.sbatch", "notes"]),
+)
 def test_lint_file_returns_or_raises_input_error(tmp_path: Path, data: bytes, name: str) -> None:
     path = tmp_path / name
     path.write_bytes(data)

@@ -22,16 +22,25 @@ SCONTROL = '#!/bin/sh\n[ "$1 $2" = "show hostnames" ] && printf "gpu-node-07\\ng
 def fake_bin(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in (("docker", RECORD), ("ddp-doctor", RECORD), ("torchrun", RECORD),
-                       ("srun", SRUN), ("scontrol", SCONTROL)):
+    for name, body in (
+        ("docker", RECORD),
+        ("ddp-doctor", RECORD),
+        ("torchrun", RECORD),
+        ("srun", SRUN),
+        ("scontrol", SCONTROL),
+    ):
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
     return bin_dir
 
 
-def run_script(script: Path, fake_bin: Path, cwd: Path, env: dict[str, str], shell: str = "sh") -> subprocess.CompletedProcess[str]:
+def run_script(
+    script: Path, fake_bin: Path, cwd: Path, env: dict[str, str], shell: str = "sh"
+) -> subprocess.CompletedProcess[str]:
     full = {"PATH": f"{fake_bin}:{os.environ['PATH']}", "RECORD_DIR": str(cwd), "HOME": str(cwd), **env}
-    return subprocess.run([shell, str(script)], check=False, cwd=cwd, env=full, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [shell, str(script)], check=False, cwd=cwd, env=full, capture_output=True, text=True, timeout=30
+    )
 
 
 def argv(cwd: Path, name: str) -> list[str]:
@@ -55,33 +64,87 @@ def test_docker_multi_node_needs_its_variables(fake_bin: Path, tmp_path: Path) -
     proc = run_script(script, fake_bin, tmp_path, {"NODE_RANK": "3", "MASTER_ADDR": "10.0.0.1", "RUN_ID": "r42"})
     assert proc.returncode == 0, proc.stderr
     got = argv(tmp_path, "docker")
-    tail = got[got.index("nvcr.io/nvidia/pytorch:24.05-py3") + 1:]
-    assert tail == ["ddp-doctor", "check", "--nproc", "8", "--nnodes", "4", "--node-rank", "3",
-                    "--rdzv-endpoint", "10.0.0.1:29500", "--rdzv-id", "doctor-4x8-r42"]
+    tail = got[got.index("nvcr.io/nvidia/pytorch:24.05-py3") + 1 :]
+    assert tail == [
+        "ddp-doctor",
+        "check",
+        "--nproc",
+        "8",
+        "--nnodes",
+        "4",
+        "--node-rank",
+        "3",
+        "--rdzv-endpoint",
+        "10.0.0.1:29500",
+        "--rdzv-id",
+        "doctor-4x8-r42",
+    ]
     assert got[got.index("--name") + 1] == "doctor-4x8-node-3" and "host" == got[got.index("--network") + 1]
     assert "NCCL_SOCKET_IFNAME=eth0" in got
 
 
 def test_docker_device_list_and_user_args_arrive_literally(fake_bin: Path, tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
-    assert main(["launch", "--target", "docker", "--image", "img:1", "--devices", "0,3", "-o", str(script),
-                 "--script", "my train.py", "--", "--note", "it's $HOME `id`"]) == 0
+    assert (
+        main(
+            [
+                "launch",
+                "--target",
+                "docker",
+                "--image",
+                "img:1",
+                "--devices",
+                "0,3",
+                "-o",
+                str(script),
+                "--script",
+                "my train.py",
+                "--",
+                "--note",
+                "it's $HOME `id`",
+            ]
+        )
+        == 0
+    )
     proc = run_script(script, fake_bin, tmp_path, {})
     assert proc.returncode == 0, proc.stderr
     got = argv(tmp_path, "docker")
     assert got[got.index("--gpus") + 1] == '"device=0,3"'
     assert got[-3:] == ["my train.py", "--note", "it's $HOME `id`"]  # the user's words arrive literally
-    assert got[got.index("img:1") + 1:][:6] == ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "2"]
+    assert got[got.index("img:1") + 1 :][:6] == ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", "2"]
 
 
 def test_slurm_each_task_meets_at_the_first_node(fake_bin: Path, tmp_path: Path) -> None:
     env = {"SLURM_JOB_NODELIST": "gpu-node-[07-08]", "SLURM_NODEID": "1", "SLURM_JOB_ID": "4242", "SLURM_NNODES": "4"}
     proc = run_script(golden_path("4x8", "slurm"), fake_bin, tmp_path, env, shell="bash")
     assert proc.returncode == 0, proc.stderr
-    assert argv(tmp_path, "ddp-doctor") == ["check", "--nproc", "8", "--nnodes", "4", "--node-rank", "1",
-                                            "--rdzv-endpoint", "gpu-node-07:29500", "--rdzv-id", "4242"]
+    assert argv(tmp_path, "ddp-doctor") == [
+        "check",
+        "--nproc",
+        "8",
+        "--nnodes",
+        "4",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint",
+        "gpu-node-07:29500",
+        "--rdzv-id",
+        "4242",
+    ]
     proc = run_script(golden_path("4x8-elastic-script", "slurm"), fake_bin, tmp_path, env, shell="bash")
     assert proc.returncode == 0, proc.stderr
-    assert argv(tmp_path, "torchrun") == ["--nnodes", "2:4", "--nproc-per-node", "8", "--rdzv-backend", "c10d",
-                                          "--rdzv-endpoint", "gpu-node-07:29500", "--rdzv-id", "4242",
-                                          "train.py", "--epochs", "3"]
+    assert argv(tmp_path, "torchrun") == [
+        "--nnodes",
+        "2:4",
+        "--nproc-per-node",
+        "8",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "gpu-node-07:29500",
+        "--rdzv-id",
+        "4242",
+        "train.py",
+        "--epochs",
+        "3",
+    ]

@@ -64,7 +64,12 @@ def test_pytorchjob_validates_against_crd_and_pod_schema(spec: str) -> None:
     jsonschema.validate(job, crd["openAPIV3Schema"])
     replicas = job["spec"]["pytorchReplicaSpecs"]
     for replica in replicas.values():
-        template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": replica["template"]}
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "t"},
+            "template": replica["template"],
+        }
         kubernetes_validate.validate(template, K8S_VERSION, strict=True)
         (container,) = replica["template"]["spec"]["containers"]
         assert container["name"] == "pytorch"  # the operator requires this name and reads the port from it
@@ -108,12 +113,14 @@ def test_slurm_rendezvous_on_first_node_of_allocation() -> None:
 
 
 def test_bad_flags_exit_2_with_one_line() -> None:
-    for argv in (["--target", "k8s"],  # no image
-                 ["--target", "k8s", "--image", "i:1", "--devices", "0,1"],
-                 ["--target", "docker", "--image", "i:1", "--data", "pvc:x:/data"],
-                 ["--target", "docker", "--image", "i:1", "--shm-size", "lots"],
-                 ["--target", "docker", "--image", "i:1", "--name", "Bad_Name"],
-                 ["--target", "docker", "--image", "i:1", "--", "stray"]):
+    for argv in (
+        ["--target", "k8s"],  # no image
+        ["--target", "k8s", "--image", "i:1", "--devices", "0,1"],
+        ["--target", "docker", "--image", "i:1", "--data", "pvc:x:/data"],
+        ["--target", "docker", "--image", "i:1", "--shm-size", "lots"],
+        ["--target", "docker", "--image", "i:1", "--name", "Bad_Name"],
+        ["--target", "docker", "--image", "i:1", "--", "stray"],
+    ):
         proc = run_cli("launch", *argv)
         assert proc.returncode == 2, (argv, proc.stdout)
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
@@ -121,8 +128,10 @@ def test_bad_flags_exit_2_with_one_line() -> None:
 
 def test_spec_file_and_output_file(tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
-    spec.write_text("image: ghcr.io/me/train:1.0\nnodes: 2\ngpus_per_node: 4\nshm_size: 8g\n"
-                    "env:\n  NCCL_IB_DISABLE: '1'\nscript: train.py\nscript_args: [--epochs, '2']\n")
+    spec.write_text(
+        "image: ghcr.io/me/train:1.0\nnodes: 2\ngpus_per_node: 4\nshm_size: 8g\n"
+        "env:\n  NCCL_IB_DISABLE: '1'\nscript: train.py\nscript_args: [--epochs, '2']\n"
+    )
     out = tmp_path / "job.k8s.yaml"
     proc = run_cli("launch", "--target", "k8s", "--spec", str(spec), "--nodes", "3", "--output", str(out))
     assert proc.returncode == 0, proc.stderr

@@ -51,19 +51,52 @@ def test_generated_docker_script_runs_the_check_in_a_container(tmp_path: Path) -
         script = tmp_path / "run.sh"
         venv_bin = Path(sys.executable).parent
         # uid 0: this machine's Python lives under /root (mode 700); CPU ranks: no GPU here.
-        assert main(["launch", "--target", "docker", "--image", IMAGE, "--gpus-per-node", "0", "--cpus", "2",
-                     "--memory", "6g", "--shm-size", "2g", "--uid", "0", "--gid", "0",
-                     "--env", f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin", "--logs", f"{tmp_path}/logs:/logs",
-                     "-o", str(script)]) == 0
+        assert (
+            main(
+                [
+                    "launch",
+                    "--target",
+                    "docker",
+                    "--image",
+                    IMAGE,
+                    "--gpus-per-node",
+                    "0",
+                    "--cpus",
+                    "2",
+                    "--memory",
+                    "6g",
+                    "--shm-size",
+                    "2g",
+                    "--uid",
+                    "0",
+                    "--gid",
+                    "0",
+                    "--env",
+                    f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin",
+                    "--logs",
+                    f"{tmp_path}/logs:/logs",
+                    "-o",
+                    str(script),
+                ]
+            )
+            == 0
+        )
         env = {**podman.env, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-        proc = subprocess.run(["sh", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=360, check=False)
+        proc = subprocess.run(
+            ["sh", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=360, check=False
+        )
         out = proc.stdout + proc.stderr
         assert "ddp-doctor check" in out, out[-3000:]
         assert proc.returncode == 0, out[-3000:]
         assert "live." in proc.stdout and "verdict: FAIL" not in proc.stdout, proc.stdout[-3000:]
-        names = subprocess.run([*podman.argv, "ps", "-a", "--format", "{{.Names}}"], env=podman.env,
-                               capture_output=True, text=True, timeout=60, check=True).stdout
+        names = subprocess.run(
+            [*podman.argv, "ps", "-a", "--format", "{{.Names}}"],
+            env=podman.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert names.strip() == ""  # --rm: nothing left behind
     finally:
         podman.close()

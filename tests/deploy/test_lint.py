@@ -33,11 +33,32 @@ def test_each_pitfall_caught_at_its_line(name: str) -> None:
 def test_corpus_covers_the_issue_list() -> None:
     ids = {entry.split("@")[0] for entries in EXPECTED.values() for entry in entries}
     names = {i.split(".")[2] for i in ids}
-    for rule in ("gpu_limit_missing", "gpu_request_mismatch", "nproc_exceeds_gpus", "shm_default", "shm_not_memory",
-                 "shm_exceeds_memory_limit", "runtime_class_missing", "run_as_root", "no_user", "root_user",
-                 "privileged", "host_network", "host_ipc", "ipc_lock", "latest_tag", "no_log_volume",
-                 "gpus_missing", "master_addr_localhost", "torchrun_without_srun", "standalone_multinode",
-                 "pytorchjob_container_name", "tasks_per_node", "shm_small", "nproc_exceeds_gpus"):
+    for rule in (
+        "gpu_limit_missing",
+        "gpu_request_mismatch",
+        "nproc_exceeds_gpus",
+        "shm_default",
+        "shm_not_memory",
+        "shm_exceeds_memory_limit",
+        "runtime_class_missing",
+        "run_as_root",
+        "no_user",
+        "root_user",
+        "privileged",
+        "host_network",
+        "host_ipc",
+        "ipc_lock",
+        "latest_tag",
+        "no_log_volume",
+        "gpus_missing",
+        "master_addr_localhost",
+        "torchrun_without_srun",
+        "standalone_multinode",
+        "pytorchjob_container_name",
+        "tasks_per_node",
+        "shm_small",
+        "nproc_exceeds_gpus",
+    ):
         assert rule in names, rule
     assert set(BROKEN.iterdir()) == {BROKEN / n for n in EXPECTED}, "every corpus file has expectations"
 
@@ -54,7 +75,13 @@ def test_every_generated_config_lints_clean(tmp_path: Path) -> None:
     files = sorted(p for p in GOLDEN.rglob("*") if p.is_file())
     assert len(files) >= 15
     extra = []
-    for target, ext in (("docker", "sh"), ("compose", "yaml"), ("k8s", "yaml"), ("pytorchjob", "yaml"), ("slurm", "sbatch")):
+    for target, ext in (
+        ("docker", "sh"),
+        ("compose", "yaml"),
+        ("k8s", "yaml"),
+        ("pytorchjob", "yaml"),
+        ("slurm", "sbatch"),
+    ):
         for flags in (["--gpus-per-node", "0"], ["--nodes", "2", "--gpus-per-node", "2", "--script", "t.py"]):
             out = tmp_path / f"{target}-{len(extra)}.{ext}"
             assert main(["launch", "--target", target, "--image", "img:1.0", *flags, "-o", str(out)]) == 0
@@ -87,28 +114,80 @@ def test_exit_codes_and_formats(tmp_path: Path) -> None:
 # The parts of the official SARIF 2.1.0 schema this output relies on: required properties, enums and
 # types as in https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json
 SARIF_SUBSET = {
-    "type": "object", "required": ["version", "runs"],
+    "type": "object",
+    "required": ["version", "runs"],
     "properties": {
         "version": {"enum": ["2.1.0"]},
-        "runs": {"type": "array", "items": {
-            "type": "object", "required": ["tool"],
-            "properties": {
-                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
-                    "type": "object", "required": ["name"],
-                    "properties": {"rules": {"type": "array", "items": {
-                        "type": "object", "required": ["id"],
-                        "properties": {"defaultConfiguration": {"properties": {"level": {"enum": ["none", "note", "warning", "error"]}}}}}}}}}},
-                "invocations": {"type": "array", "items": {"type": "object", "required": ["executionSuccessful"]}},
-                "results": {"type": "array", "items": {
-                    "type": "object", "required": ["message"],
-                    "properties": {
-                        "level": {"enum": ["none", "note", "warning", "error"]},
-                        "ruleIndex": {"type": "integer", "minimum": -1},
-                        "message": {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["id"]}]},
-                        "locations": {"type": "array", "items": {"type": "object", "properties": {"physicalLocation": {
-                            "type": "object", "anyOf": [{"required": ["address"]}, {"required": ["artifactLocation"]}],
-                            "properties": {"region": {"type": "object", "properties": {
-                                "startLine": {"type": "integer", "minimum": 1}}}}}}}}}}}}}}},
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["tool"],
+                "properties": {
+                    "tool": {
+                        "type": "object",
+                        "required": ["driver"],
+                        "properties": {
+                            "driver": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {
+                                    "rules": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["id"],
+                                            "properties": {
+                                                "defaultConfiguration": {
+                                                    "properties": {
+                                                        "level": {"enum": ["none", "note", "warning", "error"]}
+                                                    }
+                                                }
+                                            },
+                                        },
+                                    }
+                                },
+                            }
+                        },
+                    },
+                    "invocations": {"type": "array", "items": {"type": "object", "required": ["executionSuccessful"]}},
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["message"],
+                            "properties": {
+                                "level": {"enum": ["none", "note", "warning", "error"]},
+                                "ruleIndex": {"type": "integer", "minimum": -1},
+                                "message": {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["id"]}]},
+                                "locations": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "physicalLocation": {
+                                                "type": "object",
+                                                "anyOf": [
+                                                    {"required": ["address"]},
+                                                    {"required": ["artifactLocation"]},
+                                                ],
+                                                "properties": {
+                                                    "region": {
+                                                        "type": "object",
+                                                        "properties": {"startLine": {"type": "integer", "minimum": 1}},
+                                                    }
+                                                },
+                                            }
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
 }
 
 
@@ -135,8 +214,8 @@ def test_sarif_output(tmp_path: Path) -> None:
 
 BAD_INPUTS = {
     "malformed.yaml": b"apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n   image: x\n",
-    "bomb.yaml": b"a: &a [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n".encode() for i in range(8)),
+    "bomb.yaml": b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    + b"".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n".encode() for i in range(8)),
     "recursive.yaml": b"a: &a [*a]\n",
     "notk8s.yaml": b"name: something\nvalues: [1, 2]\n",
     "tags.yaml": b"apiVersion: v1\nkind: Pod\nmetadata: !!python/object:os.system {}\n",
@@ -184,7 +263,8 @@ def test_multi_document_and_other_kinds(tmp_path: Path) -> None:
         "---\n"
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}\n"
         "---\n"
-        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+    )
     report, unreadable = lint([str(path)])
     assert not unreadable
     ids = {(r.id, r.evidence[0].line) for r in report.results}
@@ -220,13 +300,17 @@ def test_docs_list_every_rule() -> None:
 
 def test_shm_beyond_memory_limit_in_docker_and_compose(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
-    script.write_text("#!/bin/sh\ndocker run --gpus 2 --shm-size 32g \\\n  --memory 16g -v /ckpt:/ckpt img:1.0 "
-                      "torchrun --nproc_per_node 2 t.py\n")
+    script.write_text(
+        "#!/bin/sh\ndocker run --gpus 2 --shm-size 32g \\\n  --memory 16g -v /ckpt:/ckpt img:1.0 "
+        "torchrun --nproc_per_node 2 t.py\n"
+    )
     found = {(r.id, r.evidence[0].line) for r in lint_file(str(script)).results}
     assert ("lint.docker.shm_exceeds_memory_limit", 2) in found
     compose_file = tmp_path / "compose.yaml"
-    compose_file.write_text("services:\n  t:\n    image: img:1.0\n    shm_size: 8gb\n    mem_limit: 4g\n"
-                            "    volumes: [./l:/l]\n    gpus: all\n    command: torchrun --nproc-per-node 2 t.py\n")
+    compose_file.write_text(
+        "services:\n  t:\n    image: img:1.0\n    shm_size: 8gb\n    mem_limit: 4g\n"
+        "    volumes: [./l:/l]\n    gpus: all\n    command: torchrun --nproc-per-node 2 t.py\n"
+    )
     found = {(r.id, r.evidence[0].line) for r in lint_file(str(compose_file)).results}
     assert found == {("lint.compose.shm_exceeds_memory_limit", 4)}
 

@@ -46,30 +46,107 @@ def _env() -> dict[str, str]:
 
 
 CASES = {
-    c.name: c for c in (
+    c.name: c
+    for c in (
         # A private mount namespace with a 64 MB /dev/shm, as Docker gives a container by default.
-        Case("shm_64mb", "diag.shm_exhausted", True, lambda: ([
-            "unshare", "-m", "--propagation", "private", "sh", "-c",
-            f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {TORCHRUN} --standalone --nproc-per-node 2 {SCRIPT} shm",
-        ], {})),
-        Case("sigkill_rank", "diag.sigkill_oom", False, lambda: (
-            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "sigkill"], {})),
-        Case("world_size_mistake", "diag.rendezvous_timeout", False, lambda: (
-            [sys.executable, SCRIPT, "worldsize"], {"MASTER_PORT": str(_free_port())})),
-        Case("rendezvous_missing_node", "diag.rendezvous_timeout", False, lambda: (
-            [TORCHRUN, "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-             "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", f"t{random.randrange(1 << 30)}",
-             "--rdzv-conf", "join_timeout=5", SCRIPT, "init"], {})),
-        Case("gloo_wrong_interface", "diag.wrong_interface", False, lambda: (
-            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"], {"GLOO_SOCKET_IFNAME": "nosuch0"})),
+        Case(
+            "shm_64mb",
+            "diag.shm_exhausted",
+            True,
+            lambda: (
+                [
+                    "unshare",
+                    "-m",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {TORCHRUN} --standalone --nproc-per-node 2 {SCRIPT} shm",
+                ],
+                {},
+            ),
+        ),
+        Case(
+            "sigkill_rank",
+            "diag.sigkill_oom",
+            False,
+            lambda: ([TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "sigkill"], {}),
+        ),
+        Case(
+            "world_size_mistake",
+            "diag.rendezvous_timeout",
+            False,
+            lambda: ([sys.executable, SCRIPT, "worldsize"], {"MASTER_PORT": str(_free_port())}),
+        ),
+        Case(
+            "rendezvous_missing_node",
+            "diag.rendezvous_timeout",
+            False,
+            lambda: (
+                [
+                    TORCHRUN,
+                    "--nnodes",
+                    "2",
+                    "--node-rank",
+                    "0",
+                    "--nproc-per-node",
+                    "1",
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{_free_port()}",
+                    "--rdzv-id",
+                    f"t{random.randrange(1 << 30)}",
+                    "--rdzv-conf",
+                    "join_timeout=5",
+                    SCRIPT,
+                    "init",
+                ],
+                {},
+            ),
+        ),
+        Case(
+            "gloo_wrong_interface",
+            "diag.wrong_interface",
+            False,
+            lambda: (
+                [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"],
+                {"GLOO_SOCKET_IFNAME": "nosuch0"},
+            ),
+        ),
         # The near miss at run level: a healthy job with every log switch on must show no failure.
-        Case("healthy_verbose", "", False, lambda: (
-            [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"],
-            {"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"})),
+        Case(
+            "healthy_verbose",
+            "",
+            False,
+            lambda: (
+                [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "init"],
+                {"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+            ),
+        ),
         # torchrun retries an unresolvable master forever; a user sees the warnings and stops it.
-        Case("master_unresolvable", "diag.master_unreachable", False, lambda: (
-            [TORCHRUN, "--nnodes", "1", "--nproc-per-node", "1", "--master-addr", "no-such-host.invalid",
-             "--master-port", str(_free_port()), SCRIPT, "init"], {}), hangs_s=8.0),
+        Case(
+            "master_unresolvable",
+            "diag.master_unreachable",
+            False,
+            lambda: (
+                [
+                    TORCHRUN,
+                    "--nnodes",
+                    "1",
+                    "--nproc-per-node",
+                    "1",
+                    "--master-addr",
+                    "no-such-host.invalid",
+                    "--master-port",
+                    str(_free_port()),
+                    SCRIPT,
+                    "init",
+                ],
+                {},
+            ),
+            hangs_s=8.0,
+        ),
     )
 }
 
@@ -89,8 +166,23 @@ def _port_in_use(timeout_s: float) -> tuple[str, int | None]:
         holder.bind(("0.0.0.0", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        done = run([TORCHRUN, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                    "--master-port", str(port), SCRIPT, "init"], timeout_s=timeout_s, env=_env())
+        done = run(
+            [
+                TORCHRUN,
+                "--nnodes",
+                "1",
+                "--nproc-per-node",
+                "2",
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                SCRIPT,
+                "init",
+            ],
+            timeout_s=timeout_s,
+            env=_env(),
+        )
     return done.stdout + done.stderr, done.returncode
 
 

@@ -13,7 +13,12 @@ def test_empty_and_healthy_input_gives_nothing() -> None:
 
 
 def test_exit_status_signals_name_the_signature() -> None:
-    for code, sid in ((-9, "diag.sigkill_oom"), (137, "diag.sigkill_oom"), (-7, "diag.shm_exhausted"), (135, "diag.shm_exhausted")):
+    for code, sid in (
+        (-9, "diag.sigkill_oom"),
+        (137, "diag.sigkill_oom"),
+        (-7, "diag.shm_exhausted"),
+        (135, "diag.shm_exhausted"),
+    ):
         results = diagnose({}, {"rank 1": code})
         assert [r.id for r in results] == [sid], code
         assert results[0].status is Status.FAIL
@@ -61,8 +66,10 @@ def test_nccl_lines_are_attributed_to_the_rank_their_pid_announced() -> None:
 
 def test_file_headers_name_the_node() -> None:
     log = [
-        "==> pod/train-worker-0 <==", "step 1 ok",
-        "==> pod/train-worker-1 <==", "RuntimeError: CUDA error: invalid device ordinal",
+        "==> pod/train-worker-0 <==",
+        "step 1 ok",
+        "==> pod/train-worker-1 <==",
+        "RuntimeError: CUDA error: invalid device ordinal",
     ]
     (res,) = diagnose({"all-pods.log": log})
     assert res.id == "diag.invalid_device_ordinal" and res.node == "pod/train-worker-1"

@@ -96,8 +96,11 @@ def test_warn_only_exits_0_unless_strict(tmp_path: Path) -> None:
 
 
 def test_unreadable_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
-    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path)],
-                 ["explain", str(_write(tmp_path, "bad.gz", b"\x1f\x8b\x08\x00garbage-not-gzip" * 10))]):
+    for args in (
+        ["explain", str(tmp_path / "missing.log")],
+        ["explain", str(tmp_path)],
+        ["explain", str(_write(tmp_path, "bad.gz", b"\x1f\x8b\x08\x00garbage-not-gzip" * 10))],
+    ):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ddp-doctor: error:")
@@ -120,7 +123,9 @@ def test_a_100_mb_line_in_bounded_memory(tmp_path: Path) -> None:
             f.write(b"y" * (1 << 20))
         f.write(b" torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     out_path = tmp_path / "report.json"
-    code, peak_rss = run_measuring_peak_rss([sys.executable, "-m", "ddp_doctor", "explain", str(path), "--format", "json"], out_path)
+    code, peak_rss = run_measuring_peak_rss(
+        [sys.executable, "-m", "ddp_doctor", "explain", str(path), "--format", "json"], out_path
+    )
     report = json.loads(out_path.read_text())
     assert code == 1 and report["root_cause"] == "diag.cuda_oom"
     assert report["facts"]["log"]["bytes"] > 100 << 20
@@ -138,4 +143,5 @@ def test_hypothesis_arbitrary_lines_never_crash() -> None:
     def check(lines: list[str], codes: dict[str, int]) -> None:
         for r in diagnose({"x.log": lines}, codes, unknown=True):
             assert r.id.startswith("diag.") and r.summary
+
     check()

@@ -82,4 +82,6 @@ def test_line_list_and_stream_paths_agree(name: str) -> None:
     data = (LOGS / name).read_bytes()
     streamed = explain_stream(io.BytesIO(data), name)
     listed = diagnose({name: data.decode("utf-8", "replace").split("\n")}, unknown=True)
-    assert [(r.id, [e.line for e in r.evidence]) for r in listed] == [(r.id, [e.line for e in r.evidence]) for r in streamed]
+    assert [(r.id, [e.line for e in r.evidence]) for r in listed] == [
+        (r.id, [e.line for e in r.evidence]) for r in streamed
+    ]

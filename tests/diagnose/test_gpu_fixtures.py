@@ -27,11 +27,15 @@ HEADER = re.compile(r"^==> case (?P<name>\S+) exit=(?P<exit>-?\d+) <==$", re.MUL
 def _cases() -> dict[str, tuple[int, str]]:
     text = CASES.read_text(encoding="utf-8", errors="replace")
     marks = list(HEADER.finditer(text))
-    return {m["name"]: (int(m["exit"]), text[m.end() + 1: (marks[i + 1].start() if i + 1 < len(marks) else len(text))])
-            for i, m in enumerate(marks)}
+    return {
+        m["name"]: (int(m["exit"]), text[m.end() + 1 : (marks[i + 1].start() if i + 1 < len(marks) else len(text))])
+        for i, m in enumerate(marks)
+    }
 
 
-needs_recording = pytest.mark.skipif(not CASES.exists(), reason=f"{CASES} not recorded yet: run gpu/diagnose.sh on the H200 machine")
+needs_recording = pytest.mark.skipif(
+    not CASES.exists(), reason=f"{CASES} not recorded yet: run gpu/diagnose.sh on the H200 machine"
+)
 
 
 @needs_recording

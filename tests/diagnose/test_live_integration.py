@@ -14,8 +14,15 @@ from ddp_doctor.diagnose import signature
 @pytest.mark.root
 @pytest.mark.slow
 def test_check_in_small_shm_names_shm_exhausted() -> None:
-    cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-           f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} -m ddp_doctor check --format json --timeout 120"]
+    cmd = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        f"mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {sys.executable} -m ddp_doctor check --format json --timeout 120",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=170, check=False)
     assert proc.returncode == 1, proc.stderr[-2000:]
     report = json.loads(proc.stdout)

@@ -65,8 +65,10 @@ def test_gzip_and_zstd_are_read_through(tmp_path) -> None:  # type: ignore[no-un
     from ddp_doctor.diagnose.logread import open_log
 
     body = (HEALTHY + "\n") * 1000 + BUS + "\n"
-    for name, blob in (("a.log.gz", gzip.compress(body.encode())),
-                       ("a.log.zst", zstandard.ZstdCompressor().compress(body.encode()))):
+    for name, blob in (
+        ("a.log.gz", gzip.compress(body.encode())),
+        ("a.log.zst", zstandard.ZstdCompressor().compress(body.encode())),
+    ):
         path = tmp_path / name
         path.write_bytes(blob)
         stream, shown = open_log(str(path))

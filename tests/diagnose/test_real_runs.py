@@ -7,8 +7,10 @@ import pytest
 from ddp_doctor.diagnose import diagnose
 from tests.diagnose import realruns
 
-CASES = [pytest.param(c, marks=pytest.mark.root) if c in realruns.CASES and realruns.CASES[c].needs_root else c
-         for c in realruns.ALL]
+CASES = [
+    pytest.param(c, marks=pytest.mark.root) if c in realruns.CASES and realruns.CASES[c].needs_root else c
+    for c in realruns.ALL
+]
 
 
 @pytest.mark.parametrize("case", CASES)

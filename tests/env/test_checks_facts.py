@@ -15,8 +15,9 @@ def judge(facts: dict[str, Any]) -> dict[str, Result]:
 
 def test_healthy_gpu_node_passes_everything() -> None:
     results = judge(make_facts())
-    assert {r.status for r in results.values()} <= {Status.PASS, Status.SKIP}, \
-        [(r.id, r.status, r.summary) for r in results.values() if r.status not in (Status.PASS, Status.SKIP)]
+    assert {r.status for r in results.values()} <= {Status.PASS, Status.SKIP}, [
+        (r.id, r.status, r.summary) for r in results.values() if r.status not in (Status.PASS, Status.SKIP)
+    ]
     assert results["env.gpus"].status is Status.PASS and "NVIDIA H200" in results["env.gpus"].summary
     assert results["env.gpu_arch"].status is Status.PASS and "sm_90" in results["env.gpu_arch"].summary
     assert results["env.driver_cuda"].status is Status.PASS
@@ -24,10 +25,27 @@ def test_healthy_gpu_node_passes_everything() -> None:
 
 def test_every_check_id_is_present_and_stable() -> None:
     ids = [r.id for r in checks.evaluate(make_facts())]
-    assert ids == ["env.python", "env.torch.installed", "env.torch.import", "env.torch.build", "env.numpy", "env.official_build",
-                   "env.distributed", "env.nccl", "env.torchrun", "env.gpus", "env.driver_cuda", "env.gpu_arch",
-                   "env.gpu_topology", "env.shm", "env.ulimits", "env.container", "env.user", "env.env_vars",
-                   "env.network"]
+    assert ids == [
+        "env.python",
+        "env.torch.installed",
+        "env.torch.import",
+        "env.torch.build",
+        "env.numpy",
+        "env.official_build",
+        "env.distributed",
+        "env.nccl",
+        "env.torchrun",
+        "env.gpus",
+        "env.driver_cuda",
+        "env.gpu_arch",
+        "env.gpu_topology",
+        "env.shm",
+        "env.ulimits",
+        "env.container",
+        "env.user",
+        "env.env_vars",
+        "env.network",
+    ]
 
 
 def test_driver_470_with_cuda_12_6_fails() -> None:
@@ -64,8 +82,9 @@ def test_blackwell_on_cu126_build_points_to_cu128() -> None:
 
 
 def test_nccl_missing_from_cuda_build_fails() -> None:
-    facts = make_facts(nccl={"library": None, "source": None, "loadable": None, "version": None},
-                       torch={"nccl_version": None})
+    facts = make_facts(
+        nccl={"library": None, "source": None, "loadable": None, "version": None}, torch={"nccl_version": None}
+    )
     r = judge(facts)["env.nccl"]
     assert r.status is Status.FAIL
     assert "this environment cannot run DDP on GPUs" in r.summary
@@ -107,8 +126,16 @@ def test_vendor_build_without_variant_tag_is_custom() -> None:
 
 
 def test_cpu_torch_with_gpus_fails() -> None:
-    facts = make_facts(torch={"version": "2.7.0+cpu", "metadata_version": "2.7.0+cpu", "cuda": None, "flavour": "cpu",
-                              "arch_list": [], "backends": {"nccl": False, "gloo": True, "mpi": False}})
+    facts = make_facts(
+        torch={
+            "version": "2.7.0+cpu",
+            "metadata_version": "2.7.0+cpu",
+            "cuda": None,
+            "flavour": "cpu",
+            "arch_list": [],
+            "backends": {"nccl": False, "gloo": True, "mpi": False},
+        }
+    )
     r = judge(facts)["env.torch.build"]
     assert r.status is Status.FAIL and "CPU-only" in r.summary and r.remedy and "whl/cu" in r.remedy
 
@@ -138,9 +165,19 @@ def test_numpy_clash_is_named() -> None:
 
 
 def test_gpu_nodes_without_nvml_in_container_says_gpus_runtime() -> None:
-    facts = make_facts(gpus={"__replace__": True, "driver_loaded": False, "error": "NVML could not start: NVML Shared Library Not Found",
-                             "count": 0, "physical_count": 0, "visible": [], "all": [], "device_nodes": ["/dev/nvidia0", "/dev/nvidiactl"]},
-                       container={"in_container": True, "kind": "docker", "evidence": ["/.dockerenv exists"]})
+    facts = make_facts(
+        gpus={
+            "__replace__": True,
+            "driver_loaded": False,
+            "error": "NVML could not start: NVML Shared Library Not Found",
+            "count": 0,
+            "physical_count": 0,
+            "visible": [],
+            "all": [],
+            "device_nodes": ["/dev/nvidia0", "/dev/nvidiactl"],
+        },
+        container={"in_container": True, "kind": "docker", "evidence": ["/.dockerenv exists"]},
+    )
     results = judge(facts)
     assert results["env.container"].status is Status.FAIL
     assert "--gpus" in (results["env.container"].remedy or "") and "--gpus" in (results["env.container"].cause or "")
@@ -148,8 +185,18 @@ def test_gpu_nodes_without_nvml_in_container_says_gpus_runtime() -> None:
 
 
 def test_no_driver_skips_gpu_checks_with_words() -> None:
-    facts = make_facts(gpus={"__replace__": True, "driver_loaded": False, "error": "NVML could not start: NVML Shared Library Not Found",
-                             "count": 0, "physical_count": 0, "visible": [], "all": [], "device_nodes": []})
+    facts = make_facts(
+        gpus={
+            "__replace__": True,
+            "driver_loaded": False,
+            "error": "NVML could not start: NVML Shared Library Not Found",
+            "count": 0,
+            "physical_count": 0,
+            "visible": [],
+            "all": [],
+            "device_nodes": [],
+        }
+    )
     results = judge(facts)
     for id_ in ("env.gpus", "env.driver_cuda", "env.gpu_arch", "env.gpu_topology"):
         assert results[id_].status is Status.SKIP, id_
@@ -169,23 +216,40 @@ def test_mig_warns() -> None:
 
 def test_topology_without_p2p_warns() -> None:
     two = [H200, dict(H200, index=1, uuid="GPU-2")]
-    pairs = [{"a": 0, "b": 1, "p2p_read": "chipset not supported", "p2p_nvlink": "not supported", "path": "across NUMA nodes"}]
-    r = judge(make_facts(gpus={"visible": two, "all": two, "count": 2, "physical_count": 2}, topology={"pairs": pairs}))["env.gpu_topology"]
+    pairs = [
+        {
+            "a": 0,
+            "b": 1,
+            "p2p_read": "chipset not supported",
+            "p2p_nvlink": "not supported",
+            "path": "across NUMA nodes",
+        }
+    ]
+    r = judge(
+        make_facts(gpus={"visible": two, "all": two, "count": 2, "physical_count": 2}, topology={"pairs": pairs})
+    )["env.gpu_topology"]
     assert r.status is Status.WARN and "0<->1" in r.summary
 
 
 def test_shm_thresholds() -> None:
     fail = judge(make_facts(shm={"size_bytes": 64 << 20, "free_bytes": 64 << 20}))["env.shm"]
     assert fail.status is Status.FAIL and "64 MiB" in fail.summary
-    assert fail.remedy and "--shm-size=8g" in fail.remedy and "medium: Memory" in fail.remedy and "--ipc=host" in fail.remedy
+    assert (
+        fail.remedy
+        and "--shm-size=8g" in fail.remedy
+        and "medium: Memory" in fail.remedy
+        and "--ipc=host" in fail.remedy
+    )
     warn = judge(make_facts(shm={"size_bytes": 512 << 20, "free_bytes": 512 << 20}))["env.shm"]
     assert warn.status is Status.WARN
     assert judge(make_facts())["env.shm"].status is Status.PASS
 
 
 def test_memlock_limited_with_infiniband_warns() -> None:
-    facts = make_facts(ulimits={"memlock_soft_bytes": 64 << 10},
-                       network={"infiniband": {"devices": ["mlx5_0"], "libibverbs": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"}})
+    facts = make_facts(
+        ulimits={"memlock_soft_bytes": 64 << 10},
+        network={"infiniband": {"devices": ["mlx5_0"], "libibverbs": "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"}},
+    )
     r = judge(facts)["env.ulimits"]
     assert r.status is Status.WARN and "memlock=-1" in (r.remedy or "")
 
@@ -210,12 +274,16 @@ def test_p2p_and_ib_disable_warn() -> None:
 
 
 def test_rank_outside_world_size_fails() -> None:
-    r = judge(make_facts(env={"RANK": "4", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}))["env.env_vars"]
+    r = judge(make_facts(env={"RANK": "4", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}))[
+        "env.env_vars"
+    ]
     assert r.status is Status.FAIL and "RANK=4" in r.summary
 
 
 def test_torchrun_from_another_env_warns() -> None:
-    facts = make_facts(torchrun={"path": "/usr/local/bin/torchrun", "shebang_python": "/usr/bin/python3", "same_env": False})
+    facts = make_facts(
+        torchrun={"path": "/usr/local/bin/torchrun", "shebang_python": "/usr/bin/python3", "same_env": False}
+    )
     r = judge(facts)["env.torchrun"]
     assert r.status is Status.WARN and "/usr/bin/python3" in r.summary
 
@@ -227,22 +295,34 @@ def test_malformed_facts_are_an_error_not_a_pass() -> None:
 
 
 def test_missing_nvml_binding_is_an_error_not_a_skip() -> None:
-    facts = make_facts(gpus={"__replace__": True, "driver_loaded": False, "nvml_missing": True, "count": 0, "visible": [],
-                             "error": "nvidia-ml-py is not installed (No module named 'pynvml'); reinstall ddp-doctor"})
+    facts = make_facts(
+        gpus={
+            "__replace__": True,
+            "driver_loaded": False,
+            "nvml_missing": True,
+            "count": 0,
+            "visible": [],
+            "error": "nvidia-ml-py is not installed (No module named 'pynvml'); reinstall ddp-doctor",
+        }
+    )
     r = judge(facts)["env.gpus"]
     assert r.status is Status.ERROR and "nvidia-ml-py" in (r.remedy or "")
 
 
 def test_install_suggestion_fits_an_old_driver() -> None:
-    facts = make_facts(torch={"__replace__": True, "installed": False, "version": None, "importable": None},
-                       gpus={"driver_version": "520.61.05", "cuda_driver_version": "11.8"})
+    facts = make_facts(
+        torch={"__replace__": True, "installed": False, "version": None, "importable": None},
+        gpus={"driver_version": "520.61.05", "cuda_driver_version": "11.8"},
+    )
     remedy = judge(facts)["env.torch.installed"].remedy or ""
     assert "'torch==2.7.*'" in remedy and "whl/cu118" in remedy  # cu118 ended with 2.7
 
 
 def test_install_suggestion_without_gpus_is_cpu() -> None:
-    facts = make_facts(torch={"__replace__": True, "installed": False, "version": None, "importable": None},
-                       gpus={"__replace__": True, "driver_loaded": False, "physical_count": 0, "count": 0, "visible": []})
+    facts = make_facts(
+        torch={"__replace__": True, "installed": False, "version": None, "importable": None},
+        gpus={"__replace__": True, "driver_loaded": False, "physical_count": 0, "count": 0, "visible": []},
+    )
     assert "whl/cpu" in (judge(facts)["env.torch.installed"].remedy or "")
 
 
@@ -258,8 +338,10 @@ def test_torch_build_checks_alone_for_the_image_audit() -> None:
 
 
 def test_pypi_wheel_metadata_without_local_tag_is_the_same_torch() -> None:
-    facts = make_facts(torch={"version": "2.11.0+cu130", "metadata_version": "2.11.0", "cuda": "13.0"},
-                       gpus={"driver_version": "580.159.04", "cuda_driver_version": "13.0"})
+    facts = make_facts(
+        torch={"version": "2.11.0+cu130", "metadata_version": "2.11.0", "cuda": "13.0"},
+        gpus={"driver_version": "580.159.04", "cuda_driver_version": "13.0"},
+    )
     assert judge(facts)["env.torch.build"].status is Status.PASS
     two = make_facts(torch={"version": "2.9.0+cu128", "metadata_version": "2.11.0"})
     assert judge(two)["env.torch.build"].status is Status.WARN

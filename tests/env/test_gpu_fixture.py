@@ -35,8 +35,16 @@ def test_recorded_facts_are_those_of_a_gpu_node(recorded: dict[str, Any]) -> Non
 def test_rejudged_verdicts(recorded: dict[str, Any]) -> None:
     results = {r.id: r for r in checks.evaluate(recorded["facts"])}
     statuses = {k: r.status.value for k, r in results.items()}
-    for id_ in ("env.torch.installed", "env.torch.import", "env.torch.build", "env.distributed", "env.gpus",
-                "env.driver_cuda", "env.gpu_arch", "env.shm"):
+    for id_ in (
+        "env.torch.installed",
+        "env.torch.import",
+        "env.torch.build",
+        "env.distributed",
+        "env.gpus",
+        "env.driver_cuda",
+        "env.gpu_arch",
+        "env.shm",
+    ):
         assert statuses[id_] == "pass", (id_, results[id_].summary)
     assert statuses["env.nccl"] in ("pass", "warn") and recorded["facts"]["nccl"]["version"]
     assert "H200" in results["env.gpus"].summary and "sm_90" in results["env.gpu_arch"].summary

@@ -37,12 +37,15 @@ def test_unknown_release_is_none_not_a_guess() -> None:
     assert knowledge.release("not-a-version") is None
 
 
-@pytest.mark.parametrize(("cuda", "compat", "ga"), [
-    ("11.8", "450.80.02", "520.61.05"),
-    ("12.6", "525.60.13", "560.28.03"),
-    ("12.8", "525.60.13", "570.26"),
-    ("13.0", "580", "580.65.06"),
-])
+@pytest.mark.parametrize(
+    ("cuda", "compat", "ga"),
+    [
+        ("11.8", "450.80.02", "520.61.05"),
+        ("12.6", "525.60.13", "560.28.03"),
+        ("12.8", "525.60.13", "570.26"),
+        ("13.0", "580", "580.65.06"),
+    ],
+)
 def test_driver_floors(cuda: str, compat: str, ga: str) -> None:
     floor = knowledge.driver_floor(cuda)
     assert floor is not None
@@ -51,7 +54,9 @@ def test_driver_floors(cuda: str, compat: str, ga: str) -> None:
 
 def test_install_command_names_the_index() -> None:
     cmd = knowledge.install_command("2.7.0", "cu126", "/opt/venv/bin/python")
-    assert cmd == "/opt/venv/bin/python -m pip install 'torch==2.7.0' --index-url https://download.pytorch.org/whl/cu126"
+    assert (
+        cmd == "/opt/venv/bin/python -m pip install 'torch==2.7.0' --index-url https://download.pytorch.org/whl/cu126"
+    )
 
 
 def test_variant_names() -> None:
@@ -59,17 +64,20 @@ def test_variant_names() -> None:
     assert knowledge.cuda_of("cu130") == "13.0" and knowledge.cuda_of("cpu") is None
 
 
-@pytest.mark.parametrize(("sm", "archs", "runs"), [
-    ("sm_90", ["sm_80", "sm_90"], True),
-    ("sm_86", ["sm_80"], True),           # same-major SASS runs on a higher minor
-    ("sm_89", ["sm_86", "sm_90"], True),
-    ("sm_80", ["sm_86"], False),          # not on a lower minor
-    ("sm_100", ["sm_90"], False),         # not across majors
-    ("sm_100", ["sm_90", "compute_90"], True),  # PTX JIT across majors
-    ("sm_120", ["sm_90a"], False),        # arch-specific only on itself
-    ("sm_90", ["sm_90a"], True),
-    ("sm_75", ["compute_80"], False),     # PTX only upwards
-])
+@pytest.mark.parametrize(
+    ("sm", "archs", "runs"),
+    [
+        ("sm_90", ["sm_80", "sm_90"], True),
+        ("sm_86", ["sm_80"], True),  # same-major SASS runs on a higher minor
+        ("sm_89", ["sm_86", "sm_90"], True),
+        ("sm_80", ["sm_86"], False),  # not on a lower minor
+        ("sm_100", ["sm_90"], False),  # not across majors
+        ("sm_100", ["sm_90", "compute_90"], True),  # PTX JIT across majors
+        ("sm_120", ["sm_90a"], False),  # arch-specific only on itself
+        ("sm_90", ["sm_90a"], True),
+        ("sm_75", ["compute_80"], False),  # PTX only upwards
+    ],
+)
 def test_arch_compatibility(sm: str, archs: list[str], runs: bool) -> None:
     assert arch.runs_on(sm, archs) is runs
 

@@ -57,7 +57,8 @@ def test_own_interpreter_counts_as_same_env() -> None:
 def test_version_file_is_read_without_importing(tmp_path: Path) -> None:
     (tmp_path / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.7.0+cu126'\ndebug = False\n"
-        "cuda: Optional[str] = '12.6'\ngit_version = '1341e1'\nhip: Optional[str] = None\n")
+        "cuda: Optional[str] = '12.6'\ngit_version = '1341e1'\nhip: Optional[str] = None\n"
+    )
     fields = torch_probe.read_version_file(tmp_path)
     assert fields == {"__version__": "2.7.0+cu126", "cuda": "12.6", "git_version": "1341e1", "hip": None}
 

@@ -23,7 +23,9 @@ from tests.conftest import ROOT, run_cli
 BIN = str(Path(sys.executable).parent)
 
 
-def static_json(env: dict[str, str] | None = None, timeout: float = 180) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def static_json(
+    env: dict[str, str] | None = None, timeout: float = 180
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = run_cli("check", "--static", "--format", "json", env=env, timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc, json.loads(proc.stdout)
@@ -53,7 +55,9 @@ def test_this_machine_cpu_torch(this_machine: tuple[subprocess.CompletedProcess[
     assert results["env.shm"]["status"] == "pass"
 
 
-def test_recorded_facts_are_judged_again_the_same(this_machine: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> None:
+def test_recorded_facts_are_judged_again_the_same(
+    this_machine: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
     _, report = this_machine
     again = {r.id: r.status.value for r in checks.evaluate(report["facts"])}
     assert again == {r["id"]: r["status"] for r in report["results"]}
@@ -81,10 +85,15 @@ def test_gather_without_torch_probe_is_quick_and_says_so() -> None:
 def test_64mb_shm_in_a_private_mount_namespace_fails() -> None:
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
-    script = (f"mount -t tmpfs -o size=64m tmpfs /dev/shm && "
-              f"{sys.executable} -m ddp_doctor check --static --format json")
-    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=180, env={**os.environ, "NO_COLOR": "1"}, check=False)
+    script = f"mount -t tmpfs -o size=64m tmpfs /dev/shm && {sys.executable} -m ddp_doctor check --static --format json"
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "NO_COLOR": "1"},
+        check=False,
+    )
     if proc.returncode not in (0, 1) and "unshare" in proc.stderr:
         pytest.skip(f"no mount namespaces here: {proc.stderr.strip()}")
     assert "Traceback" not in proc.stderr
@@ -125,9 +134,12 @@ def _fake_torch(root: Path, body: str) -> Path:
 
 
 def test_broken_torch_import_keeps_the_real_error(tmp_path: Path) -> None:
-    site = _fake_torch(tmp_path, """
+    site = _fake_torch(
+        tmp_path,
+        """
         raise ImportError("libcudnn.so.9: cannot open shared object file: No such file or directory")
-    """)
+    """,
+    )
     proc, report = static_json(env={"PYTHONPATH": str(site)})
     r = by_id(report)["env.torch.import"]
     assert r["status"] == "fail" and "libcudnn.so.9: cannot open shared object file" in r["summary"]
@@ -136,10 +148,13 @@ def test_broken_torch_import_keeps_the_real_error(tmp_path: Path) -> None:
 
 
 def test_torch_import_that_crashes_is_reported_with_the_signal(tmp_path: Path) -> None:
-    site = _fake_torch(tmp_path, """
+    site = _fake_torch(
+        tmp_path,
+        """
         import os, signal
         os.kill(os.getpid(), signal.SIGSEGV)
-    """)
+    """,
+    )
     proc, report = static_json(env={"PYTHONPATH": str(site)})
     r = by_id(report)["env.torch.import"]
     assert r["status"] == "fail" and "SIGSEGV" in r["summary"], r
@@ -148,11 +163,14 @@ def test_torch_import_that_crashes_is_reported_with_the_signal(tmp_path: Path) -
 
 def test_hung_torch_import_is_bounded_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pid_file = tmp_path / "child.pid"
-    site = _fake_torch(tmp_path / "site", f"""
+    site = _fake_torch(
+        tmp_path / "site",
+        f"""
         import os, time
         open({str(pid_file)!r}, "w").write(str(os.getpid()))
         time.sleep(600)
-    """)
+    """,
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))
     start = time.monotonic()
     result = torch_probe.run_import(timeout_s=2.0)
@@ -166,8 +184,14 @@ def test_hung_torch_import_is_bounded_and_leaves_nothing(tmp_path: Path, monkeyp
 def test_nccl_loader_reports_real_load_errors(tmp_path: Path) -> None:
     missing = nccl_probe.load(str(tmp_path / "libnccl.so.2"))
     assert missing["loadable"] is False and "libnccl.so.2" in missing["error"]
-    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6")
-                 if Path(p).exists()), None)
+    libc = next(
+        (
+            p
+            for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6")
+            if Path(p).exists()
+        ),
+        None,
+    )
     if libc:
         wrong = nccl_probe.load(libc)
         assert wrong["loadable"] is False and "not an NCCL library" in wrong["error"]
@@ -179,24 +203,48 @@ def test_fresh_venv_without_torch_fails_with_install_command(tmp_path: Path) -> 
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     deps = ["rich>=13", "PyYAML>=6", "nvidia-ml-py>=12", "zstandard>=0.22"]
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *deps],
-                         capture_output=True, text=True, timeout=600, check=False)
+    pip = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *deps],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if pip.returncode != 0:
         pytest.skip(f"cannot install the dependencies from the package index here: {pip.stderr.strip()[-300:]}")
-    inst = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(ROOT)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    inst = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert inst.returncode == 0, inst.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(NO_COLOR="1", PATH=f"{venv / 'bin'}:/usr/bin:/bin")
     assert subprocess.run([str(py), "-c", "import torch"], capture_output=True, env=env, check=False).returncode != 0
-    proc = subprocess.run([str(venv / "bin" / "ddp-doctor"), "check", "--static"], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [str(venv / "bin" / "ddp-doctor"), "check", "--static"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "env.torch.installed" in proc.stdout and "torch is not installed" in proc.stdout
     assert "root cause: env.torch.installed" in proc.stdout
-    as_json = subprocess.run([str(venv / "bin" / "ddp-doctor"), "check", "--static", "--format", "json"],
-                             capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path, check=False)
+    as_json = subprocess.run(
+        [str(venv / "bin" / "ddp-doctor"), "check", "--static", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
     remedy = by_id(json.loads(as_json.stdout))["env.torch.installed"]["remedy"]
     assert f"{py} -m pip install" in remedy and "--index-url https://download.pytorch.org/whl/cpu" in remedy
 
@@ -207,8 +255,12 @@ def test_environment_variables_limits_and_kubernetes_in_a_real_run() -> None:
     def low_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
-    env = {"NCCL_SOCKET_IFNAME": "nosuchif0", "NCCL_P2P_DISABLE": "1", "KUBERNETES_SERVICE_HOST": "10.96.0.1",
-           "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    env = {
+        "NCCL_SOCKET_IFNAME": "nosuchif0",
+        "NCCL_P2P_DISABLE": "1",
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+    }
     proc = run_cli("check", "--static", "--format", "json", env=env, preexec_fn=low_nofile)
     assert "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)

@@ -35,18 +35,29 @@ class Podman:
         storage = base / "storage.conf"  # for ddp-doctor's own engine calls, which take no --root flags
         storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
         self.env = {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
-        self.argv = ["podman", "--root", str(base / "root"), "--runroot", str(base / "runroot"),
-                     "--runtime", shutil.which("runc") or "/usr/sbin/runc"]
+        self.argv = [
+            "podman",
+            "--root",
+            str(base / "root"),
+            "--runroot",
+            str(base / "runroot"),
+            "--runtime",
+            shutil.which("runc") or "/usr/sbin/runc",
+        ]
 
     def __call__(self, *args: str, timeout: float = 120) -> str:
-        proc = subprocess.run([*self.argv, *args], check=False, capture_output=True, text=True, env=self.env, timeout=timeout)
+        proc = subprocess.run(
+            [*self.argv, *args], check=False, capture_output=True, text=True, env=self.env, timeout=timeout
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"podman {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout
 
     def close(self) -> None:
         subprocess.run([*self.argv, "rm", "-a", "-f"], check=False, capture_output=True, env=self.env, timeout=60)
-        subprocess.run([*self.argv, "system", "reset", "-f"], check=False, capture_output=True, env=self.env, timeout=60)
+        subprocess.run(
+            [*self.argv, "system", "reset", "-f"], check=False, capture_output=True, env=self.env, timeout=60
+        )
 
 
 @pytest.fixture(scope="session")
@@ -71,18 +82,38 @@ def real_images(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> dic
             changes += ["--change", f"USER={user}"]
         ref = f"localhost/ddp-doctor-test/{name.replace('_', '-')}:1"
         podman("import", *changes, str(tarball), ref)
-        files = {"rootfs": rootfs, "rootfs-tar": tarball,
-                 "docker-archive": base / f"{name}.docker.tar", "oci-archive": base / f"{name}.oci.tar"}
+        files = {
+            "rootfs": rootfs,
+            "rootfs-tar": tarball,
+            "docker-archive": base / f"{name}.docker.tar",
+            "oci-archive": base / f"{name}.oci.tar",
+        }
         podman("save", "--format", "docker-archive", "-o", str(files["docker-archive"]), ref)
         podman("save", "--format", "oci-archive", "-o", str(files["oci-archive"]), ref)
         files["oci-layout"] = base / f"{name}.layout"
-        subprocess.run(["skopeo", "copy", "-q", f"oci-archive:{files['oci-archive']}", f"oci:{files['oci-layout']}:1"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            ["skopeo", "copy", "-q", f"oci-archive:{files['oci-archive']}", f"oci:{files['oci-layout']}:1"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         if name == "good":
             files["oci-zstd"] = base / f"{name}.zstd"
-            subprocess.run(["skopeo", "copy", "-q", "--dest-compress-format", "zstd", "--dest-compress",
-                            f"oci-archive:{files['oci-archive']}", f"oci:{files['oci-zstd']}:1"],
-                           check=True, capture_output=True, timeout=60)
+            subprocess.run(
+                [
+                    "skopeo",
+                    "copy",
+                    "-q",
+                    "--dest-compress-format",
+                    "zstd",
+                    "--dest-compress",
+                    f"oci-archive:{files['oci-archive']}",
+                    f"oci:{files['oci-zstd']}:1",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
         out[name] = files
     return out
 
@@ -99,10 +130,20 @@ def slimmed_image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> d
         (rootfs / lib[1:]).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(lib, rootfs / lib[1:])
     tarball = imgbuild.tar_dir(rootfs, base / "base.tar")
-    podman("import", "--change", "ENV=PATH=/usr/local/bin:/bin", "--change", "USER=1000", str(tarball), "localhost/ddp-doctor-test/base:1")
+    podman(
+        "import",
+        "--change",
+        "ENV=PATH=/usr/local/bin:/bin",
+        "--change",
+        "USER=1000",
+        str(tarball),
+        "localhost/ddp-doctor-test/base:1",
+    )
     sp = f"/{imgbuild.SP}"
-    (base / "Containerfile").write_text(f"FROM localhost/ddp-doctor-test/base:1\nUSER 0:0\n"
-                                        f"RUN rm -rf {sp}/nvidia/nccl {sp}/nvidia_nccl_cu12-2.21.5.dist-info\nUSER 1000\n")
+    (base / "Containerfile").write_text(
+        f"FROM localhost/ddp-doctor-test/base:1\nUSER 0:0\n"
+        f"RUN rm -rf {sp}/nvidia/nccl {sp}/nvidia_nccl_cu12-2.21.5.dist-info\nUSER 1000\n"
+    )
     podman("build", "-q", "-t", "localhost/ddp-doctor-test/slim:1", str(base))
     out = {"docker-archive": base / "slim.docker.tar", "oci-archive": base / "slim.oci.tar"}
     podman("save", "--format", "docker-archive", "-o", str(out["docker-archive"]), "localhost/ddp-doctor-test/slim:1")

@@ -26,8 +26,13 @@ def layer(entries: Iterable[Entry]) -> bytes:
                 info.size = len(data)
                 tf.addfile(info, io.BytesIO(data))
                 continue
-            info.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
-                         "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}[kind]
+            info.type = {
+                "dir": tarfile.DIRTYPE,
+                "symlink": tarfile.SYMTYPE,
+                "hardlink": tarfile.LNKTYPE,
+                "fifo": tarfile.FIFOTYPE,
+                "chr": tarfile.CHRTYPE,
+            }[kind]
             if kind in ("symlink", "hardlink"):
                 info.linkname = value
             tf.addfile(info)
@@ -43,15 +48,27 @@ def compress(data: bytes, how: str) -> bytes:
         return gzip.compress(data, compresslevel=1)
     if how == "zstd":
         import zstandard
+
         return zstandard.ZstdCompressor(level=1).compress(data)
     return data
 
 
-def config(diff_ids: list[str], user: str = "1000", env: list[str] | None = None, arch: str = "amd64") -> dict[str, Any]:
-    return {"architecture": arch, "os": "linux", "created": "2026-12-01T00:00:00Z",
-            "config": {"User": user, "Env": env or ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["python3"],
-                       "WorkingDir": "/work", "Labels": {"org.example": "test"}},
-            "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+def config(
+    diff_ids: list[str], user: str = "1000", env: list[str] | None = None, arch: str = "amd64"
+) -> dict[str, Any]:
+    return {
+        "architecture": arch,
+        "os": "linux",
+        "created": "2026-12-01T00:00:00Z",
+        "config": {
+            "User": user,
+            "Env": env or ["PATH=/usr/local/bin:/usr/bin:/bin"],
+            "Cmd": ["python3"],
+            "WorkingDir": "/work",
+            "Labels": {"org.example": "test"},
+        },
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }
 
 
 def _blob(root: Path, data: bytes) -> dict[str, Any]:
@@ -62,8 +79,13 @@ def _blob(root: Path, data: bytes) -> dict[str, Any]:
     return {"digest": digest, "size": len(data)}
 
 
-def oci_layout(root: Path, layers: list[bytes], compression: str = "gzip", cfg: dict[str, Any] | None = None,
-               platforms: Iterable[str] = ("amd64",)) -> Path:
+def oci_layout(
+    root: Path,
+    layers: list[bytes],
+    compression: str = "gzip",
+    cfg: dict[str, Any] | None = None,
+    platforms: Iterable[str] = ("amd64",),
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
     manifests = []
@@ -71,12 +93,23 @@ def oci_layout(root: Path, layers: list[bytes], compression: str = "gzip", cfg: 
         c = cfg or config([sha(x) for x in layers], arch=arch)
         cdesc = _blob(root, json.dumps({**c, "architecture": arch}).encode())
         ltype = "application/vnd.oci.image.layer.v1.tar" + ("" if compression in ("none", "raw") else "+" + compression)
-        ldescs = [{"mediaType": ltype, **_blob(root, x if compression == "raw" else compress(x, compression))} for x in layers]
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cdesc}, "layers": ldescs}
+        ldescs = [
+            {"mediaType": ltype, **_blob(root, x if compression == "raw" else compress(x, compression))} for x in layers
+        ]
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **cdesc},
+            "layers": ldescs,
+        }
         mdesc = _blob(root, json.dumps(manifest).encode())
-        manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", **mdesc,
-                          "platform": {"os": "linux", "architecture": arch}})
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **mdesc,
+                "platform": {"os": "linux", "architecture": arch},
+            }
+        )
     (root / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": manifests}))
     return root
 
@@ -91,10 +124,12 @@ def tar_dir(src: Path, dest: Path) -> Path:
 def docker_archive(path: Path, layers: list[bytes], cfg: dict[str, Any] | None = None) -> Path:
     c = json.dumps(cfg or config([sha(x) for x in layers])).encode()
     with tarfile.open(path, "w") as tf:
+
         def add(name: str, data: bytes) -> None:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
+
         names = []
         for x in layers:
             name = sha(x).split(":")[1] + ".tar"
@@ -110,34 +145,55 @@ def docker_archive(path: Path, layers: list[bytes], cfg: dict[str, Any] | None =
 SP = "usr/local/lib/python3.11/site-packages"
 
 
-def torch_rootfs(root: Path, *, version: str = "2.5.1+cu124", cuda: str | None = "12.4", nccl: str | None = "wheel",
-                 torchrun: bool = True, shebang: str = "/usr/local/bin/python3.11") -> Path:
+def torch_rootfs(
+    root: Path,
+    *,
+    version: str = "2.5.1+cu124",
+    cuda: str | None = "12.4",
+    nccl: str | None = "wheel",
+    torchrun: bool = True,
+    shebang: str = "/usr/local/bin/python3.11",
+) -> Path:
     """nccl: "wheel" (nvidia-nccl-cu12), "torch_lib" (bundled libnccl.so.2), None (missing)."""
     files: dict[str, bytes] = {
         "etc/os-release": b'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\n',
         "usr/local/bin/python3.11": b"\x7fELF fake interpreter",
         f"{SP}/torch/__init__.py": b"",
-        f"{SP}/torch/version.py": (f"from typing import Optional\n__all__ = ['__version__']\n__version__ = '{version}'\n"
-                                   f"debug = False\ncuda: Optional[str] = {cuda!r}\ngit_version = 'abc'\nhip: Optional[str] = None\n").encode(),
+        f"{SP}/torch/version.py": (
+            f"from typing import Optional\n__all__ = ['__version__']\n__version__ = '{version}'\n"
+            f"debug = False\ncuda: Optional[str] = {cuda!r}\ngit_version = 'abc'\nhip: Optional[str] = None\n"
+        ).encode(),
         f"{SP}/torch-{version.split('+')[0]}.dist-info/METADATA": (
             f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n"
-            + ("Requires-Dist: nvidia-nccl-cu12==2.21.5; platform_system == \"Linux\"\n" if cuda and nccl != "torch_lib" else "")
-            + "\nPyTorch\n").encode(),
+            + (
+                'Requires-Dist: nvidia-nccl-cu12==2.21.5; platform_system == "Linux"\n'
+                if cuda and nccl != "torch_lib"
+                else ""
+            )
+            + "\nPyTorch\n"
+        ).encode(),
     }
     if cuda:
-        files[f"{SP}/torch/lib/libtorch_cuda.so"] = b"\x7fELF ... libnccl.so.2 ... ncclCommInitRank" if nccl != "torch_lib" else b"\x7fELF"
+        files[f"{SP}/torch/lib/libtorch_cuda.so"] = (
+            b"\x7fELF ... libnccl.so.2 ... ncclCommInitRank" if nccl != "torch_lib" else b"\x7fELF"
+        )
         files[f"{SP}/nvidia/cudnn/lib/libcudnn.so.9"] = b"\x7fELF"
         files[f"{SP}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA"] = b"Name: nvidia-cudnn-cu12\nVersion: 9.1.0.70\n"
         files[f"{SP}/nvidia/cuda_runtime/lib/libcudart.so.12"] = b"\x7fELF"
-        files[f"{SP}/nvidia_cuda_runtime_cu12-12.4.127.dist-info/METADATA"] = b"Name: nvidia-cuda-runtime-cu12\nVersion: 12.4.127\n"
+        files[f"{SP}/nvidia_cuda_runtime_cu12-12.4.127.dist-info/METADATA"] = (
+            b"Name: nvidia-cuda-runtime-cu12\nVersion: 12.4.127\n"
+        )
     if nccl == "wheel":
         files[f"{SP}/nvidia/nccl/lib/libnccl.so.2"] = b"\x7fELF"
-        files[f"{SP}/nvidia_nccl_cu12-2.21.5.dist-info/METADATA"] = b"Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.21.5\n"
+        files[f"{SP}/nvidia_nccl_cu12-2.21.5.dist-info/METADATA"] = (
+            b"Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.21.5\n"
+        )
     elif nccl == "torch_lib":
         files[f"{SP}/torch/lib/libnccl.so.2"] = b"\x7fELF"
     if torchrun:
-        files["usr/local/bin/torchrun"] = (f"#!{shebang}\nimport sys\nfrom torch.distributed.run import main\n"
-                                           "sys.exit(main())\n").encode()
+        files["usr/local/bin/torchrun"] = (
+            f"#!{shebang}\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n"
+        ).encode()
     for rel, data in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)

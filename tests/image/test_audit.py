@@ -55,7 +55,9 @@ def test_baked_nccl_variables_warn(tmp_path: Path) -> None:
 def test_static_nccl_inside_libtorch_cuda(tmp_path: Path) -> None:
     rootfs = imgbuild.torch_rootfs(tmp_path / "rootfs", nccl="torch_lib")
     (rootfs / SP / "torch/lib/libnccl.so.2").unlink()
-    (rootfs / SP / "torch/lib/libtorch_cuda.so").write_bytes(b"\x7fELF" + b"\0" * (3 << 20) + b"NCCL version %s" + b"\0" * 100)
+    (rootfs / SP / "torch/lib/libtorch_cuda.so").write_bytes(
+        b"\x7fELF" + b"\0" * (3 << 20) + b"NCCL version %s" + b"\0" * 100
+    )
     rc, r = results(rootfs_image(tmp_path, rootfs))
     assert rc == 0, r["image.nccl"]
     assert r["image.nccl"]["observed"]["source"] == "static in libtorch_cuda"
@@ -68,7 +70,9 @@ def test_unofficial_pair_and_other_nccl(tmp_path: Path) -> None:
     (rootfs / SP / "nvidia_nccl_cu12-2.18.1.dist-info/METADATA").write_text("Name: nvidia-nccl-cu12\nVersion: 2.18.1\n")
     rc, r = results(rootfs_image(tmp_path, rootfs))
     assert rc == 0
-    assert r["image.official_build"]["status"] == "warn" and "cu118, cu121, cu124" in r["image.official_build"]["summary"]
+    assert (
+        r["image.official_build"]["status"] == "warn" and "cu118, cu121, cu124" in r["image.official_build"]["summary"]
+    )
     assert r["image.nccl"]["observed"]["version"] == "2.18.1"
 
 
@@ -87,7 +91,10 @@ def test_no_python_no_torch(tmp_path: Path) -> None:
 
 
 def test_secret_env_values_stay_out_of_the_report(tmp_path: Path) -> None:
-    path = image(tmp_path, env=["PATH=/usr/local/bin:/usr/bin", "HF_TOKEN=hf_abc123", "AWS_SECRET_ACCESS_KEY=xyz", "NCCL_DEBUG=WARN"])
+    path = image(
+        tmp_path,
+        env=["PATH=/usr/local/bin:/usr/bin", "HF_TOKEN=hf_abc123", "AWS_SECRET_ACCESS_KEY=xyz", "NCCL_DEBUG=WARN"],
+    )
     proc = run_cli("image", str(path), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert "hf_abc123" not in proc.stdout and "xyz" not in proc.stdout

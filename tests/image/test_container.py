@@ -23,26 +23,55 @@ VENV_PATH = f"PATH={Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 
 def args(**kw: object) -> argparse.Namespace:
-    base = {"image": "example/img:1", "engine": "podman", "engine_flags": [], "static": False, "nproc": None, "backend": None,
-            "timeout": 180.0, "master_port": None, "dataloader_workers": 2, "batch_mb": 32.0, "gpu_health": False,
-            "nnodes": None, "node_rank": None, "rdzv_endpoint": None, "rdzv_id": None, "join_timeout": None}
+    base = {
+        "image": "example/img:1",
+        "engine": "podman",
+        "engine_flags": [],
+        "static": False,
+        "nproc": None,
+        "backend": None,
+        "timeout": 180.0,
+        "master_port": None,
+        "dataloader_workers": 2,
+        "batch_mb": 32.0,
+        "gpu_health": False,
+        "nnodes": None,
+        "node_rank": None,
+        "rdzv_endpoint": None,
+        "rdzv_id": None,
+        "join_timeout": None,
+    }
     return argparse.Namespace(**{**base, **kw})
 
 
 def test_plan_uses_recommended_flags_unless_given() -> None:
     p = container.plan(args(static=True, nproc=2), "podman", "/stage/lib", "/stage/out", gpu=True)
-    assert p.defaults_used and p.flags == ["--device", "nvidia.com/gpu=all", "--shm-size", "8g", "--ulimit", "memlock=-1:-1",
-                                           "--ulimit", "stack=67108864:67108864"]
+    assert p.defaults_used and p.flags == [
+        "--device",
+        "nvidia.com/gpu=all",
+        "--shm-size",
+        "8g",
+        "--ulimit",
+        "memlock=-1:-1",
+        "--ulimit",
+        "stack=67108864:67108864",
+    ]
     assert p.argv[:3] == ["podman", "run", "--rm"] and "example/img:1" in p.argv
     assert p.argv[p.argv.index("example/img:1") + 1] == "-c"
-    assert p.argv[-7:] == ["--output", "/ddp-doctor/out/report.json", "--static", "--nproc", "2", "--timeout", "180.0"] or \
-        "--static" in p.argv and p.argv[p.argv.index("--nproc") + 1] == "2"
+    assert (
+        p.argv[-7:] == ["--output", "/ddp-doctor/out/report.json", "--static", "--nproc", "2", "--timeout", "180.0"]
+        or "--static" in p.argv
+        and p.argv[p.argv.index("--nproc") + 1] == "2"
+    )
     assert "/stage/lib:/ddp-doctor/lib:ro" in p.argv
     docker = container.plan(args(), "docker", "/l", "/o", gpu=True)
     assert docker.flags[:2] == ["--gpus", "all"]
     assert "--gpus" not in container.plan(args(), "docker", "/l", "/o", gpu=False).flags
     kept, dropped = container.without_ulimits(p.flags)
-    assert kept == ["--device", "nvidia.com/gpu=all", "--shm-size", "8g"] and dropped[:2] == ("--ulimit", "memlock=-1:-1")
+    assert kept == ["--device", "nvidia.com/gpu=all", "--shm-size", "8g"] and dropped[:2] == (
+        "--ulimit",
+        "memlock=-1:-1",
+    )
     mine = container.plan(args(engine_flags=["--shm-size", "64m"]), "podman", "/l", "/o", gpu=False)
     assert mine.flags == ["--shm-size", "64m"] and not mine.defaults_used
     assert "--network" in container.plan(args(nnodes="2"), "docker", "/l", "/o", gpu=False).flags
@@ -63,7 +92,9 @@ def test_stage_has_the_doctor_and_pure_python_deps(tmp_path: Path) -> None:
 
 
 def _check(podman: Podman, *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
-    proc = run_cli("check", "--image", "/:O", "--timeout", "150", "--format", "json", *extra, env=podman.env, timeout=300)
+    proc = run_cli(
+        "check", "--image", "/:O", "--timeout", "150", "--format", "json", *extra, env=podman.env, timeout=300
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -112,7 +143,9 @@ def test_default_flags_are_recorded(podman: Podman) -> None:
 
 
 @pytest.mark.root
-def test_deadline_kills_and_removes_the_container(podman: Podman, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_deadline_kills_and_removes_the_container(
+    podman: Podman, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for key, value in podman.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(container, "STARTUP_S", 0.0)
@@ -135,6 +168,12 @@ def test_missing_image_is_an_error_result(podman: Podman) -> None:
 
 
 def _no_containers_left(podman: Podman) -> None:
-    out = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
-                         env=podman.env, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["podman", "ps", "-a", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        env=podman.env,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "ddp-doctor-" not in out, out

@@ -22,13 +22,22 @@ from tests.image.imgbuild import layer
 
 pytestmark = pytest.mark.slow  # about 20-50 s for all 10,400 cases on 2 busy cores
 LIMITS = Limits(max_total_bytes=8 << 20, max_entry_bytes=1 << 20, max_entries=5000, ratio_grace_bytes=1 << 20)
-POLICY = Policy(keep=lambda p: 64 if p.endswith(("version.py", "torchrun")) else 0,
-                scan=lambda p: (b"libnccl",) if p.endswith(".so") else ())
+POLICY = Policy(
+    keep=lambda p: 64 if p.endswith(("version.py", "torchrun")) else 0,
+    scan=lambda p: (b"libnccl",) if p.endswith(".so") else (),
+)
 FAST = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
-SEED = layer([("usr/local/lib/python3.11/site-packages/torch/version.py", "file", b"__version__ = '2.5.1'\ncuda = '12.4'\n"),
-              ("usr/local/bin/torchrun", "file", b"#!/usr/local/bin/python3.11\n"), ("lib", "symlink", "usr/lib"),
-              ("usr/lib/libnccl.so.2", "file", b"x" * 700), ("h", "hardlink", "usr/lib/libnccl.so.2"),
-              ("d/.wh..wh..opq", "file", b""), ("a" * 150 + "/" + "b" * 120, "file", b"long")])
+SEED = layer(
+    [
+        ("usr/local/lib/python3.11/site-packages/torch/version.py", "file", b"__version__ = '2.5.1'\ncuda = '12.4'\n"),
+        ("usr/local/bin/torchrun", "file", b"#!/usr/local/bin/python3.11\n"),
+        ("lib", "symlink", "usr/lib"),
+        ("usr/lib/libnccl.so.2", "file", b"x" * 700),
+        ("h", "hardlink", "usr/lib/libnccl.so.2"),
+        ("d/.wh..wh..opq", "file", b""),
+        ("a" * 150 + "/" + "b" * 120, "file", b"long"),
+    ]
+)
 
 
 def apply(*blobs: bytes) -> Layers:
@@ -57,7 +66,9 @@ def test_tar_stream(blob: bytes) -> None:
     apply(blob)
 
 
-PART = st.sampled_from(["a", "b", "..", ".", "", ".wh.a", ".wh.b", ".wh..wh..opq", ".wh..wh.plnk", ".wh..", "bin", "torchrun"])
+PART = st.sampled_from(
+    ["a", "b", "..", ".", "", ".wh.a", ".wh.b", ".wh..wh..opq", ".wh..wh.plnk", ".wh..", "bin", "torchrun"]
+)
 NAME = st.lists(PART, min_size=1, max_size=4).map("/".join) | st.just("/etc/passwd")
 ENTRY = st.tuples(NAME, st.sampled_from(["file", "dir", "symlink", "hardlink", "fifo", "chr"]), NAME)
 
@@ -79,8 +90,11 @@ def test_layer_merge_and_whiteouts(layers_spec: list[list[tuple[str, str, str]]]
     tree.lookup("/a/b/../bin/torchrun")
 
 
-JSONV = st.recursive(st.none() | st.booleans() | st.integers(-5, 2**40) | st.text(max_size=12),
-                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3), max_leaves=8)
+JSONV = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 2**40) | st.text(max_size=12),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=8,
+)
 
 
 class MemStore:
@@ -114,13 +128,20 @@ def test_manifests_and_configs(junk1: Any, junk2: Any, junk3: Any, where: str, r
     store = MemStore()
     lay = layer([("f", "file", b"x")])
     ldesc = store.put(lay)
-    config: Any = {"architecture": "amd64", "os": "linux", "rootfs": {"diff_ids": [ldesc["digest"]]}, "config": {"User": junk1 if where != "valid" or isinstance(junk1, str) else "1000"}}
+    config: Any = {
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"diff_ids": [ldesc["digest"]]},
+        "config": {"User": junk1 if where != "valid" or isinstance(junk1, str) else "1000"},
+    }
     if where == "config":
         config = junk2 if raw else {**config, "rootfs": junk2}
     cdesc = store.put(json.dumps(config).encode())
     manifest: Any = {"schemaVersion": 2, "config": cdesc, "layers": [ldesc]}
     if where == "manifest":
-        manifest = junk2 if raw else {**manifest, "layers": junk2, "config": junk3 if isinstance(junk3, dict) else cdesc}
+        manifest = (
+            junk2 if raw else {**manifest, "layers": junk2, "config": junk3 if isinstance(junk3, dict) else cdesc}
+        )
     mdesc = store.put(json.dumps(manifest).encode())
     index: Any = {"manifests": [{**mdesc, "platform": {"os": "linux", "architecture": "amd64"}}]}
     if where == "index":
@@ -138,7 +159,12 @@ def test_manifests_and_configs(junk1: Any, junk2: Any, junk3: Any, where: str, r
 
 
 @settings(FAST, max_examples=2700)
-@given(st.binary(max_size=300) | st.text(alphabet="_version cuda=:'\"Optional[str]\n#!/ bin\x00 NameVersion-Requires", max_size=200).map(str.encode))
+@given(
+    st.binary(max_size=300)
+    | st.text(alphabet="_version cuda=:'\"Optional[str]\n#!/ bin\x00 NameVersion-Requires", max_size=200).map(
+        str.encode
+    )
+)
 def test_small_parsers(data: bytes) -> None:
     out = findings.parse_version_py(data)
     assert all(v is None or isinstance(v, str) for v in out.values())

@@ -17,10 +17,25 @@ def names(path: Path, platform: str = "linux/amd64") -> set[str]:
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "zstd"])
 def test_whiteouts_and_opaque_dirs(tmp_path: Path, compression: str) -> None:
-    lower = layer([("a/keep", "file", b"1"), ("a/gone", "file", b"2"), ("b/old", "file", b"3"), ("b/sub/deep", "file", b"4"),
-                   ("c/x", "file", b"5")])
-    upper = layer([("a/.wh.gone", "file", b""), ("b/.wh..wh..opq", "file", b""), ("b/new", "file", b"6"),
-                   ("b/sub/fresh", "file", b"7"), ("c/.wh.nothing", "file", b""), (".wh.c", "file", b"")])
+    lower = layer(
+        [
+            ("a/keep", "file", b"1"),
+            ("a/gone", "file", b"2"),
+            ("b/old", "file", b"3"),
+            ("b/sub/deep", "file", b"4"),
+            ("c/x", "file", b"5"),
+        ]
+    )
+    upper = layer(
+        [
+            ("a/.wh.gone", "file", b""),
+            ("b/.wh..wh..opq", "file", b""),
+            ("b/new", "file", b"6"),
+            ("b/sub/fresh", "file", b"7"),
+            ("c/.wh.nothing", "file", b""),
+            (".wh.c", "file", b""),
+        ]
+    )
     path = oci_layout(tmp_path / "img", [lower, upper], compression=compression)
     got = names(path)
     assert {"/a/keep", "/b/new", "/b/sub/fresh"} <= got
@@ -35,7 +50,9 @@ def test_whiteout_does_not_hide_its_own_layer(tmp_path: Path) -> None:
 
 def test_upper_layer_replaces_and_links_resolve_inside(tmp_path: Path) -> None:
     l1 = layer([("usr/lib/libx.so", "file", b"old"), ("lib", "symlink", "usr/lib")])
-    l2 = layer([("usr/lib/libx.so", "file", b"new"), ("lib/liby.so", "file", b"y"), ("h", "hardlink", "usr/lib/libx.so")])
+    l2 = layer(
+        [("usr/lib/libx.so", "file", b"new"), ("lib/liby.so", "file", b"y"), ("h", "hardlink", "usr/lib/libx.so")]
+    )
     tree = load(str(docker_archive(tmp_path / "d.tar", [l1, l2]))).tree
     assert tree.lookup("/lib/libx.so")[0] == "/usr/lib/libx.so"  # type: ignore[index]
     assert tree.lookup("/usr/lib/liby.so") is not None
@@ -94,8 +111,14 @@ def test_docker_save_layer_symlinks(tmp_path: Path) -> None:
 
     def archive(path: Path, link: str) -> Path:
         with tarfile.open(path, "w") as tf:
-            for name, blob in ((f"{hexname}.tar", data), (f"{sha(cfg)[7:]}.json", cfg),
-                               ("manifest.json", json.dumps([{"Config": f"{sha(cfg)[7:]}.json", "Layers": [f"{'a' * 64}/layer.tar"]}]).encode())):
+            for name, blob in (
+                (f"{hexname}.tar", data),
+                (f"{sha(cfg)[7:]}.json", cfg),
+                (
+                    "manifest.json",
+                    json.dumps([{"Config": f"{sha(cfg)[7:]}.json", "Layers": [f"{'a' * 64}/layer.tar"]}]).encode(),
+                ),
+            ):
                 info = tarfile.TarInfo(name)
                 info.size = len(blob)
                 tf.addfile(info, io.BytesIO(blob))

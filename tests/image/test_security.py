@@ -83,7 +83,9 @@ def test_write_through_symlink_out_of_root(sandbox: dict[str, Path]) -> None:
 
 def test_symlink_dotdot_stays_in_root(sandbox: dict[str, Path]) -> None:
     # `..` past the image root stays at the root (chroot semantics): the file lands at /pwned in the tree.
-    path = image_of(sandbox, layer([("a", "dir", None), ("a/up", "symlink", "../../../../.."), ("a/up/pwned", "file", b"x")]))
+    path = image_of(
+        sandbox, layer([("a", "dir", None), ("a/up", "symlink", "../../../../.."), ("a/up/pwned", "file", b"x")])
+    )
     rc, _, _ = run_image(sandbox, path)
     assert rc in (0, 1)
     image = load(str(path))
@@ -100,8 +102,10 @@ def test_hardlink_escapes(sandbox: dict[str, Path]) -> None:
 
 
 def test_hardlink_to_symlink(sandbox: dict[str, Path]) -> None:
-    path = image_of(sandbox, layer([("s", "symlink", "/etc/shadow"), ("h", "hardlink", "s"),
-                                    ("usr/local/bin/torchrun", "hardlink", "s")]))
+    path = image_of(
+        sandbox,
+        layer([("s", "symlink", "/etc/shadow"), ("h", "hardlink", "s"), ("usr/local/bin/torchrun", "hardlink", "s")]),
+    )
     rc, _, _ = run_image(sandbox, path)
     assert rc in (0, 1)
     tree = load(str(path)).tree
@@ -152,7 +156,7 @@ def test_decompression_bomb(sandbox: dict[str, Path]) -> None:
 
 def test_declared_size_larger_than_data(sandbox: dict[str, Path]) -> None:
     whole = layer([("big", "file", b"x" * 4096)])
-    cut = whole[:512 * 3 + 100]  # pax header + header + 100 bytes of a 4096-byte file
+    cut = whole[: 512 * 3 + 100]  # pax header + header + 100 bytes of a 4096-byte file
     path = oci_layout(sandbox["in"] / "img", [cut], compression="raw", cfg=imgbuild.config([sha(cut)]))
     refused(sandbox, path, "truncated")
     refused(sandbox, path, "over the limit of 1024 (--max-entry-bytes)", extra=("--max-entry-bytes", "1k"))

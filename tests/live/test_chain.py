@@ -94,8 +94,15 @@ def test_happy_path_two_gloo_ranks(tmp_path: Path) -> None:
     for phase in ("init", "collectives", "dataloader", "sampler", "ddp", "balance"):
         per_rank = {r["rank"]: r["status"] for r in run.live(f"live.{phase}")}
         assert per_rank == {0: "pass", 1: "pass"}, (phase, per_rank)
-    for id_ in ("live.ddp.param_sync", "live.ddp.grad_reference", "live.ddp.loss", "live.sampler.shards",
-                "live.collectives.all_reduce_sum", "live.collectives.send_recv_ring", "live.dataloader.batches"):
+    for id_ in (
+        "live.ddp.param_sync",
+        "live.ddp.grad_reference",
+        "live.ddp.loss",
+        "live.sampler.shards",
+        "live.collectives.all_reduce_sum",
+        "live.collectives.send_recv_ring",
+        "live.dataloader.batches",
+    ):
         assert [r["status"] for r in run.live(id_)] == ["pass"], id_
     # torch facts came from rank 0, not from an import in the parent
     assert run.report["facts"]["torch"]["source"] == "rank 0"
@@ -115,10 +122,13 @@ def fault_run(tmp_path: Path, fault: str, phase: str, timeout: float, words: str
     return run
 
 
-@pytest.mark.parametrize(("fault", "phase", "words"), [
-    ("rank=1,phase=collectives,action=kill", "collectives", "SIGKILL"),
-    ("rank=1,phase=ddp,action=raise", "ddp", "injected fault"),
-])
+@pytest.mark.parametrize(
+    ("fault", "phase", "words"),
+    [
+        ("rank=1,phase=collectives,action=kill", "collectives", "SIGKILL"),
+        ("rank=1,phase=ddp,action=raise", "ddp", "injected fault"),
+    ],
+)
 def test_fault_names_rank_and_phase(tmp_path: Path, fault: str, phase: str, words: str) -> None:
     fault_run(tmp_path, fault, phase, 40, words)
 
@@ -160,11 +170,14 @@ def test_small_dev_shm_fails_the_dataloader(tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     out = tmp_path / "report.json"
-    script = ("mount --make-rprivate / && mount -t tmpfs -o size=64m tmpfs /dev/shm && "
-              f"exec {sys.executable} -m ddp_doctor check --timeout 30 --format json --output {out}")
+    script = (
+        "mount --make-rprivate / && mount -t tmpfs -o size=64m tmpfs /dev/shm && "
+        f"exec {sys.executable} -m ddp_doctor check --timeout 30 --format json --output {out}"
+    )
     env = {**os.environ, "TMPDIR": str(tmpdir), TAG: tag, "NO_COLOR": "1"}
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=90,
-                          check=False)
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=90, check=False
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(out.read_text())
     root = report["facts"]["live"]["root_cause"]
@@ -179,8 +192,14 @@ def test_worker_refuses_to_run_outside_torchrun() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_RUN_ID", "DDP_DOCTOR_RUN_DIR")}
     env.update(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddp_doctor.live.worker"], env=env, capture_output=True, text=True,
-                          timeout=30, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddp_doctor.live.worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "must be started by" in proc.stderr and "world_size=2" in proc.stderr
     assert time.monotonic() - started < 10
@@ -192,10 +211,20 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     shm_before = _shm()
-    env = {**os.environ, "TMPDIR": str(tmpdir), TAG: tag, "NO_COLOR": "1",
-           "DDP_DOCTOR_FAULT": "rank=0,phase=collectives,action=hang;rank=1,phase=collectives,action=hang"}
-    proc = subprocess.Popen([sys.executable, "-m", "ddp_doctor", "check", "--timeout", "60"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmpdir),
+        TAG: tag,
+        "NO_COLOR": "1",
+        "DDP_DOCTOR_FAULT": "rank=0,phase=collectives,action=hang;rank=1,phase=collectives,action=hang",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddp_doctor", "check", "--timeout", "60"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline:  # wait until both ranks hang in collectives
@@ -232,12 +261,17 @@ def test_overall_deadline_ends_ranks_that_never_report(tmp_path: Path) -> None:
     assert run.elapsed_s < 8 + 10
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (("--nproc", "0"), "--nproc must be at least 1"),
-    (("--timeout", "0"), "--timeout must be positive"),
-    (("--master-port", "70000"), "--master-port must be 1..65535"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--nproc", "0"), "--nproc must be at least 1"),
+        (("--timeout", "0"), "--timeout must be positive"),
+        (("--master-port", "70000"), "--master-port must be 1..65535"),
+    ],
+)
 def test_bad_live_flags_are_usage_errors(flags: tuple[str, ...], message: str) -> None:
     proc = run_cli("check", *flags, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"ddp-doctor: error: {message}, got {flags[1] if flags[0] != '--timeout' else '0.0'}"]
+    assert proc.stderr.strip().splitlines() == [
+        f"ddp-doctor: error: {message}, got {flags[1] if flags[0] != '--timeout' else '0.0'}"
+    ]

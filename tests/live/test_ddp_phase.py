@@ -71,12 +71,22 @@ def test_the_real_phase_with_one_rank_passes() -> None:
     assert not dist.is_initialized()
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        ctx: Any = types.SimpleNamespace(device=torch.device("cpu"), rank=0, world_size=1, payload={}, shared={},
-                                         args=types.SimpleNamespace(steps=STEPS, nvml=False), step=lambda name: None)
+        ctx: Any = types.SimpleNamespace(
+            device=torch.device("cpu"),
+            rank=0,
+            world_size=1,
+            payload={},
+            shared={},
+            args=types.SimpleNamespace(steps=STEPS, nvml=False),
+            step=lambda name: None,
+        )
         checks = {c["id"]: c for c in ddp.run(ctx)}
     finally:
         dist.destroy_process_group()
     assert {k: c["status"] for k, c in checks.items()} == {
-        "live.ddp.param_sync": "pass", "live.ddp.loss": "pass", "live.ddp.grad_reference": "pass"}, checks
+        "live.ddp.param_sync": "pass",
+        "live.ddp.loss": "pass",
+        "live.ddp.grad_reference": "pass",
+    }, checks
     losses = ctx.payload["ddp"]["losses"]
     assert len(losses) == STEPS and losses[-1] < 0.5 * losses[0]

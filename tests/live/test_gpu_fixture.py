@@ -11,8 +11,10 @@ from ddp_doctor.live import nccl_log
 from ddp_doctor.report import Report
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "live"
-pytestmark = pytest.mark.skipif(not (FIXTURE / "report.json").exists(),
-                                reason="tests/fixtures/gpu/live/report.json not recorded yet (run gpu/live.sh on a GPU)")
+pytestmark = pytest.mark.skipif(
+    not (FIXTURE / "report.json").exists(),
+    reason="tests/fixtures/gpu/live/report.json not recorded yet (run gpu/live.sh on a GPU)",
+)
 
 
 def load() -> dict:  # type: ignore[type-arg]
@@ -39,8 +41,11 @@ def test_recorded_report_reads_back_and_passes() -> None:
     assert ddp_checks["live.ddp.param_sync"] == "pass" and ddp_checks["live.ddp.grad_reference"] == "pass"
     # A recording older than the fix shows exactly the old divergence and nothing else; the lead re-records.
     known = {"live.ddp", "live.ddp.loss"} if _recorded_before_the_loss_fix(data) else set()
-    failed = [(r["id"], r["rank"], r["summary"]) for r in data["results"]
-              if r["id"].startswith("live.") and r["status"] in ("fail", "error") and r["id"] not in known]
+    failed = [
+        (r["id"], r["rank"], r["summary"])
+        for r in data["results"]
+        if r["id"].startswith("live.") and r["status"] in ("fail", "error") and r["id"] not in known
+    ]
     assert not failed, failed
     device = next(r for r in data["results"] if r["id"] == "live.init.device")
     assert device["status"] == "pass" and "cuda" in device["summary"]

@@ -16,18 +16,39 @@ TORCHRUN = ("/opt/env/bin/torchrun",)
 
 
 def spec(**kw: object) -> LaunchSpec:
-    base: dict[str, object] = {"entry_module": "ddp_doctor.live.worker", "entry_args": ["--backend", "gloo"],
-                               "nproc": 2, "backend": "gloo", "timeout_s": 30.0,
-                               "env": {"NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log"}, "launcher": TORCHRUN}
+    base: dict[str, object] = {
+        "entry_module": "ddp_doctor.live.worker",
+        "entry_args": ["--backend", "gloo"],
+        "nproc": 2,
+        "backend": "gloo",
+        "timeout_s": 30.0,
+        "env": {"NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log"},
+        "launcher": TORCHRUN,
+    }
     base.update(kw)
     return LaunchSpec(**base)  # type: ignore[arg-type]
 
 
 def test_standalone_single_node(tmp_path: Path) -> None:
     argv, env = build_command(spec(), tmp_path)
-    assert argv == ["/opt/env/bin/torchrun", "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "0",
-                    "--monitor-interval", "0.1", "--log-dir", str(tmp_path / "torchelastic"), "--standalone",
-                    "-m", "ddp_doctor.live.worker", "--backend", "gloo"]
+    assert argv == [
+        "/opt/env/bin/torchrun",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "0",
+        "--monitor-interval",
+        "0.1",
+        "--log-dir",
+        str(tmp_path / "torchelastic"),
+        "--standalone",
+        "-m",
+        "ddp_doctor.live.worker",
+        "--backend",
+        "gloo",
+    ]
     assert env[rankio.RUN_DIR_ENV] == str(tmp_path)
     assert env["NCCL_DEBUG_FILE"] == f"{tmp_path}/nccl.%p.log"
     src = str(Path(launch.__file__).resolve().parents[2])
@@ -55,8 +76,9 @@ def test_master_port_becomes_a_local_c10d_endpoint(tmp_path: Path) -> None:
 
 
 def test_multi_node_rendezvous(tmp_path: Path) -> None:
-    argv, env = build_command(spec(nnodes="2:4", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_id="job7",
-                                   join_timeout_s=60), tmp_path)
+    argv, env = build_command(
+        spec(nnodes="2:4", node_rank=1, rdzv_endpoint="10.0.0.1:29400", rdzv_id="job7", join_timeout_s=60), tmp_path
+    )
     assert argv[argv.index("--nnodes") + 1] == "2:4"
     assert argv[argv.index("--rdzv-endpoint") + 1] == "10.0.0.1:29400"
     assert argv[argv.index("--rdzv-conf") + 1] == "join_timeout=60"

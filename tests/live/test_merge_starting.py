@@ -11,15 +11,24 @@ from tests.live.test_merge import outcome, payload, plan
 
 
 def _rank1_fails_in_init() -> dict[int, dict[str, object]]:
-    error = {"type": "PhaseError", "message": "rank 1 has LOCAL_RANK 1 but only 1 GPU(s) are visible",
-             "cause": "more ranks than GPUs", "remedy": "--nproc 1"}
-    return {1: payload(1, [{"name": "init", "status": "fail", "kind": "error", "started": 10.0, "failed_at": 10.5,
-                            "error": error}])}
+    error = {
+        "type": "PhaseError",
+        "message": "rank 1 has LOCAL_RANK 1 but only 1 GPU(s) are visible",
+        "cause": "more ranks than GPUs",
+        "remedy": "--nproc 1",
+    }
+    return {
+        1: payload(
+            1, [{"name": "init", "status": "fail", "kind": "error", "started": 10.0, "failed_at": 10.5, "error": error}]
+        )
+    }
 
 
 def test_peer_ended_while_starting_is_secondary() -> None:
-    beats = {0: {"phase": "start", "time": 9.0, "pid": 100, "progress": 0},
-             1: {"phase": "done", "time": 10.6, "pid": 101, "progress": 3}}
+    beats = {
+        0: {"phase": "start", "time": 9.0, "pid": 100, "progress": 0},
+        1: {"phase": "done", "time": 10.6, "pid": 101, "progress": 3},
+    }
     m = merge(outcome(_rank1_fails_in_init(), beats, {"rank 0": -15, "rank 1": 1, "torchrun": 1}), plan())
     assert m.root is not None and (m.root.rank, m.root.phase) == (1, "init")
     assert m.root.cause == "more ranks than GPUs" and m.root.remedy == "--nproc 1"
@@ -28,8 +37,10 @@ def test_peer_ended_while_starting_is_secondary() -> None:
 
 
 def test_rank_that_crashes_while_starting_is_still_the_cause() -> None:
-    beats = {0: {"phase": "start", "time": 9.0, "pid": 100, "progress": 0},
-             1: {"phase": "init", "time": 9.5, "pid": 101, "progress": 1}}
+    beats = {
+        0: {"phase": "start", "time": 9.0, "pid": 100, "progress": 0},
+        1: {"phase": "init", "time": 9.5, "pid": 101, "progress": 1},
+    }
     ranks = {1: payload(1, [{"name": "init", "status": "running", "started": 9.5}], finished=False)}
     m = merge(outcome(ranks, beats, {"rank 0": -11, "rank 1": -15, "torchrun": 1}), plan())
     assert m.root is not None and m.root.rank == 0 and m.root.status is Status.FAIL

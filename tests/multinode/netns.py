@@ -159,24 +159,58 @@ class Cluster:
             "except ConnectionRefusedError: sys.exit(0)\n"
             "except OSError: sys.exit(1)\n"
         )
-        return subprocess.run(["ip", "netns", "exec", h.netns, sys.executable, "-c", code],
-                              capture_output=True, timeout=CMD_TIMEOUT_S, check=False).returncode == 0
+        return (
+            subprocess.run(
+                ["ip", "netns", "exec", h.netns, sys.executable, "-c", code],
+                capture_output=True,
+                timeout=CMD_TIMEOUT_S,
+                check=False,
+            ).returncode
+            == 0
+        )
 
     def argv(self, host: Host, argv: Sequence[str]) -> list[str]:
         """argv run inside `host`: its network namespace, its own hostname."""
-        return ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--",
-                "sh", "-c", f'hostname {host.hostname} && exec "$@"', "sh", *argv]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            host.netns,
+            "unshare",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            f'hostname {host.hostname} && exec "$@"',
+            "sh",
+            *argv,
+        ]
 
-    def popen(self, host: Host, argv: Sequence[str], env: Mapping[str, str] | None = None,
-              **kw: object) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(host, argv), env=dict(env) if env is not None else None,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, **kw)  # type: ignore[call-overload]
+    def popen(
+        self, host: Host, argv: Sequence[str], env: Mapping[str, str] | None = None, **kw: object
+    ) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv(host, argv),
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            **kw,
+        )  # type: ignore[call-overload]
 
-    def run(self, host: Host, argv: Sequence[str], timeout: float = CMD_TIMEOUT_S,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(host, argv), env=dict(env) if env is not None else None,
-                              capture_output=True, text=True, timeout=timeout, check=False)
+    def run(
+        self, host: Host, argv: Sequence[str], timeout: float = CMD_TIMEOUT_S, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(host, argv),
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def cut(self, host: Host) -> None:
         """Pull the host's cable: its port on the switch goes down."""

@@ -8,14 +8,24 @@ from ddp_doctor.report import Status
 
 
 def _entry(rank: int, node_rank: int, host: str, **kw: Any) -> dict[str, Any]:
-    return {"rank": rank, "node_rank": node_rank, "hostname": host, "payload": {"rank": rank},
-            "versions": {"torch": "2.13.0+cpu", "cuda": None, "nccl": None, "driver": None},
-            "preflight": {"interface": "eth0", "address": f"10.0.0.{10 + node_rank}"}, **kw}
+    return {
+        "rank": rank,
+        "node_rank": node_rank,
+        "hostname": host,
+        "payload": {"rank": rank},
+        "versions": {"torch": "2.13.0+cpu", "cuda": None, "nccl": None, "driver": None},
+        "preflight": {"interface": "eth0", "address": f"10.0.0.{10 + node_rank}"},
+        **kw,
+    }
 
 
 def _cluster(*entries: dict[str, Any], missing: list[int] | None = None) -> dict[str, Any]:
-    return {"world_size": len(entries) + len(missing or []), "ranks": {str(e["rank"]): e for e in entries},
-            "missing": missing or [], "gather_timeout_s": 15.0}
+    return {
+        "world_size": len(entries) + len(missing or []),
+        "ranks": {str(e["rank"]): e for e in entries},
+        "missing": missing or [],
+        "gather_timeout_s": 15.0,
+    }
 
 
 def test_expected_nodes() -> None:
@@ -24,18 +34,24 @@ def test_expected_nodes() -> None:
 
 
 def test_all_joined_and_same_versions_pass() -> None:
-    c = _cluster(_entry(0, 0, "node0", bandwidth_gbps={"intra": 4.0, "inter:1": 1.0}),
-                 _entry(1, 0, "node0"), _entry(2, 1, "node1", clock={"offset_s": 0.002, "rtt_ms": 0.2}),
-                 _entry(3, 1, "node1"))
+    c = _cluster(
+        _entry(0, 0, "node0", bandwidth_gbps={"intra": 4.0, "inter:1": 1.0}),
+        _entry(1, 0, "node0"),
+        _entry(2, 1, "node1", clock={"offset_s": 0.002, "rtt_ms": 0.2}),
+        _entry(3, 1, "node1"),
+    )
     j = cluster.joined("2", c, ["10.0.0.10", "10.0.0.11"], 30, None)
     assert j.status is Status.PASS and j.summary == "2 of 2 nodes joined"
     results = {r.id: r for r in cluster.evaluate(c, "gloo")}
-    assert set(results) == {"multinode.versions", "multinode.bandwidth", "multinode.interfaces",
-                            "multinode.clock_skew"}
+    assert set(results) == {"multinode.versions", "multinode.bandwidth", "multinode.interfaces", "multinode.clock_skew"}
     assert all(r.status is Status.PASS for r in results.values())
     bw = results["multinode.bandwidth"]
-    assert bw.metrics == {"inter_node1_gbps": 1.0, "inter_min_gbps": 1.0, "intra_gbps": 4.0,
-                          "inter_to_intra_ratio": 0.25}
+    assert bw.metrics == {
+        "inter_node1_gbps": 1.0,
+        "inter_min_gbps": 1.0,
+        "intra_gbps": 4.0,
+        "inter_to_intra_ratio": 0.25,
+    }
     assert "node 1 (node1): eth0 10.0.0.11 TCP (gloo)" in results["multinode.interfaces"].summary
 
 
@@ -56,8 +72,12 @@ def test_clock_skew_warns_beyond_a_second() -> None:
 
 
 def test_slow_link_warns() -> None:
-    c = _cluster(_entry(0, 0, "n0", bandwidth_gbps={"inter:1": 2.0, "inter:2": 2.1, "inter:3": 0.4}),
-                 _entry(1, 1, "n1"), _entry(2, 2, "n2"), _entry(3, 3, "n3"))
+    c = _cluster(
+        _entry(0, 0, "n0", bandwidth_gbps={"inter:1": 2.0, "inter:2": 2.1, "inter:3": 0.4}),
+        _entry(1, 1, "n1"),
+        _entry(2, 2, "n2"),
+        _entry(3, 3, "n3"),
+    )
     r = cluster.bandwidth(c, "gloo")
     assert r is not None and r.status is Status.WARN and r.observed["slow_nodes"] == ["3"]
 
@@ -86,5 +106,8 @@ def test_interfaces_name_nccl_transports_per_node() -> None:
     b["preflight"] = {}
     r = cluster.interfaces(_cluster(a, b), "nccl")
     assert r.observed["per_node"]["node 0 (gpu-a)"]["transport"] == "NET/IB, P2P"
-    assert r.observed["per_node"]["node 1 (gpu-b)"] == {"interface": "eth0:10.0.0.11<0>", "address": None,
-                                                       "transport": "NET/Socket"}
+    assert r.observed["per_node"]["node 1 (gpu-b)"] == {
+        "interface": "eth0:10.0.0.11<0>",
+        "address": None,
+        "transport": "NET/Socket",
+    }

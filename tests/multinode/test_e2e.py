@@ -26,12 +26,43 @@ JOIN_S = 20
 LIGHT = ["--dataloader-workers", "1", "--batch-mb", "1"]
 
 
-def _check_argv(out: Path, node_rank: int, nnodes: int, port: int, nproc: int, rdzv_id: str,
-                timeout: float = TIMEOUT_S, join: float = JOIN_S) -> list[str]:
-    return [sys.executable, "-m", "ddp_doctor", "check", "--nnodes", str(nnodes), "--node-rank", str(node_rank),
-            "--rdzv-endpoint", f"node0:{port}", "--rdzv-id", rdzv_id, "--nproc", str(nproc), "--backend", "gloo",
-            "--timeout", str(timeout), "--join-timeout", str(join), *LIGHT, "--format", "json",
-            "--output", str(out / f"node{node_rank}.json")]
+def _check_argv(
+    out: Path,
+    node_rank: int,
+    nnodes: int,
+    port: int,
+    nproc: int,
+    rdzv_id: str,
+    timeout: float = TIMEOUT_S,
+    join: float = JOIN_S,
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "ddp_doctor",
+        "check",
+        "--nnodes",
+        str(nnodes),
+        "--node-rank",
+        str(node_rank),
+        "--rdzv-endpoint",
+        f"node0:{port}",
+        "--rdzv-id",
+        rdzv_id,
+        "--nproc",
+        str(nproc),
+        "--backend",
+        "gloo",
+        "--timeout",
+        str(timeout),
+        "--join-timeout",
+        str(join),
+        *LIGHT,
+        "--format",
+        "json",
+        "--output",
+        str(out / f"node{node_rank}.json"),
+    ]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -39,12 +70,25 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "NO_COLOR": "1", **extra}
 
 
-def _start(c: Cluster, hosts: list[Host], out: Path, nproc: int, nnodes: int | None = None,
-           envs: dict[int, dict[str, str]] | None = None, **kw: Any) -> tuple[list[subprocess.Popen[str]], str]:
+def _start(
+    c: Cluster,
+    hosts: list[Host],
+    out: Path,
+    nproc: int,
+    nnodes: int | None = None,
+    envs: dict[int, dict[str, str]] | None = None,
+    **kw: Any,
+) -> tuple[list[subprocess.Popen[str]], str]:
     port = random.randrange(30000, 40000)
     rdzv_id = f"t{os.getpid()}-{port}"
-    procs = [c.popen(h, _check_argv(out, h.index, nnodes or len(hosts), port, nproc, rdzv_id, **kw),
-                     env=_env(**(envs or {}).get(h.index, {}))) for h in hosts]
+    procs = [
+        c.popen(
+            h,
+            _check_argv(out, h.index, nnodes or len(hosts), port, nproc, rdzv_id, **kw),
+            env=_env(**(envs or {}).get(h.index, {})),
+        )
+        for h in hosts
+    ]
     return procs, rdzv_id
 
 
@@ -75,8 +119,11 @@ def _failures(out: Path, nodes: int) -> str:
         except (OSError, ValueError) as exc:
             lines.append(f"node {n}: no report ({exc})")
             continue
-        lines += [f"node {n}: {r['id']} rank {r.get('rank')}: {r['summary'][:300]}" for r in report["results"]
-                  if r["status"] in ("fail", "error")]
+        lines += [
+            f"node {n}: {r['id']} rank {r.get('rank')}: {r['summary'][:300]}"
+            for r in report["results"]
+            if r["status"] in ("fail", "error")
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -100,8 +147,9 @@ def _no_orphans(c: Cluster, rdzv_id: str) -> None:
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_two_nodes_pass_with_one_cluster_report(make_cluster: Callable[[int], Cluster], tmp_path: Path,
-                                                nproc: int) -> None:
+def test_two_nodes_pass_with_one_cluster_report(
+    make_cluster: Callable[[int], Cluster], tmp_path: Path, nproc: int
+) -> None:
     c = make_cluster(2)
     # With one rank per node, node 1's clock is also set 3 s ahead (test-only switch): skew is a WARN, not a FAIL.
     skew = {1: {"DDP_DOCTOR_TEST_CLOCK_OFFSET_S": "3"}} if nproc == 1 else {}
@@ -137,8 +185,9 @@ def test_two_nodes_pass_with_one_cluster_report(make_cluster: Callable[[int], Cl
     _no_orphans(c, rdzv_id)
 
 
-def test_node_that_never_starts_is_named_within_the_join_timeout(make_cluster: Callable[[int], Cluster],
-                                                                  tmp_path: Path) -> None:
+def test_node_that_never_starts_is_named_within_the_join_timeout(
+    make_cluster: Callable[[int], Cluster], tmp_path: Path
+) -> None:
     c = make_cluster(2)
     start = time.monotonic()
     procs, rdzv_id = _start(c, c.hosts[:1], tmp_path, 1, nnodes=2, join=8)
@@ -153,8 +202,9 @@ def test_node_that_never_starts_is_named_within_the_join_timeout(make_cluster: C
     _no_orphans(c, rdzv_id)
 
 
-def test_wrong_gloo_socket_ifname_is_diagnosed_before_launch(make_cluster: Callable[[int], Cluster],
-                                                              tmp_path: Path) -> None:
+def test_wrong_gloo_socket_ifname_is_diagnosed_before_launch(
+    make_cluster: Callable[[int], Cluster], tmp_path: Path
+) -> None:
     c = make_cluster(2)
     start = time.monotonic()
     procs, rdzv_id = _start(c, c.hosts[1:], tmp_path, 1, nnodes=2, envs={1: {"GLOO_SOCKET_IFNAME": "ens5"}})
@@ -185,8 +235,9 @@ def _worker_phase(c: Cluster, host: Host) -> str | None:
     return None
 
 
-def test_link_cut_mid_run_is_named_without_hang_or_orphans(make_cluster: Callable[[int], Cluster],
-                                                           tmp_path: Path) -> None:
+def test_link_cut_mid_run_is_named_without_hang_or_orphans(
+    make_cluster: Callable[[int], Cluster], tmp_path: Path
+) -> None:
     c = make_cluster(2)
     timeout = 30
     procs, rdzv_id = _start(c, c.hosts, tmp_path, 1, timeout=timeout, join=10)
@@ -206,8 +257,9 @@ def test_link_cut_mid_run_is_named_without_hang_or_orphans(make_cluster: Callabl
     assert (rc0, rc1) == (1, 1), _failures(tmp_path, 2) + err0[-2000:] + err1[-2000:]
     node0, node1 = _report(tmp_path, 0), _report(tmp_path, 1)
     for report in (node0, node1):
-        assert report["root_cause"] == "multinode.link_lost", [r["id"] for r in report["results"]
-                                                               if r["status"] == "fail"]
+        assert report["root_cause"] == "multinode.link_lost", [
+            r["id"] for r in report["results"] if r["status"] == "fail"
+        ]
     assert c.hosts[1].address in _by_id(node0)["multinode.link_lost"]["summary"]
     assert "no longer answers from this node" in _by_id(node1)["multinode.link_lost"]["summary"]
     _no_orphans(c, rdzv_id)

@@ -21,8 +21,15 @@ _RUN = (
 )
 
 
-def _preflight(cluster: Cluster, host: Host, endpoint: str, rank: int | None, env: dict[str, str] | None = None,
-               wait: float = 3.0, backend: str = "gloo") -> dict[str, dict[str, Any]]:
+def _preflight(
+    cluster: Cluster,
+    host: Host,
+    endpoint: str,
+    rank: int | None,
+    env: dict[str, str] | None = None,
+    wait: float = 3.0,
+    backend: str = "gloo",
+) -> dict[str, dict[str, Any]]:
     args = json.dumps({"ep": endpoint, "rank": rank, "backend": backend, "env": env or {}, "wait": wait})
     proc = cluster.run(host, [sys.executable, "-c", _RUN, args], timeout=wait + 20)
     assert proc.returncode == 0, proc.stderr
@@ -57,8 +64,9 @@ def test_good_setup_passes_on_both_nodes(make_cluster: Callable[[int], Cluster])
     assert r0["multinode.rdzv_endpoint"]["status"] == "pass", r0
     assert r0["multinode.socket_ifname"]["status"] == "pass"
     assert r0["multinode.socket_ifname"]["observed"]["address"] == h0.address  # hostname node0 -> eth0
-    listener = c.popen(h0, [sys.executable, "-c",
-                            f"import socket,time;s=socket.create_server(({h0.address!r},{PORT}));time.sleep(30)"])
+    listener = c.popen(
+        h0, [sys.executable, "-c", f"import socket,time;s=socket.create_server(({h0.address!r},{PORT}));time.sleep(30)"]
+    )
     try:
         r1 = _preflight(c, h1, ep, 1, env={"GLOO_SOCKET_IFNAME": "eth0"}, wait=10)
     finally:
@@ -97,8 +105,9 @@ def test_node0_must_host_the_store(make_cluster: Callable[[int], Cluster]) -> No
     h0, h1 = c.hosts
     r = _preflight(c, h1, f"{h0.address}:{PORT}", 0)["multinode.rdzv_endpoint"]
     assert r["status"] == "fail" and "is not an address of this node" in r["summary"], r
-    holder = c.popen(h0, [sys.executable, "-c",
-                          f"import socket,time;s=socket.create_server(({h0.address!r},{PORT}));time.sleep(30)"])
+    holder = c.popen(
+        h0, [sys.executable, "-c", f"import socket,time;s=socket.create_server(({h0.address!r},{PORT}));time.sleep(30)"]
+    )
     try:
         time.sleep(0.5)
         r = _preflight(c, h0, f"{h0.address}:{PORT}", 0)["multinode.rdzv_endpoint"]

@@ -29,6 +29,7 @@ HOST_COPY_BYTES = 256 << 20
 
 # ---- measuring (in a rank) ----------------------------------------------------------------
 
+
 def _time_cuda_ms(torch: Any, fn: Any, iters: int, warmup: int, repeats: int = 3) -> float:
     """Milliseconds per call, CUDA events around `iters` queued calls; the best of `repeats`
     (clocks ramp up and other work can interrupt: the best run is the GPU's capability)."""
@@ -59,7 +60,12 @@ def matmul_tflops(device_index: int, dtype: str, n: int = MATMUL_N, iters: int =
         b = torch.randn(n, n, device=dev, dtype=tdt)
         c = torch.empty(n, n, device=dev, dtype=tdt)
         with torch.cuda.device(dev):
-            ms = _time_cuda_ms(torch, lambda: torch.mm(a, b, out=c), iters if dtype != "fp32" else 5, warmup // 2 if dtype == "fp32" else warmup)
+            ms = _time_cuda_ms(
+                torch,
+                lambda: torch.mm(a, b, out=c),
+                iters if dtype != "fp32" else 5,
+                warmup // 2 if dtype == "fp32" else warmup,
+            )
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
     return 2.0 * n**3 / (ms / 1e3) / 1e12
@@ -86,11 +92,14 @@ def host_copy_gbps(device_index: int, direction: str, nbytes: int = HOST_COPY_BY
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     gpu = torch.empty(nbytes, dtype=torch.uint8, device=dev)
     if direction == "h2d":
+
         def fn() -> None:
             gpu.copy_(host, non_blocking=True)
     else:
+
         def fn() -> None:
             host.copy_(gpu, non_blocking=True)
+
     with torch.cuda.device(dev):
         ms = _time_cuda_ms(torch, fn, iters, 2)
     return nbytes / (ms / 1e3) / 1e9
@@ -100,8 +109,7 @@ def _identity(device_index: int) -> dict[str, Any]:
     import torch
 
     props = torch.cuda.get_device_properties(device_index)
-    info: dict[str, Any] = {"device_index": device_index, "name": props.name,
-                            "memory_bytes": int(props.total_memory)}
+    info: dict[str, Any] = {"device_index": device_index, "name": props.name, "memory_bytes": int(props.total_memory)}
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
         info["uuid"] = str(uuid)
@@ -117,8 +125,10 @@ def run_device_local(device_index: int) -> dict[str, Any]:
 
 
 def run_host_copies(device_index: int) -> dict[str, Any]:
-    return {"h2d_gbps": round(host_copy_gbps(device_index, "h2d"), 2),
-            "d2h_gbps": round(host_copy_gbps(device_index, "d2h"), 2)}
+    return {
+        "h2d_gbps": round(host_copy_gbps(device_index, "h2d"), 2),
+        "d2h_gbps": round(host_copy_gbps(device_index, "d2h"), 2),
+    }
 
 
 def run_health(device_index: int) -> dict[str, Any]:
@@ -129,6 +139,7 @@ def run_health(device_index: int) -> dict[str, Any]:
 
 
 # ---- judging (in the parent) --------------------------------------------------------------
+
 
 @lru_cache(maxsize=1)
 def specs() -> dict[str, Any]:
@@ -176,13 +187,18 @@ def evaluate(per_gpu: list[dict[str, Any]], prefix: str = "bench.gpu") -> list[R
     results: list[Result] = []
     broken = [g for g in per_gpu if g.get("error")]
     for g in broken:
-        results.append(Result(
-            f"{prefix}.gpu{g.get('device_index', g.get('rank'))}.error", "GPU health benchmark", Status.ERROR,
-            f"{_label(g)}: the micro-benchmark failed: {g['error']}",
-            cause="the benchmark itself could not run, so this GPU's health is unknown",
-            remedy="run `nvidia-smi -q -i <index>` and look for Xid errors in `dmesg`; rerun with --gpu-health",
-            observed={"gpu": g}, rank=g.get("rank"),
-        ))
+        results.append(
+            Result(
+                f"{prefix}.gpu{g.get('device_index', g.get('rank'))}.error",
+                "GPU health benchmark",
+                Status.ERROR,
+                f"{_label(g)}: the micro-benchmark failed: {g['error']}",
+                cause="the benchmark itself could not run, so this GPU's health is unknown",
+                remedy="run `nvidia-smi -q -i <index>` and look for Xid errors in `dmesg`; rerun with --gpu-health",
+                observed={"gpu": g},
+                rank=g.get("rank"),
+            )
+        )
     gpus = [g for g in per_gpu if not g.get("error") and not g.get("skipped")]
     if not gpus:
         if not broken:
@@ -196,8 +212,16 @@ def evaluate(per_gpu: list[dict[str, Any]], prefix: str = "bench.gpu") -> list[R
     return results
 
 
-def _against_spec(prefix: str, key: str, gpus: list[dict[str, Any]], path: tuple[str, ...], spec_key: str,
-                  fraction: float, unit: str, label: str) -> Result:
+def _against_spec(
+    prefix: str,
+    key: str,
+    gpus: list[dict[str, Any]],
+    path: tuple[str, ...],
+    spec_key: str,
+    fraction: float,
+    unit: str,
+    label: str,
+) -> Result:
     rows: list[dict[str, Any]] = []
     low: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
@@ -209,9 +233,17 @@ def _against_spec(prefix: str, key: str, gpus: list[dict[str, Any]], path: tuple
         spec = spec_for(str(g.get("name", "")))
         peak = float(spec[spec_key]) if spec and spec.get(spec_key) else None
         ratio = value / peak if peak else None
-        rows.append({"device_index": g.get("device_index"), "name": g.get("name"), "value": value,
-                     "spec": peak, "spec_name": spec["name"] if spec else None, "ratio": ratio,
-                     "spec_source": spec.get("source") if spec else None})
+        rows.append(
+            {
+                "device_index": g.get("device_index"),
+                "name": g.get("name"),
+                "value": value,
+                "spec": peak,
+                "spec_name": spec["name"] if spec else None,
+                "ratio": ratio,
+                "spec_source": spec.get("source") if spec else None,
+            }
+        )
         metrics[f"gpu{g.get('device_index')}_{key.replace('.', '_')}_{_UNIT_KEY[unit]}"] = round(value, 2)
         if ratio is None:
             unknown.append(g)
@@ -225,24 +257,40 @@ def _against_spec(prefix: str, key: str, gpus: list[dict[str, Any]], path: tuple
     if low:
         worst = min(low, key=lambda r: float(r["ratio"]))
         return Result(
-            rid, title, Status.WARN,
+            rid,
+            title,
+            Status.WARN,
             f"{label}: GPU {worst['device_index']} reached {worst['value']:.1f} {unit}, "
             f"{worst['ratio']:.0%} of the {worst['spec_name']} data-sheet {worst['spec']:g} {unit}; "
             f"expected at least {fraction:.0%}",
             cause="a healthy GPU of this model reaches more; typical causes are throttled clocks (power or "
-                  "thermal limit), a lower PCIe generation or width for host copies, or another process on the GPU",
+            "thermal limit), a lower PCIe generation or width for host copies, or another process on the GPU",
             remedy="check `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <index>` for throttle reasons, "
-                   "`nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current --format=csv`, and "
-                   "`nvidia-smi` for other processes",
-            observed={"per_gpu": rows}, expected=expected, metrics=metrics,
+            "`nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current --format=csv`, and "
+            "`nvidia-smi` for other processes",
+            observed={"per_gpu": rows},
+            expected=expected,
+            metrics=metrics,
         )
     if unknown and len(unknown) == len(rows):
-        return Result(rid, title, Status.PASS,
-                      f"{label}: {values} {unit} (no data-sheet entry for {unknown[0].get('name')}; peers compared below)",
-                      observed={"per_gpu": rows}, metrics=metrics)
+        return Result(
+            rid,
+            title,
+            Status.PASS,
+            f"{label}: {values} {unit} (no data-sheet entry for {unknown[0].get('name')}; peers compared below)",
+            observed={"per_gpu": rows},
+            metrics=metrics,
+        )
     ratios = ", ".join(f"{r['ratio']:.0%}" for r in rows if r["ratio"] is not None)
-    return Result(rid, title, Status.PASS, f"{label}: {values} {unit} ({ratios} of data sheet)",
-                  observed={"per_gpu": rows}, expected=expected, metrics=metrics)
+    return Result(
+        rid,
+        title,
+        Status.PASS,
+        f"{label}: {values} {unit} ({ratios} of data sheet)",
+        observed={"per_gpu": rows},
+        expected=expected,
+        metrics=metrics,
+    )
 
 
 def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Result:
@@ -258,23 +306,41 @@ def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Re
         median = statistics.median(v for _, v in present)
         for g, v in present:
             if median > 0 and v < (1.0 - tolerance) * median:
-                slow.append({"device_index": g.get("device_index"), "name": g.get("name"), "rank": g.get("rank"),
-                             "metric": key, "label": label, "value": v, "median": median, "unit": unit,
-                             "below_pct": round(100 * (1 - v / median), 1)})
+                slow.append(
+                    {
+                        "device_index": g.get("device_index"),
+                        "name": g.get("name"),
+                        "rank": g.get("rank"),
+                        "metric": key,
+                        "label": label,
+                        "value": v,
+                        "median": median,
+                        "unit": unit,
+                        "below_pct": round(100 * (1 - v / median), 1),
+                    }
+                )
     if not slow:
-        return Result(rid, title, Status.PASS, f"{len(gpus)} GPUs within {tolerance:.0%} of each other on every metric",
-                      expected={"max_below_median": tolerance})
+        return Result(
+            rid,
+            title,
+            Status.PASS,
+            f"{len(gpus)} GPUs within {tolerance:.0%} of each other on every metric",
+            expected={"max_below_median": tolerance},
+        )
     worst = max(slow, key=lambda s: s["below_pct"])
     names = sorted({f"GPU {s['device_index']}" for s in slow})
     return Result(
-        rid, title, Status.FAIL,
+        rid,
+        title,
+        Status.FAIL,
         f"{', '.join(names)} below peers: {_label(worst)} {worst['label']} {worst['value']:.1f} {worst['unit']}, "
         f"{worst['below_pct']:.0f}% under the median {worst['median']:.1f}; expected within {tolerance:.0%}",
         cause="DDP waits for the slowest rank at every gradient all-reduce, so one slow GPU slows every step of "
-              "every rank",
+        "every rank",
         remedy="compare `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE` of the slow GPU with a healthy one "
-               "(throttle reasons, clocks, temperature), check its PCIe link (`nvidia-smi --query-gpu="
-               "pcie.link.gen.current,pcie.link.width.current --format=csv`); exclude it with CUDA_VISIBLE_DEVICES "
-               "until it is fixed",
-        observed={"stragglers": slow}, expected={"max_below_median": tolerance},
+        "(throttle reasons, clocks, temperature), check its PCIe link (`nvidia-smi --query-gpu="
+        "pcie.link.gen.current,pcie.link.width.current --format=csv`); exclude it with CUDA_VISIBLE_DEVICES "
+        "until it is fixed",
+        observed={"stragglers": slow},
+        expected={"max_below_median": tolerance},
     )

@@ -26,8 +26,10 @@ _BINARY = re.compile(r"(?<![a-z])(" + "|".join(formulas.NCCL_TESTS_BINARIES) + r
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
-_PARAMS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+).*?"
-                     r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
+_PARAMS = re.compile(
+    r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+).*?"
+    r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)"
+)
 
 
 @dataclass
@@ -88,14 +90,23 @@ def _row(tokens: list[str], table: Table) -> dict[str, Any] | None:
     dtype = formulas.FROM_NCCL_TYPE.get(raw_type, raw_type)
     points = []
     for g in range(table.groups):
-        time_s, algbw_s, busbw_s, wrong_s = cells[4 * g: 4 * g + 4]
+        time_s, algbw_s, busbw_s, wrong_s = cells[4 * g : 4 * g + 4]
         try:
             time_us, algbw, busbw = float(time_s), float(algbw_s), float(busbw_s)
         except ValueError:
             return None
         wrong, ok, err = _wrong(wrong_s, table.wrong_kind)
-        point = {"bytes": int(params[0]), "count": int(params[1]), "dtype": dtype, "inplace": g == 1,
-                 "time_us": time_us, "algbw_gbps": algbw, "busbw_gbps": busbw, "wrong": wrong, "check_ok": ok}
+        point = {
+            "bytes": int(params[0]),
+            "count": int(params[1]),
+            "dtype": dtype,
+            "inplace": g == 1,
+            "time_us": time_us,
+            "algbw_gbps": algbw,
+            "busbw_gbps": busbw,
+            "wrong": wrong,
+            "check_ok": ok,
+        }
         if err is not None:
             point["max_error"] = err
         points.append(point)
@@ -123,8 +134,12 @@ def parse(text: str, op_hint: str | None = None, default_op: str | None = None) 
             continue
         m = _PARAMS.match(stripped)
         if m:
-            params = dict(zip(("nthreads", "ngpus", "min_bytes", "max_bytes", "warmup_iters", "iters"),
-                              (int(x) for x in m.groups())))
+            params = dict(
+                zip(
+                    ("nthreads", "ngpus", "min_bytes", "max_bytes", "warmup_iters", "iters"),
+                    (int(x) for x in m.groups()),
+                )
+            )
             continue
         m = _AVG.search(stripped)
         if m and current is not None:
@@ -175,7 +190,9 @@ def read_text(path: str) -> str:
     if len(data) > MAX_BYTES:
         raise InputError(f"{path} is larger than {MAX_BYTES >> 20} MiB; expected the text output of an nccl-tests run")
     if b"\0" in data[:65536]:
-        raise InputError(f"{path} is a binary file; expected the text output of an nccl-tests run (all_reduce_perf ...)")
+        raise InputError(
+            f"{path} is a binary file; expected the text output of an nccl-tests run (all_reduce_perf ...)"
+        )
     return data.decode("utf-8", "replace")
 
 
@@ -188,26 +205,41 @@ def to_results(parsed: Parsed, path: str) -> list[Result]:
         if op is None:
             raise InputError(
                 f"{path}: found a result table at line {table.line} but not which collective it measured; keep the "
-                "'# Collective test starting: <name>_perf' or command line in the file, or pass --ops <op>")
+                "'# Collective test starting: <name>_perf' or command line in the file, or pass --ops <op>"
+            )
         dtypes = sorted({p["dtype"] for p in table.points})
         several = len(dtypes) > 1 or sum(1 for o in ops if o == op) > 1
         world = _world_size(parsed, table)
         for dtype in dtypes:
             points = [p for p in table.points if p["dtype"] == dtype]
-            r = op_result(op, dtype, {"status": "ok", "points": points}, several_dtypes=several,
-                          world_size=world, backend="nccl", source="nccl-tests")
+            r = op_result(
+                op,
+                dtype,
+                {"status": "ok", "points": points},
+                several_dtypes=several,
+                world_size=world,
+                backend="nccl",
+                source="nccl-tests",
+            )
             n = seen.get(r.id, 0)
             seen[r.id] = n + 1
             if n:
                 r.id = f"{r.id}.{n + 1}"
-            r.observed["nccl_tests"] = {"line": table.line, "avg_busbw_gbps": table.avg_busbw,
-                                        "out_of_bounds": table.out_of_bounds, "params": parsed.params}
+            r.observed["nccl_tests"] = {
+                "line": table.line,
+                "avg_busbw_gbps": table.avg_busbw,
+                "out_of_bounds": table.out_of_bounds,
+                "params": parsed.params,
+            }
             if table.out_of_bounds_failed and r.status is Status.PASS:
                 r.status = Status.FAIL
-                r.summary = (f"nccl-tests reported {table.out_of_bounds} out-of-bounds values (FAILED); "
-                             f"expected 0. {r.summary}")
+                r.summary = (
+                    f"nccl-tests reported {table.out_of_bounds} out-of-bounds values (FAILED); expected 0. {r.summary}"
+                )
                 r.cause = "nccl-tests found wrong values in the collective's output"
-                r.remedy = "rerun with NCCL_DEBUG=INFO, then NCCL_P2P_DISABLE=1 / NCCL_SHM_DISABLE=1 to find the transport"
+                r.remedy = (
+                    "rerun with NCCL_DEBUG=INFO, then NCCL_P2P_DISABLE=1 / NCCL_SHM_DISABLE=1 to find the transport"
+                )
             results.append(r)
     return results
 
@@ -218,11 +250,13 @@ def import_report(path: str, op_hint: str | None = None) -> Report:
     if not parsed.tables:
         raise InputError(
             f"no nccl-tests result table in {path}: expected a header like '#  size  count  type  redop  root  time  "
-            "algbw  busbw  #wrong ...' followed by rows of numbers; is this the output of all_reduce_perf?")
+            "algbw  busbw  #wrong ...' followed by rows of numbers; is this the output of all_reduce_perf?"
+        )
     report = Report(command="bench", target={"file": str(path)})
     report.extend(to_results(parsed, path))
     report.facts = {
-        "source": "nccl-tests", "backend": "nccl",
+        "source": "nccl-tests",
+        "backend": "nccl",
         "world_size": _world_size(parsed, parsed.tables[0]),
         "devices": [{"rank": r, "name": n} for r, n in sorted(parsed.devices.items())],
         "nccl_tests_params": parsed.params,

@@ -29,7 +29,9 @@ def write(path: str, runs: list[tuple[str, Report]]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)") from None
+        raise UsageError(
+            "--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
+        ) from None
 
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
     drawn = 0
@@ -43,9 +45,14 @@ def write(path: str, runs: list[tuple[str, Report]]) -> None:
                 if not series:
                     continue
                 mode = "in-place" if inplace else "out-of-place"
-                ax.plot([int(p["bytes"]) for p in series], [float(p["busbw_gbps"]) for p in series],
-                        linestyle="-" if index == 0 else "--", marker="o", markersize=3,
-                        label=f"{label}: {result.observed.get('op')} {result.observed.get('dtype')} {mode}")
+                ax.plot(
+                    [int(p["bytes"]) for p in series],
+                    [float(p["busbw_gbps"]) for p in series],
+                    linestyle="-" if index == 0 else "--",
+                    marker="o",
+                    markersize=3,
+                    label=f"{label}: {result.observed.get('op')} {result.observed.get('dtype')} {mode}",
+                )
                 drawn += 1
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")

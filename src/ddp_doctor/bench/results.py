@@ -11,10 +11,14 @@ from ddp_doctor.bench import formulas
 from ddp_doctor.report import Result, Status
 
 TITLES = {
-    "all_reduce": "all_reduce bandwidth", "all_gather": "all_gather bandwidth",
-    "reduce_scatter": "reduce_scatter bandwidth", "broadcast": "broadcast bandwidth",
-    "reduce": "reduce bandwidth", "all_to_all": "all_to_all bandwidth",
-    "sendrecv": "send/recv bandwidth (ring of rank pairs)", "barrier": "barrier latency",
+    "all_reduce": "all_reduce bandwidth",
+    "all_gather": "all_gather bandwidth",
+    "reduce_scatter": "reduce_scatter bandwidth",
+    "broadcast": "broadcast bandwidth",
+    "reduce": "reduce bandwidth",
+    "all_to_all": "all_to_all bandwidth",
+    "sendrecv": "send/recv bandwidth (ring of rank pairs)",
+    "barrier": "barrier latency",
 }
 
 
@@ -45,20 +49,38 @@ def summary_metrics(op: str, points: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def op_result(op: str, dtype: str, entry: dict[str, Any], *, several_dtypes: bool, world_size: int | None,
-              backend: str | None, source: str = "ddp-doctor") -> Result:
+def op_result(
+    op: str,
+    dtype: str,
+    entry: dict[str, Any],
+    *,
+    several_dtypes: bool,
+    world_size: int | None,
+    backend: str | None,
+    source: str = "ddp-doctor",
+) -> Result:
     """One op's Result from {"status", "points", "reason"?, "error"?}."""
     rid = result_id(op, dtype, several_dtypes)
     title = f"{TITLES.get(op, op)} ({dtype})" if op != "barrier" else TITLES["barrier"]
     points = list(entry.get("points") or [])
-    observed: dict[str, Any] = {"op": op, "dtype": dtype, "world_size": world_size, "backend": backend,
-                                "redop": formulas.REDOP.get(op, "none"), "source": source, "points": points}
+    observed: dict[str, Any] = {
+        "op": op,
+        "dtype": dtype,
+        "world_size": world_size,
+        "backend": backend,
+        "redop": formulas.REDOP.get(op, "none"),
+        "source": source,
+        "points": points,
+    }
     status = entry.get("status", "ok")
     if status == "unsupported":
         return Result(rid, title, Status.SKIP, f"not measured: {entry.get('reason')}", observed=observed)
     if status == "error":
         return Result(
-            rid, title, Status.ERROR, f"{op} raised during the sweep: {entry.get('error')}",
+            rid,
+            title,
+            Status.ERROR,
+            f"{op} raised during the sweep: {entry.get('error')}",
             cause="the collective itself failed, so its bandwidth is unknown",
             remedy="rerun with --ops " + op + " --max-bytes 1M to isolate it; the error above names the call",
             observed={**observed, "traceback": entry.get("traceback")},
@@ -67,35 +89,47 @@ def op_result(op: str, dtype: str, entry: dict[str, Any], *, several_dtypes: boo
     where = f"{world_size} ranks, {backend}" if world_size else (backend or "")
     wrong = [p for p in points if p.get("check_ok") is False]
     if not points:
-        return Result(rid, title, Status.SKIP, "no size in the sweep fits this op (sizes smaller than one element "
-                      "per rank)", observed=observed)
+        return Result(
+            rid,
+            title,
+            Status.SKIP,
+            "no size in the sweep fits this op (sizes smaller than one element per rank)",
+            observed=observed,
+        )
     if op == "barrier":
         summary = f"{metrics['latency_us']:.1f} us per barrier ({where})"
     else:
-        summary = (f"peak busbw {metrics['peak_busbw_gbps']:.2f} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
-                   f" (algbw {metrics['peak_algbw_gbps']:.2f} GB/s; {where}; {len(points)} points)")
+        summary = (
+            f"peak busbw {metrics['peak_busbw_gbps']:.2f} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
+            f" (algbw {metrics['peak_algbw_gbps']:.2f} GB/s; {where}; {len(points)} points)"
+        )
     checked = [p for p in points if p.get("check_ok") is not None]
     if wrong:
         first = min(wrong, key=lambda p: int(p["bytes"]))
         n_wrong = sum(int(p.get("wrong") or 0) for p in wrong)
         return Result(
-            rid, title, Status.FAIL,
+            rid,
+            title,
+            Status.FAIL,
             f"{op} returned wrong values at {len(wrong)} of {len(points)} points (first at {human_bytes(int(first['bytes']))}"
             f", {'in-place' if first.get('inplace') else 'out-of-place'}; {n_wrong} wrong elements in all); "
             f"expected exact results",
             cause="the collective delivered corrupted data: a broken transport (P2P/SHM/network), faulty GPU memory "
-                  "or a library bug; training on it silently diverges",
+            "or a library bug; training on it silently diverges",
             remedy="rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 and then NCCL_SHM_DISABLE=1 to find the "
-                   "transport; run `ddp-doctor bench --gpu-health` and check `dmesg` for Xid errors",
-            observed=observed, metrics=metrics,
+            "transport; run `ddp-doctor bench --gpu-health` and check `dmesg` for Xid errors",
+            observed=observed,
+            metrics=metrics,
         )
     if op == "barrier":
         suffix = ""
     else:
         suffix = "; values checked" if checked and len(checked) == len(points) else "; values not checked"
         if world_size == 1:
-            suffix += ("; with 1 rank nothing crosses a link (in-place calls do no work), so these are not "
-                       "interconnect numbers: use --nproc 2 or more")
+            suffix += (
+                "; with 1 rank nothing crosses a link (in-place calls do no work), so these are not "
+                "interconnect numbers: use --nproc 2 or more"
+            )
     return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
 
 

@@ -33,9 +33,15 @@ class SweepSpec:
 
     def worker_config(self) -> dict[str, Any]:
         return {
-            "ops": list(self.ops), "dtypes": list(self.dtypes), "sizes": formulas.sizes(self.min_bytes, self.max_bytes),
-            "modes": list(self.modes), "iters": self.iters, "warmup_iters": self.warmup_iters, "check": self.check,
-            "backend": self.backend, "gpu_health": self.gpu_health,
+            "ops": list(self.ops),
+            "dtypes": list(self.dtypes),
+            "sizes": formulas.sizes(self.min_bytes, self.max_bytes),
+            "modes": list(self.modes),
+            "iters": self.iters,
+            "warmup_iters": self.warmup_iters,
+            "check": self.check,
+            "backend": self.backend,
+            "gpu_health": self.gpu_health,
             # Below the launch deadline so a stuck collective raises in the rank before it is killed.
             "pg_timeout_s": max(10.0, min(120.0, self.timeout_s * 0.8)),
         }
@@ -44,9 +50,14 @@ class SweepSpec:
 def launch_spec(spec: SweepSpec) -> Any:
     from ddp_doctor.live.launch import LaunchSpec
 
-    return LaunchSpec(entry_module="ddp_doctor.bench.worker",
-                      entry_args=["--config", json.dumps(spec.worker_config(), separators=(",", ":"))],
-                      nproc=spec.nproc, backend=spec.backend, timeout_s=spec.timeout_s, env={})
+    return LaunchSpec(
+        entry_module="ddp_doctor.bench.worker",
+        entry_args=["--config", json.dumps(spec.worker_config(), separators=(",", ":"))],
+        nproc=spec.nproc,
+        backend=spec.backend,
+        timeout_s=spec.timeout_s,
+        env={},
+    )
 
 
 def run(spec: SweepSpec, report: Report) -> Report:
@@ -72,22 +83,31 @@ def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
         "world_size": world,
         "devices": [{"rank": r, **(p.get("facts") or {})} for r, p in sorted(ranks.items())],
         "sweep": {k: v for k, v in spec.worker_config().items() if k != "pg_timeout_s"},
-        "launch": {"argv": outcome.argv[:-1] + ["<config>"] if outcome.argv else [], "returncode": outcome.returncode,
-                   "timed_out": outcome.timed_out, "duration_s": outcome.duration_s,
-                   "launcher": getattr(outcome, "launcher_source", None)},
+        "launch": {
+            "argv": outcome.argv[:-1] + ["<config>"] if outcome.argv else [],
+            "returncode": outcome.returncode,
+            "timed_out": outcome.timed_out,
+            "duration_s": outcome.duration_s,
+            "launcher": getattr(outcome, "launcher_source", None),
+        },
     }
     if primary:
         report.facts["torch"] = (primary.get("facts") or {}).get("torch")
         report.facts["nccl"] = (primary.get("facts") or {}).get("nccl")
     several = len(spec.dtypes) > 1
     if spec.gpu_health:
-        per_gpu = [{"rank": r, **(p.get("health") or {"error": "this rank wrote no health numbers"})}
-                   for r, p in sorted(ranks.items())]
+        per_gpu = [
+            {"rank": r, **(p.get("health") or {"error": "this rank wrote no health numbers"})}
+            for r, p in sorted(ranks.items())
+        ]
         report.extend(health.evaluate(per_gpu))
     done: set[tuple[str, str]] = set()
     for entry in (primary or {}).get("ops", []):
-        report.add(op_result(entry["op"], entry["dtype"], entry, several_dtypes=several, world_size=world,
-                             backend=spec.backend))
+        report.add(
+            op_result(
+                entry["op"], entry["dtype"], entry, several_dtypes=several, world_size=world, backend=spec.backend
+            )
+        )
         done.add((entry["op"], entry["dtype"]))
     failure = _launch_failure(spec, outcome, ranks, done)
     if failure:
@@ -108,40 +128,66 @@ def _how_it_ended(code: int) -> str:
     return f"exited with {code}"
 
 
-def _launch_failure(spec: SweepSpec, outcome: Any, ranks: dict[int, dict[str, Any]],
-                    done: set[tuple[str, str]]) -> list[Result]:
+def _launch_failure(
+    spec: SweepSpec, outcome: Any, ranks: dict[int, dict[str, Any]], done: set[tuple[str, str]]
+) -> list[Result]:
     unfinished = sorted(set(range(spec.nproc)) - {r for r, p in ranks.items() if p.get("finished")})
     if not outcome.preflight_error and not outcome.timed_out and outcome.returncode == 0 and not unfinished:
         return []
-    where = ", ".join(
-        f"rank {r}: {b.get('phase')}" + (f" ({b.get('step')})" if b.get("step") else "")
-        for r, b in sorted(outcome.heartbeats.items()) if r in unfinished) or "no rank reported progress"
+    where = (
+        ", ".join(
+            f"rank {r}: {b.get('phase')}" + (f" ({b.get('step')})" if b.get("step") else "")
+            for r, b in sorted(outcome.heartbeats.items())
+            if r in unfinished
+        )
+        or "no rank reported progress"
+    )
     missing = [f"{op} {dt}" for op in spec.ops for dt in spec.dtypes if (op, dt) not in done]
     if outcome.preflight_error:
         summary = f"the ranks were not started: {outcome.preflight_error}"
     elif outcome.timed_out:
-        summary = (f"the sweep did not finish within --timeout {spec.timeout_s:g} s; {where}; "
-                   f"not measured: {', '.join(missing) or 'none'}")
+        summary = (
+            f"the sweep did not finish within --timeout {spec.timeout_s:g} s; {where}; "
+            f"not measured: {', '.join(missing) or 'none'}"
+        )
     else:
-        ended = "; ".join(f"{name} {_how_it_ended(code)}" for name, code in sorted(outcome.exit_codes.items())
-                          if name.startswith("rank ") and code != 0)
-        summary = (f"torchrun exited with {outcome.returncode}" + (f"; {ended}" if ended else "")
-                   + f"; unfinished ranks {unfinished or 'none'} ({where})"
-                   + (f"; not measured: {', '.join(missing)}" if missing else ""))
-    evidence = [Evidence(f"rank-{r}.stack", text.strip().splitlines()[-1][:300])
-                for r, text in sorted(outcome.stacks.items()) if text.strip()]
+        ended = "; ".join(
+            f"{name} {_how_it_ended(code)}"
+            for name, code in sorted(outcome.exit_codes.items())
+            if name.startswith("rank ") and code != 0
+        )
+        summary = (
+            f"torchrun exited with {outcome.returncode}"
+            + (f"; {ended}" if ended else "")
+            + f"; unfinished ranks {unfinished or 'none'} ({where})"
+            + (f"; not measured: {', '.join(missing)}" if missing else "")
+        )
+    evidence = [
+        Evidence(f"rank-{r}.stack", text.strip().splitlines()[-1][:300])
+        for r, text in sorted(outcome.stacks.items())
+        if text.strip()
+    ]
     for name, lines in sorted(outcome.logs.items()):
         tail = [ln for ln in lines if ln.strip()][-3:]
         evidence.extend(Evidence(name, ln[:300]) for ln in tail)
-    results = [Result(
-        "bench.launch", "bench ranks ran to the end", Status.FAIL, summary,
-        cause="a rank died, hung in a collective, or the sweep needs more time than the deadline gives",
-        remedy="see the diagnosis below; for a slow but healthy run raise --timeout or lower --max-bytes / --iters; "
-               "`ddp-doctor check` tests the chain (torchrun, init, collectives) step by step",
-        observed={"returncode": outcome.returncode, "timed_out": outcome.timed_out, "heartbeats": outcome.heartbeats,
-                  "exit_codes": outcome.exit_codes},
-        evidence=evidence[:12],
-    )]
+    results = [
+        Result(
+            "bench.launch",
+            "bench ranks ran to the end",
+            Status.FAIL,
+            summary,
+            cause="a rank died, hung in a collective, or the sweep needs more time than the deadline gives",
+            remedy="see the diagnosis below; for a slow but healthy run raise --timeout or lower --max-bytes / --iters; "
+            "`ddp-doctor check` tests the chain (torchrun, init, collectives) step by step",
+            observed={
+                "returncode": outcome.returncode,
+                "timed_out": outcome.timed_out,
+                "heartbeats": outcome.heartbeats,
+                "exit_codes": outcome.exit_codes,
+            },
+            evidence=evidence[:12],
+        )
+    ]
     try:
         from ddp_doctor.diagnose import diagnose
 

@@ -108,7 +108,8 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
     if op == "all_reduce":
         buf = torch.empty(c, dtype=tdt, device=dev)
         return Buffers(
-            buf, buf,
+            buf,
+            buf,
             call=lambda: dist.all_reduce(buf),
             fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
             wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum),
@@ -121,8 +122,10 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
                 buf.copy_(copy_pattern(ctx.root, _idx(c, ctx)))
             else:
                 buf.zero_()
+
         return Buffers(
-            buf, buf,
+            buf,
+            buf,
             call=lambda: dist.broadcast(buf, ctx.root),
             fill=fill_bcast,
             wrong=lambda: _count_wrong(buf, copy_pattern(ctx.root, _idx(c, ctx)), dtype, True),
@@ -130,7 +133,8 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
     if op == "reduce":
         buf = torch.empty(c, dtype=tdt, device=dev)
         return Buffers(
-            buf, buf,
+            buf,
+            buf,
             call=lambda: dist.reduce(buf, ctx.root),
             fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
             # Only the root's buffer holds a defined result.
@@ -146,8 +150,10 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
         def fill_gather() -> None:
             out.zero_()
             inp.copy_(copy_pattern(r, _idx(c, ctx)))
+
         return Buffers(
-            inp, out,
+            inp,
+            out,
             call=lambda: _all_gather(out, inp),
             fill=fill_gather,
             wrong=lambda: _count_wrong(out, expected_gather(), dtype, True),
@@ -160,8 +166,10 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
             if not inplace:
                 out.zero_()
             inp.copy_(sum_pattern(r, _idx(c * n, ctx)))
+
         return Buffers(
-            inp, out,
+            inp,
+            out,
             call=lambda: _reduce_scatter(out, inp),
             fill=fill_rs,
             wrong=lambda: _count_wrong(out, sum_expected(n, _idx(c, ctx, r * c)), dtype, exact_sum),
@@ -177,8 +185,10 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
         def fill_a2a() -> None:
             out.zero_()
             inp.copy_(copy_pattern(r, _idx(c * n, ctx)))
+
         return Buffers(
-            inp, out,
+            inp,
+            out,
             call=lambda: dist.all_to_all_single(out, inp),
             fill=fill_a2a,
             wrong=lambda: _count_wrong(out, expected_a2a(), dtype, True),
@@ -197,8 +207,10 @@ def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx)
         def fill_sr() -> None:
             recv.zero_()
             send.copy_(copy_pattern(r, _idx(c, ctx)))
+
         return Buffers(
-            send, recv,
+            send,
+            recv,
             call=call_sr,
             fill=fill_sr,
             wrong=lambda: _count_wrong(recv, copy_pattern(peer_from, _idx(c, ctx)), dtype, True),
@@ -245,8 +257,17 @@ def check_point(bufs: Buffers, ctx: Ctx) -> int:
     return int(_all_ranks_sum(float(bufs.wrong()), ctx))
 
 
-def sweep_op(op: str, dtype: str, sizes: list[int], modes: tuple[bool, ...], iters: int, warmup: int,
-             check: bool, ctx: Ctx, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def sweep_op(
+    op: str,
+    dtype: str,
+    sizes: list[int],
+    modes: tuple[bool, ...],
+    iters: int,
+    warmup: int,
+    check: bool,
+    ctx: Ctx,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """One op over all sizes and modes; every rank returns the same (averaged) points."""
     points: list[dict[str, Any]] = []
     elem = formulas.DTYPE_SIZE[dtype]
@@ -262,16 +283,20 @@ def sweep_op(op: str, dtype: str, sizes: list[int], modes: tuple[bool, ...], ite
             seconds = time_point(bufs, ctx, iters, warmup)
             wrong = check_point(bufs, ctx) if check else None
             size = lay.size_bytes
-            points.append({
-                "bytes": size,
-                "count": lay.count,
-                "dtype": dtype,
-                "inplace": inplace,
-                "time_us": round(seconds * 1e6, 3),
-                "algbw_gbps": round(formulas.algbw_gbps(size, seconds), 4) if op != "barrier" else 0.0,
-                "busbw_gbps": round(formulas.busbw_gbps(op, size, seconds, ctx.world), 4) if op != "barrier" else 0.0,
-                "wrong": wrong,
-                "check_ok": None if wrong is None else wrong == 0,
-            })
+            points.append(
+                {
+                    "bytes": size,
+                    "count": lay.count,
+                    "dtype": dtype,
+                    "inplace": inplace,
+                    "time_us": round(seconds * 1e6, 3),
+                    "algbw_gbps": round(formulas.algbw_gbps(size, seconds), 4) if op != "barrier" else 0.0,
+                    "busbw_gbps": round(formulas.busbw_gbps(op, size, seconds, ctx.world), 4)
+                    if op != "barrier"
+                    else 0.0,
+                    "wrong": wrong,
+                    "check_ok": None if wrong is None else wrong == 0,
+                }
+            )
             del bufs
     return points

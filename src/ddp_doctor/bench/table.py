@@ -25,8 +25,10 @@ def _cells(point: dict[str, Any] | None) -> str:
         return f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>5}"
     wrong = point.get("wrong")
     wrong_text = "N/A" if wrong is None else str(int(wrong))
-    return (f"  {_time(float(point['time_us']))}  {float(point['algbw_gbps']):6.2f}  "
-            f"{float(point['busbw_gbps']):6.2f}  {wrong_text:>5}")
+    return (
+        f"  {_time(float(point['time_us']))}  {float(point['algbw_gbps']):6.2f}  "
+        f"{float(point['busbw_gbps']):6.2f}  {wrong_text:>5}"
+    )
 
 
 HEADER = (
@@ -34,9 +36,37 @@ HEADER = (
     "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6} {:>6}  {:>7}  {:>6}  {:>6} {:>6}\n"
     "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}"
 ).format(
-    "", "", "", "", "",
-    "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-    "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+    "",
+    "",
+    "",
+    "",
+    "",
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+    "time",
+    "algbw",
+    "busbw",
+    "#wrong",
+    "(B)",
+    "(elements)",
+    "",
+    "",
+    "",
+    "(us)",
+    "(GB/s)",
+    "(GB/s)",
+    "",
+    "(us)",
+    "(GB/s)",
+    "(GB/s)",
+    "",
 )
 
 
@@ -59,8 +89,11 @@ def render_result(result: Result) -> str:
     for size in sorted(rows):
         pair = rows[size]
         count = int(next(iter(pair.values())).get("count", 0))
-        lines.append(f"{size:12d}  {count:12d}  {type_name:>8}  {redop:>6}  {root:6d}"
-                     + _cells(pair.get(False)) + _cells(pair.get(True)))
+        lines.append(
+            f"{size:12d}  {count:12d}  {type_name:>8}  {redop:>6}  {root:6d}"
+            + _cells(pair.get(False))
+            + _cells(pair.get(True))
+        )
     if op != "barrier":
         avg = sum(float(p["busbw_gbps"]) for p in points) / len(points)
         lines.append(f"# Avg bus bandwidth    : {avg:g}")

@@ -35,8 +35,9 @@ def _device_facts(torch: Any, device: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {"torch": torch.__version__, "device": str(device)}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        facts.update(name=props.name, memory_bytes=int(props.total_memory),
-                     compute_capability=f"{props.major}.{props.minor}")
+        facts.update(
+            name=props.name, memory_bytes=int(props.total_memory), compute_capability=f"{props.major}.{props.minor}"
+        )
         try:
             facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         except Exception:  # noqa: BLE001 - a CPU-only or odd build has no NCCL version
@@ -66,8 +67,15 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
         device = torch.device("cpu")
         dist.init_process_group(backend, timeout=timeout)
     ctx = sweep.Ctx(rank=rank, world=world, device=device)
-    payload: dict[str, Any] = {"rank": rank, "world_size": world, "pid": os.getpid(), "backend": backend,
-                               "facts": _device_facts(torch, device), "ops": [], "finished": False}
+    payload: dict[str, Any] = {
+        "rank": rank,
+        "world_size": world,
+        "pid": os.getpid(),
+        "backend": backend,
+        "facts": _device_facts(torch, device),
+        "ops": [],
+        "finished": False,
+    }
     dist.barrier()
 
     if cfg.get("gpu_health"):
@@ -95,13 +103,25 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
             else:
                 started = time.monotonic()
                 try:
-                    points = sweep.sweep_op(op, dtype, cfg["sizes"], modes, cfg["iters"], cfg["warmup_iters"],
-                                            cfg["check"], ctx,
-                                            progress=lambda s: rankio.heartbeat("bench", step=s))
+                    points = sweep.sweep_op(
+                        op,
+                        dtype,
+                        cfg["sizes"],
+                        modes,
+                        cfg["iters"],
+                        cfg["warmup_iters"],
+                        cfg["check"],
+                        ctx,
+                        progress=lambda s: rankio.heartbeat("bench", step=s),
+                    )
                     entry.update(status="ok", points=points)
                 except Exception as exc:  # noqa: BLE001 - one op failing must not lose the others
-                    entry.update(status="error", points=[], error=f"{type(exc).__name__}: {exc}".strip()[:2000],
-                                 traceback=traceback.format_exc()[-4000:])
+                    entry.update(
+                        status="error",
+                        points=[],
+                        error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+                        traceback=traceback.format_exc()[-4000:],
+                    )
                 entry["duration_s"] = round(time.monotonic() - started, 3)
             payload["ops"].append(entry)
             rankio.write_result(payload)  # partial results survive a later hang

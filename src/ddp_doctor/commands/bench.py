@@ -42,6 +42,7 @@ def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str],
         if bad or not items:
             raise argparse.ArgumentTypeError(f"{','.join(bad) or text!r}: choose from {','.join(choices)} (or all)")
         return tuple(dict.fromkeys(items))
+
     return parse
 
 
@@ -49,37 +50,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
     sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--ops", type=_list(formulas.OPS, allow_none=True), default=formulas.OPS, metavar="OP,...",
-                       help=f"collectives to measure: {','.join(formulas.OPS)} (default: all; none with "
-                            "--gpu-health for the GPU numbers alone)")
-    sweep.add_argument("--min-bytes", type=parse_size, default=DEFAULT_MIN_BYTES, metavar="B",
-                       help="smallest message (default: 1K)")
-    sweep.add_argument("--max-bytes", type=parse_size, metavar="B",
-                       help="largest message, doubling from --min-bytes (default: 4M with gloo, 1G with nccl)")
-    sweep.add_argument("--dtype", type=_list(tuple(formulas.DTYPE_SIZE)), default=("fp32",), metavar="T,...",
-                       help="fp32,bf16,fp16 (default: fp32)")
+    sweep.add_argument(
+        "--ops",
+        type=_list(formulas.OPS, allow_none=True),
+        default=formulas.OPS,
+        metavar="OP,...",
+        help=f"collectives to measure: {','.join(formulas.OPS)} (default: all; none with "
+        "--gpu-health for the GPU numbers alone)",
+    )
+    sweep.add_argument(
+        "--min-bytes", type=parse_size, default=DEFAULT_MIN_BYTES, metavar="B", help="smallest message (default: 1K)"
+    )
+    sweep.add_argument(
+        "--max-bytes",
+        type=parse_size,
+        metavar="B",
+        help="largest message, doubling from --min-bytes (default: 4M with gloo, 1G with nccl)",
+    )
+    sweep.add_argument(
+        "--dtype",
+        type=_list(tuple(formulas.DTYPE_SIZE)),
+        default=("fp32",),
+        metavar="T,...",
+        help="fp32,bf16,fp16 (default: fp32)",
+    )
     mode = sweep.add_mutually_exclusive_group()
-    mode.add_argument("--inplace", dest="mode", action="store_const", const="inplace",
-                      help="only in-place calls (default: both where torch.distributed has both)")
-    mode.add_argument("--out-of-place", dest="mode", action="store_const", const="out_of_place",
-                      help="only out-of-place calls")
+    mode.add_argument(
+        "--inplace",
+        dest="mode",
+        action="store_const",
+        const="inplace",
+        help="only in-place calls (default: both where torch.distributed has both)",
+    )
+    mode.add_argument(
+        "--out-of-place", dest="mode", action="store_const", const="out_of_place", help="only out-of-place calls"
+    )
     sweep.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default: 20)")
     sweep.add_argument("--warmup-iters", type=int, default=5, metavar="N", help="untimed calls per size (default: 5)")
-    sweep.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
-                       help="verify every result's values (default: on)")
-    sweep.add_argument("--gpu-health", action="store_true",
-                       help="also measure each GPU: dense matmul TFLOP/s, memory and host copy bandwidth")
+    sweep.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify every result's values (default: on)",
+    )
+    sweep.add_argument(
+        "--gpu-health",
+        action="store_true",
+        help="also measure each GPU: dense matmul TFLOP/s, memory and host copy bandwidth",
+    )
     ranks = parser.add_argument_group("ranks")
     ranks.add_argument("--nproc", type=int, metavar="N", help="ranks (default: visible GPUs with nccl, else 2)")
     ranks.add_argument("--backend", choices=["nccl", "gloo"], help="default: nccl with GPUs, else gloo")
-    ranks.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                       help="deadline for the whole run in seconds (default: 300)")
+    ranks.add_argument(
+        "--timeout", type=float, default=300.0, metavar="S", help="deadline for the whole run in seconds (default: 300)"
+    )
     gates = parser.add_argument_group("results and CI gates")
-    gates.add_argument("--import", dest="import_file", metavar="FILE",
-                       help="read an nccl-tests log (all_reduce_perf ...) instead of running; same JSON and gates")
+    gates.add_argument(
+        "--import",
+        dest="import_file",
+        metavar="FILE",
+        help="read an nccl-tests log (all_reduce_perf ...) instead of running; same JSON and gates",
+    )
     gates.add_argument("--baseline", metavar="FILE", help="earlier bench JSON (or nccl-tests log) to compare with")
-    gates.add_argument("--max-regression", type=float, default=10.0, metavar="PCT",
-                       help="with --baseline: fail when peak busbw drops more than this (default: 10)")
+    gates.add_argument(
+        "--max-regression",
+        type=float,
+        default=10.0,
+        metavar="PCT",
+        help="with --baseline: fail when peak busbw drops more than this (default: 10)",
+    )
     gates.add_argument("--min-busbw", type=float, metavar="GBPS", help="fail when an op's peak busbw is below this")
     gates.add_argument("--plot", metavar="FILE", help="busbw against size chart, .png or .svg (needs matplotlib)")
     add_output_arguments(parser)
@@ -130,10 +169,18 @@ def _measure(args: argparse.Namespace) -> Report:
         raise UsageError(f"--nproc {nproc} with nccl needs {nproc} GPUs, {gpus} visible; one GPU per rank")
     modes = {"inplace": (True,), "out_of_place": (False,), None: (False, True)}[args.mode]
     spec = SweepSpec(
-        ops=tuple(args.ops), dtypes=tuple(args.dtype), min_bytes=args.min_bytes,
-        max_bytes=args.max_bytes or max(args.min_bytes, DEFAULT_MAX_BYTES[backend]), modes=modes,
-        iters=args.iters, warmup_iters=args.warmup_iters, check=args.check, nproc=nproc, backend=backend,
-        timeout_s=args.timeout, gpu_health=args.gpu_health,
+        ops=tuple(args.ops),
+        dtypes=tuple(args.dtype),
+        min_bytes=args.min_bytes,
+        max_bytes=args.max_bytes or max(args.min_bytes, DEFAULT_MAX_BYTES[backend]),
+        modes=modes,
+        iters=args.iters,
+        warmup_iters=args.warmup_iters,
+        check=args.check,
+        nproc=nproc,
+        backend=backend,
+        timeout_s=args.timeout,
+        gpu_health=args.gpu_health,
     )
     return run(spec, Report.for_host("bench"))
 

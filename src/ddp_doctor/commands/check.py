@@ -19,25 +19,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--static", action="store_true", help="only the checks that need no ranks (about a second)")
     live = parser.add_argument_group("live chain")
-    live.add_argument("--nproc", type=int, metavar="N", help="ranks per node (default: visible GPUs with NCCL, else 2 CPU ranks with gloo)")
-    live.add_argument("--backend", choices=["nccl", "gloo"], help="process-group backend (default: nccl with GPUs, else gloo)")
-    live.add_argument("--timeout", type=float, default=180.0, metavar="S", help="overall deadline in seconds (default: 180)")
-    live.add_argument("--master-port", type=int, metavar="PORT", help="rendezvous port for --standalone (default: a free port)")
-    live.add_argument("--dataloader-workers", type=int, default=2, metavar="N", help="DataLoader worker processes (default: 2)")
-    live.add_argument("--batch-mb", type=float, default=32.0, metavar="MB", help="size of one DataLoader batch in MB (default: 32)")
+    live.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="ranks per node (default: visible GPUs with NCCL, else 2 CPU ranks with gloo)",
+    )
+    live.add_argument(
+        "--backend", choices=["nccl", "gloo"], help="process-group backend (default: nccl with GPUs, else gloo)"
+    )
+    live.add_argument(
+        "--timeout", type=float, default=180.0, metavar="S", help="overall deadline in seconds (default: 180)"
+    )
+    live.add_argument(
+        "--master-port", type=int, metavar="PORT", help="rendezvous port for --standalone (default: a free port)"
+    )
+    live.add_argument(
+        "--dataloader-workers", type=int, default=2, metavar="N", help="DataLoader worker processes (default: 2)"
+    )
+    live.add_argument(
+        "--batch-mb", type=float, default=32.0, metavar="MB", help="size of one DataLoader batch in MB (default: 32)"
+    )
     live.add_argument("--gpu-health", action="store_true", help="also run the quick GPU health micro-benchmarks")
-    live.add_argument("--keep-run-dir", action="store_true", help="keep the run directory with per-rank logs (path printed)")
+    live.add_argument(
+        "--keep-run-dir", action="store_true", help="keep the run directory with per-rank logs (path printed)"
+    )
     multi = parser.add_argument_group("several nodes (torchrun c10d rendezvous)")
     multi.add_argument("--nnodes", metavar="N|MIN:MAX", help="number of nodes (default: 1, --standalone)")
-    multi.add_argument("--node-rank", type=int, metavar="R", help="this node's rank (0 = the node that writes the cluster report)")
+    multi.add_argument(
+        "--node-rank", type=int, metavar="R", help="this node's rank (0 = the node that writes the cluster report)"
+    )
     multi.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="c10d rendezvous endpoint, usually node 0")
     multi.add_argument("--rdzv-id", metavar="ID", help="rendezvous id shared by every node of one run")
-    multi.add_argument("--join-timeout", type=float, metavar="S", help="how long to wait for every node to join (default: a third of --timeout)")
+    multi.add_argument(
+        "--join-timeout",
+        type=float,
+        metavar="S",
+        help="how long to wait for every node to join (default: a third of --timeout)",
+    )
     image = parser.add_argument_group("inside a container image")
     image.add_argument("--image", metavar="REF", help="run the whole check inside this image")
-    image.add_argument("--engine", choices=["docker", "podman"], help="container engine (default: podman if found, else docker)")
-    image.add_argument("engine_flags", nargs=argparse.REMAINDER, metavar="-- ENGINE_FLAGS",
-                       help="flags for the engine's run command, after '--' (default: the recommended --gpus/--shm-size/--ipc/--ulimit)")
+    image.add_argument(
+        "--engine", choices=["docker", "podman"], help="container engine (default: podman if found, else docker)"
+    )
+    image.add_argument(
+        "engine_flags",
+        nargs=argparse.REMAINDER,
+        metavar="-- ENGINE_FLAGS",
+        help="flags for the engine's run command, after '--' (default: the recommended --gpus/--shm-size/--ipc/--ulimit)",
+    )
     add_output_arguments(parser)
 
 

@@ -19,8 +19,13 @@ HELP = "explain why a distributed training job failed, from its log (FILE, or '-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
-    parser.add_argument("file", nargs="?", default="-", metavar="FILE|-",
-                        help="the log: torchrun, NCCL_DEBUG or kubectl logs output; .gz/.zst unpacked (default: stdin)")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE|-",
+        help="the log: torchrun, NCCL_DEBUG or kubectl logs output; .gz/.zst unpacked (default: stdin)",
+    )
     add_output_arguments(parser)
 
 
@@ -39,13 +44,24 @@ def run(args: argparse.Namespace) -> Report:
         if stream is not sys.stdin.buffer:
             stream.close()
     report = Report(command="explain", target={"file": args.file if args.file != "-" else "stdin"})
-    report.facts = {"log": {"name": name, "bytes": stats.bytes_read, "lines": stats.lines,
-                            "candidate_lines": stats.candidates, "regex_engine": engine_name()}}
+    report.facts = {
+        "log": {
+            "name": name,
+            "bytes": stats.bytes_read,
+            "lines": stats.lines,
+            "candidate_lines": stats.candidates,
+            "regex_engine": engine_name(),
+        }
+    }
     if not results:
-        results = [Result(
-            id="diag.none", title="No failure signature found", status=Status.PASS,
-            summary=f"read {stats.lines} line(s); none matches a known failure signature or looks like an error",
-        )]
+        results = [
+            Result(
+                id="diag.none",
+                title="No failure signature found",
+                status=Status.PASS,
+                summary=f"read {stats.lines} line(s); none matches a known failure signature or looks like an error",
+            )
+        ]
     report.extend(results)
     report.root_cause = next((r.id for r in results if r.status is Status.FAIL), None)
     return report

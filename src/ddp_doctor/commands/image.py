@@ -27,18 +27,40 @@ def _size(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
-    parser.add_argument("path", metavar="PATH", help="docker save tarball, OCI layout dir, OCI archive, rootfs tarball or rootfs dir")
-    parser.add_argument("--platform", default="linux/amd64", help="platform to pick from a multi-platform index (default: linux/amd64)")
+    parser.add_argument(
+        "path", metavar="PATH", help="docker save tarball, OCI layout dir, OCI archive, rootfs tarball or rootfs dir"
+    )
+    parser.add_argument(
+        "--platform", default="linux/amd64", help="platform to pick from a multi-platform index (default: linux/amd64)"
+    )
     d = Limits()
-    parser.add_argument("--max-bytes", type=_size, default=d.max_total_bytes, metavar="SIZE",
-                        help="stop when the layers expand past SIZE uncompressed (default: 256G)")
-    parser.add_argument("--max-entry-bytes", type=_size, default=d.max_entry_bytes, metavar="SIZE",
-                        help="largest layer blob or file allowed (default: 64G)")
-    parser.add_argument("--max-entries", type=int, default=d.max_entries, metavar="N",
-                        help="most entries across all layers (default: 2000000)")
-    parser.add_argument("--verify-diff-ids", action="store_true",
-                        help="also check each compressed layer's uncompressed sha256 against the config's diff_ids "
-                             "(the blob digests are always checked; this costs one more hash pass)")
+    parser.add_argument(
+        "--max-bytes",
+        type=_size,
+        default=d.max_total_bytes,
+        metavar="SIZE",
+        help="stop when the layers expand past SIZE uncompressed (default: 256G)",
+    )
+    parser.add_argument(
+        "--max-entry-bytes",
+        type=_size,
+        default=d.max_entry_bytes,
+        metavar="SIZE",
+        help="largest layer blob or file allowed (default: 64G)",
+    )
+    parser.add_argument(
+        "--max-entries",
+        type=int,
+        default=d.max_entries,
+        metavar="N",
+        help="most entries across all layers (default: 2000000)",
+    )
+    parser.add_argument(
+        "--verify-diff-ids",
+        action="store_true",
+        help="also check each compressed layer's uncompressed sha256 against the config's diff_ids "
+        "(the blob digests are always checked; this costs one more hash pass)",
+    )
     add_output_arguments(parser)
 
 
@@ -47,6 +69,10 @@ def run(args: argparse.Namespace) -> Report:
 
     if args.max_entries <= 0:
         raise UsageError(f"--max-entries {args.max_entries}: must be positive")
-    limits = Limits(max_total_bytes=args.max_bytes, max_entry_bytes=args.max_entry_bytes, max_entries=args.max_entries,
-                    verify_diff_ids=args.verify_diff_ids)
+    limits = Limits(
+        max_total_bytes=args.max_bytes,
+        max_entry_bytes=args.max_entry_bytes,
+        max_entries=args.max_entries,
+        verify_diff_ids=args.verify_diff_ids,
+    )
     return audit(args.path, args.platform, limits)

@@ -21,20 +21,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", help="Kubernetes namespace (default: none, the current context's)")
     shape = parser.add_argument_group("nodes and GPUs")
     shape.add_argument("--nodes", type=int, metavar="N", help="number of nodes (default: 1)")
-    shape.add_argument("--min-nodes", type=int, metavar="M", help="elastic: start with M..N nodes (torchrun --nnodes M:N)")
-    shape.add_argument("--gpus-per-node", type=int, metavar="G", help=f"GPUs (= ranks) per node (default: {specs.DEFAULT_GPUS}; 0 = 2 CPU ranks)")
-    shape.add_argument("--devices", metavar="0,1|all", help="docker/compose: explicit GPU indices, or all of the host's GPUs")
+    shape.add_argument(
+        "--min-nodes", type=int, metavar="M", help="elastic: start with M..N nodes (torchrun --nnodes M:N)"
+    )
+    shape.add_argument(
+        "--gpus-per-node",
+        type=int,
+        metavar="G",
+        help=f"GPUs (= ranks) per node (default: {specs.DEFAULT_GPUS}; 0 = 2 CPU ranks)",
+    )
+    shape.add_argument(
+        "--devices", metavar="0,1|all", help="docker/compose: explicit GPU indices, or all of the host's GPUs"
+    )
     run = parser.add_argument_group("what runs")
-    run.add_argument("--script", metavar="FILE", help="your training script, started through torchrun (default: ddp-doctor check)")
-    run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="arguments for --script, after '--'")
+    run.add_argument(
+        "--script", metavar="FILE", help="your training script, started through torchrun (default: ddp-doctor check)"
+    )
+    run.add_argument(
+        "script_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="arguments for --script, after '--'"
+    )
     res = parser.add_argument_group("resources, mounts, identity")
     res.add_argument("--shm-size", metavar="SIZE", help="/dev/shm size (default: 4g per GPU)")
-    res.add_argument("--ipc-host", action="store_true", default=None, help="docker/compose: --ipc=host instead of a sized /dev/shm")
+    res.add_argument(
+        "--ipc-host", action="store_true", default=None, help="docker/compose: --ipc=host instead of a sized /dev/shm"
+    )
     res.add_argument("--cpus", type=int, metavar="N", help="CPUs per node (default: 8 per GPU)")
     res.add_argument("--memory", metavar="SIZE", help="memory per node without /dev/shm (default: 16g per GPU)")
-    res.add_argument("--data", action="append", metavar="SRC:DEST[:ro]", help="a data mount (SRC a path or pvc:NAME); repeatable")
-    res.add_argument("--logs", metavar="SRC:DEST", help="logs and checkpoints (default: ./logs:/logs, pvc:NAME-logs:/logs on Kubernetes)")
-    res.add_argument("--env", action="append", metavar="NAME=VALUE", help="environment, e.g. NCCL_SOCKET_IFNAME=eth0; repeatable")
+    res.add_argument(
+        "--data", action="append", metavar="SRC:DEST[:ro]", help="a data mount (SRC a path or pvc:NAME); repeatable"
+    )
+    res.add_argument(
+        "--logs",
+        metavar="SRC:DEST",
+        help="logs and checkpoints (default: ./logs:/logs, pvc:NAME-logs:/logs on Kubernetes)",
+    )
+    res.add_argument(
+        "--env", action="append", metavar="NAME=VALUE", help="environment, e.g. NCCL_SOCKET_IFNAME=eth0; repeatable"
+    )
     res.add_argument("--uid", type=int, help="user id (default: 1000)")
     res.add_argument("--gid", type=int, help="group id (default: 1000)")
     res.add_argument("--rdzv-port", type=int, metavar="PORT", help=f"rendezvous port (default: {specs.RDZV_PORT})")
@@ -43,9 +66,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
     values: dict[str, Any] = specs.load_file(args.spec) if args.spec else {}
-    simple = {"image": "image", "name": "name", "namespace": "namespace", "nodes": "nodes", "min_nodes": "min_nodes",
-              "gpus_per_node": "gpus_per_node", "script": "script", "ipc_host": "ipc_host", "cpus": "cpus",
-              "uid": "uid", "gid": "gid", "rdzv_port": "rdzv_port"}
+    simple = {
+        "image": "image",
+        "name": "name",
+        "namespace": "namespace",
+        "nodes": "nodes",
+        "min_nodes": "min_nodes",
+        "gpus_per_node": "gpus_per_node",
+        "script": "script",
+        "ipc_host": "ipc_host",
+        "cpus": "cpus",
+        "uid": "uid",
+        "gid": "gid",
+        "rdzv_port": "rdzv_port",
+    }
     for attr, key in simple.items():
         if getattr(args, attr, None) is not None:
             values[key] = getattr(args, attr)
@@ -64,7 +98,9 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
     if args.memory:
         values["memory_bytes"] = specs.parse_size(args.memory, "--memory")
     if args.data:
-        values["data"] = tuple(specs.parse_mount(m, f"data{i}" if i else "data", "--data") for i, m in enumerate(args.data))
+        values["data"] = tuple(
+            specs.parse_mount(m, f"data{i}" if i else "data", "--data") for i, m in enumerate(args.data)
+        )
     if args.logs:
         values["logs"] = specs.parse_mount(args.logs, "logs", "--logs")
     if args.env:
@@ -82,13 +118,19 @@ def _check_target(spec: specs.LaunchSpec, target: str) -> None:
     kubernetes = target in ("k8s", "pytorchjob")
     for m in (*spec.data, *([spec.logs] if spec.logs else [])):
         if m.claim and not kubernetes:
-            raise UsageError(f"mount {m.source}:{m.target}: pvc: sources exist only on Kubernetes; "
-                             f"give a host path for --target {target}")
+            raise UsageError(
+                f"mount {m.source}:{m.target}: pvc: sources exist only on Kubernetes; "
+                f"give a host path for --target {target}"
+            )
         if kubernetes and not m.claim and not m.source.startswith("/"):
-            raise UsageError(f"mount {m.source}:{m.target}: a Kubernetes hostPath must be absolute; give /path or pvc:NAME")
+            raise UsageError(
+                f"mount {m.source}:{m.target}: a Kubernetes hostPath must be absolute; give /path or pvc:NAME"
+            )
     if (spec.devices or spec.all_devices or spec.ipc_host) and kubernetes:
-        raise UsageError("--devices and --ipc-host are for docker/compose; Kubernetes grants GPUs by count "
-                         "(--gpus-per-node) and sizes /dev/shm (--shm-size)")
+        raise UsageError(
+            "--devices and --ipc-host are for docker/compose; Kubernetes grants GPUs by count "
+            "(--gpus-per-node) and sizes /dev/shm (--shm-size)"
+        )
 
 
 def run(args: argparse.Namespace) -> Printed:

@@ -35,21 +35,33 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
             done = lint_file(path)
         except DoctorError as exc:
             unreadable.append(str(exc))
-            report.add(Result(id="lint.input.unreadable", title="file not linted", status=Status.ERROR,
-                              summary=str(exc), observed={"file": path},
-                              remedy="pass a readable text config: a Kubernetes manifest, compose file, Dockerfile, "
-                                     "shell or Slurm script",
-                              evidence=[Evidence(source=path, text=_without_path(str(exc), path),
-                                                 line=_line_of(str(exc)))]))
+            report.add(
+                Result(
+                    id="lint.input.unreadable",
+                    title="file not linted",
+                    status=Status.ERROR,
+                    summary=str(exc),
+                    observed={"file": path},
+                    remedy="pass a readable text config: a Kubernetes manifest, compose file, Dockerfile, "
+                    "shell or Slurm script",
+                    evidence=[Evidence(source=path, text=_without_path(str(exc), path), line=_line_of(str(exc)))],
+                )
+            )
             files.append({"file": path, "kind": None, "error": str(exc)})
             continue
         report.extend(done.results)
         for note in done.notes:
-            report.add(Result(id=f"lint.{done.kind}.not_checked", title="part of the file not checked",
-                              status=Status.SKIP, summary=note, observed={"file": path},
-                              evidence=[Evidence(source=path, text=note, line=_line_of(note))]))
-        files.append({"file": path, "kind": done.kind, "units": len(done.units),
-                      "findings": len(done.results)})
+            report.add(
+                Result(
+                    id=f"lint.{done.kind}.not_checked",
+                    title="part of the file not checked",
+                    status=Status.SKIP,
+                    summary=note,
+                    observed={"file": path},
+                    evidence=[Evidence(source=path, text=note, line=_line_of(note))],
+                )
+            )
+        files.append({"file": path, "kind": done.kind, "units": len(done.units), "findings": len(done.results)})
     report.facts = {"files": files}
     return report, unreadable
 
@@ -58,7 +70,7 @@ def _without_path(message: str, path: str) -> str:
     """'PATH:6: malformed YAML ...' -> 'malformed YAML ...' (the evidence names the source already)."""
     if not message.startswith(path):
         return message
-    rest = message[len(path):]
+    rest = message[len(path) :]
     head, sep, tail = rest.lstrip(":").partition(": ")
     return tail if sep and head.isdigit() else rest.lstrip(": ")
 

@@ -31,9 +31,14 @@ def service(spec: LaunchSpec) -> dict[str, Any]:
     if spec.multi_node:
         svc["network_mode"] = "host"
     svc["environment"] = {k: literal(v) for k, v in spec.env}
-    svc["volumes"] = [literal(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))
-                      for m in (*spec.data, spec.log_mount(kubernetes=False))]
-    limits = {"cpus": str(spec.cpu_count), "memory": gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose")}
+    svc["volumes"] = [
+        literal(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))
+        for m in (*spec.data, spec.log_mount(kubernetes=False))
+    ]
+    limits = {
+        "cpus": str(spec.cpu_count),
+        "memory": gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose"),
+    }
     resources: dict[str, Any] = {"limits": limits}
     if spec.gpus_per_node:
         device: dict[str, Any] = {"driver": "nvidia", "capabilities": ["gpu"]}
@@ -53,10 +58,14 @@ def to_dict(spec: LaunchSpec) -> dict[str, Any]:
 
 
 def render(spec: LaunchSpec) -> str:
-    header = f"ddp-doctor launch --target compose: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n" \
-             "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n" \
-             "ulimits.memlock -1: NCCL / RDMA pin host memory."
+    header = (
+        f"ddp-doctor launch --target compose: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
+        "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n"
+        "ulimits.memlock -1: NCCL / RDMA pin host memory."
+    )
     if spec.multi_node:
-        header += "\nRun `docker compose up` on every node with NODE_RANK=0..N-1, MASTER_ADDR=node 0, one RUN_ID;\n" \
-                  "network_mode host: the other nodes must reach the rendezvous and NCCL ports."
+        header += (
+            "\nRun `docker compose up` on every node with NODE_RANK=0..N-1, MASTER_ADDR=node 0, one RUN_ID;\n"
+            "network_mode host: the other nodes must reach the rendezvous and NCCL ports."
+        )
     return yaml_documents([to_dict(spec)], header)

@@ -8,9 +8,9 @@ from ddp_doctor.deploy.spec import LaunchSpec, gib_text, host_path
 WHY = {
     "--gpus": "hands the GPUs to the container through the NVIDIA Container Toolkit; without it torch sees no GPU",
     "--shm-size": "Docker's /dev/shm is 64 MB; DataLoader workers and NCCL's shared-memory transport need more "
-                  "(a Bus error / 'No space left on device' otherwise)",
+    "(a Bus error / 'No space left on device' otherwise)",
     "--ipc": "--ipc=host shares the host's /dev/shm instead of a sized private one: simplest for NCCL, "
-             "but the container can see the host's IPC objects",
+    "but the container can see the host's IPC objects",
     "--ulimit": "memlock=-1 lets NCCL / RDMA pin host memory; stack=64 MiB as NVIDIA's containers recommend",
     "--network": "--network host: ranks on other nodes must reach this node's rendezvous and NCCL ports",
     "--user": "run as an unprivileged user; files written to the mounts belong to that uid",
@@ -35,7 +35,12 @@ def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
     out += gpu_flag(spec)
     out += ["--ipc=host"] if spec.ipc_host else ["--shm-size", gib_text(spec.shm, "docker")]
     out += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-    out += ["--cpus", str(spec.cpu_count), "--memory", gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "docker")]
+    out += [
+        "--cpus",
+        str(spec.cpu_count),
+        "--memory",
+        gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "docker"),
+    ]
     if spec.multi_node:
         out += ["--network", "host"]
     out += ["--user", f"{spec.uid}:{spec.gid}"]
@@ -56,7 +61,7 @@ def group_flags(flags: list[str], image: str) -> list[list[str]]:
     groups, i = [flags[:2]], 2
     while i < at:
         takes_value = "=" not in flags[i] and flags[i] != "--rm" and i + 1 < at
-        groups.append(flags[i:i + 2] if takes_value else [flags[i]])
+        groups.append(flags[i : i + 2] if takes_value else [flags[i]])
         i += 2 if takes_value else 1
     groups.append(flags[at:])
     return groups

@@ -50,10 +50,14 @@ def documents(spec: LaunchSpec) -> list[dict[str, Any]]:
 
 
 def render(spec: LaunchSpec) -> str:
-    header = (f"ddp-doctor launch --target k8s: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
-              "/dev/shm: a memory-backed emptyDir; the memory limit includes its sizeLimit.\n"
-              f"runtimeClassName {pod.RUNTIME_CLASS}: the GPU Operator's RuntimeClass; drop it where there is none\n"
-              "and NVIDIA is the nodes' default runtime.")
+    header = (
+        f"ddp-doctor launch --target k8s: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
+        "/dev/shm: a memory-backed emptyDir; the memory limit includes its sizeLimit.\n"
+        f"runtimeClassName {pod.RUNTIME_CLASS}: the GPU Operator's RuntimeClass; drop it where there is none\n"
+        "and NVIDIA is the nodes' default runtime."
+    )
     if not spec.log_mount(kubernetes=True).source.startswith("/"):
-        header += f"\nCreate the PersistentVolumeClaim {spec.log_mount(kubernetes=True).claim} first (logs, checkpoints)."
+        header += (
+            f"\nCreate the PersistentVolumeClaim {spec.log_mount(kubernetes=True).claim} first (logs, checkpoints)."
+        )
     return yaml_documents(documents(spec), header)

@@ -33,8 +33,9 @@ def literal(word: str) -> str:
     return str(word) if isinstance(word, Expand) else word.replace("$(", "$$(")
 
 
-def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]],
-              name: str = CONTAINER) -> dict[str, Any]:
+def container(
+    spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]], name: str = CONTAINER
+) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     for m in (*spec.data, spec.log_mount(kubernetes=True)):
         mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
@@ -59,9 +60,15 @@ def container(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], p
     return c
 
 
-def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | None = None,
-             ports: list[dict[str, Any]] | None = None, restart: str | None = "Never",
-             subdomain: str | None = None, container_name: str = CONTAINER) -> dict[str, Any]:
+def pod_spec(
+    spec: LaunchSpec,
+    command: list[str],
+    env: list[dict[str, Any]] | None = None,
+    ports: list[dict[str, Any]] | None = None,
+    restart: str | None = "Never",
+    subdomain: str | None = None,
+    container_name: str = CONTAINER,
+) -> dict[str, Any]:
     volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_text(spec.shm, "k8s")}}]
     volumes += [_volume(m) for m in (*spec.data, spec.log_mount(kubernetes=True))]
     pod: dict[str, Any] = {}
@@ -79,8 +86,10 @@ def pod_spec(spec: LaunchSpec, command: list[str], env: list[dict[str, Any]] | N
 
 
 def metadata(spec: LaunchSpec) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": spec.name, "labels": {"app.kubernetes.io/name": spec.name,
-                                                          "app.kubernetes.io/managed-by": "ddp-doctor"}}
+    meta: dict[str, Any] = {
+        "name": spec.name,
+        "labels": {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "ddp-doctor"},
+    }
     if spec.namespace:
         meta["namespace"] = spec.namespace
     return meta

@@ -24,16 +24,24 @@ def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> dict[str, Any]:
     command = spec.entrypoint(node_rank="$(RANK)", rdzv_host=rdzv_host, rdzv_id=spec.name)
     ports = [{"name": PORT_NAME, "containerPort": spec.rdzv_port}]
     template_spec = pod.pod_spec(spec, command, ports=ports, restart=None, container_name=CONTAINER_NAME)
-    return {"replicas": replicas, "restartPolicy": "Never",
-            "template": {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}}
+    return {
+        "replicas": replicas,
+        "restartPolicy": "Never",
+        "template": {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec},
+    }
 
 
 def to_dict(spec: LaunchSpec) -> dict[str, Any]:
     job_spec: dict[str, Any] = {"nprocPerNode": str(spec.ranks_per_node)}
     if spec.min_nodes is not None:
         # Elastic: only Workers, any of which may host the c10d store; worker 0 is the endpoint.
-        job_spec["elasticPolicy"] = {"rdzvBackend": "c10d", "rdzvPort": spec.rdzv_port, "minReplicas": spec.min_nodes,
-                                     "maxReplicas": spec.nodes, "maxRestarts": 3}
+        job_spec["elasticPolicy"] = {
+            "rdzvBackend": "c10d",
+            "rdzvPort": spec.rdzv_port,
+            "minReplicas": spec.min_nodes,
+            "maxReplicas": spec.nodes,
+            "maxRestarts": 3,
+        }
         job_spec["pytorchReplicaSpecs"] = {"Worker": _replica(spec, spec.nodes, f"{spec.name}-worker-0")}
     else:
         replicas = {"Master": _replica(spec, 1, "$(MASTER_ADDR)")}
@@ -45,7 +53,9 @@ def to_dict(spec: LaunchSpec) -> dict[str, Any]:
 
 
 def render(spec: LaunchSpec) -> str:
-    header = (f"ddp-doctor launch --target pytorchjob: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
-              "Needs the Kubeflow training operator (kubeflow.org/v1 PyTorchJob).\n"
-              f"nprocPerNode = nvidia.com/gpu limit = {spec.ranks_per_node}; /dev/shm memory-backed, counted in the memory limit.")
+    header = (
+        f"ddp-doctor launch --target pytorchjob: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
+        "Needs the Kubeflow training operator (kubeflow.org/v1 PyTorchJob).\n"
+        f"nprocPerNode = nvidia.com/gpu limit = {spec.ranks_per_node}; /dev/shm memory-backed, counted in the memory limit."
+    )
     return yaml_documents([to_dict(spec)], header)

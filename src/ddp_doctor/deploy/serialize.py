@@ -22,7 +22,9 @@ _Dumper.add_representer(str, _str)
 
 
 def yaml_documents(docs: Sequence[dict[str, Any]], header: str) -> str:
-    body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000) for d in docs)
+    body = "---\n".join(
+        yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000) for d in docs
+    )
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return comment + body
 

@@ -11,9 +11,12 @@ def directives(spec: LaunchSpec) -> list[tuple[str, str]]:
     out = [("--job-name", spec.name), ("--nodes", spec.nnodes_arg.replace(":", "-")), ("--ntasks-per-node", "1")]
     if spec.gpus_per_node:
         out.append(("--gpus-per-node", str(spec.gpus_per_node)))
-    out += [("--cpus-per-task", str(spec.cpu_count)), ("--mem", gib_text(spec.memory + spec.shm, "slurm")),
-            # In the submit directory: Slurm does not create a missing --output directory, the job just fails.
-            ("--output", "%x-%j.out")]
+    out += [
+        ("--cpus-per-task", str(spec.cpu_count)),
+        ("--mem", gib_text(spec.memory + spec.shm, "slurm")),
+        # In the submit directory: Slurm does not create a missing --output directory, the job just fails.
+        ("--output", "%x-%j.out"),
+    ]
     return out
 
 
@@ -21,9 +24,12 @@ def srun_argv(spec: LaunchSpec) -> list[list[str]]:
     sources = [(host_path(m.source), m) for m in (*spec.data, spec.log_mount(kubernetes=False))]
     mounts = ",".join(f"{src}:{m.target}" + (":ro" if m.read_only else "") for src, m in sources)
     mount_flag = f"--container-mounts={mounts}"
-    head = [["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"], [f"--container-image={spec.image}"],
-            [Expand(mount_flag) if any(isinstance(src, Expand) for src, _ in sources) else mount_flag],
-            ["--no-container-remap-root"]]
+    head = [
+        ["srun", "--ntasks-per-node=1", "--kill-on-bad-exit=1"],
+        [f"--container-image={spec.image}"],
+        [Expand(mount_flag) if any(isinstance(src, Expand) for src, _ in sources) else mount_flag],
+        ["--no-container-remap-root"],
+    ]
     if spec.script is None:
         # Single quotes: SLURM_NODEID differs per task, so it must expand inside each task, not here.
         inner = shell_join(spec.entrypoint(node_rank="$SLURM_NODEID", rdzv_host="$RDZV_HOST", rdzv_id="$SLURM_JOB_ID"))

@@ -179,8 +179,21 @@ class LaunchSpec:
             return argv
         if not self.multi_node:
             return ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", n, self.script, *self.script_args]
-        return ["torchrun", "--nnodes", self.nnodes_arg, "--nproc-per-node", n, "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id, self.script, *self.script_args]
+        return [
+            "torchrun",
+            "--nnodes",
+            self.nnodes_arg,
+            "--nproc-per-node",
+            n,
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            rdzv_id,
+            self.script,
+            *self.script_args,
+        ]
 
 
 def parse_mount(text: str, name: str, what: str) -> Mount:
@@ -207,8 +220,18 @@ def parse_env(items: list[str]) -> tuple[tuple[str, str], ...]:
 # Spec-file keys -> LaunchSpec fields (and how to convert them). Unknown keys are an error
 # so that a typo does not silently fall back to a default.
 _FILE_KEYS = {
-    "image": str, "name": str, "nodes": int, "min_nodes": int, "gpus_per_node": int, "namespace": str,
-    "ipc_host": bool, "script": str, "uid": int, "gid": int, "cpus": int, "rdzv_port": int,
+    "image": str,
+    "name": str,
+    "nodes": int,
+    "min_nodes": int,
+    "gpus_per_node": int,
+    "namespace": str,
+    "ipc_host": bool,
+    "script": str,
+    "uid": int,
+    "gid": int,
+    "cpus": int,
+    "rdzv_port": int,
 }
 
 
@@ -237,8 +260,10 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
         if "script_args" in data:
             out["script_args"] = tuple(str(a) for a in data["script_args"] or ())
         if "data" in data:
-            out["data"] = tuple(parse_mount(str(m), f"data{i}" if i else "data", f"{source}: data")
-                                for i, m in enumerate(data["data"] or ()))
+            out["data"] = tuple(
+                parse_mount(str(m), f"data{i}" if i else "data", f"{source}: data")
+                for i, m in enumerate(data["data"] or ())
+            )
         if "logs" in data:
             out["logs"] = parse_mount(str(data["logs"]), "logs", f"{source}: logs")
         if "env" in data:
@@ -257,7 +282,9 @@ def load_file(path: str) -> dict[str, Any]:
     text = read_text(Path(path))
     docs = load_yaml_documents(text, path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise InputError(f"{path}: a launch spec is one YAML mapping (image: ..., nodes: ...); found {len(docs)} document(s)")
+        raise InputError(
+            f"{path}: a launch spec is one YAML mapping (image: ..., nodes: ...); found {len(docs)} document(s)"
+        )
     return from_mapping(docs[0].plain(), path)  # type: ignore[attr-defined]
 
 
@@ -268,4 +295,3 @@ def build(values: dict[str, Any]) -> LaunchSpec:
         values["gpus_per_node"] = len(values["devices"])
     known = {f.name for f in fields(LaunchSpec)}
     return LaunchSpec(**{k: v for k, v in values.items() if k in known})
-

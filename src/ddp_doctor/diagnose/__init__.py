@@ -29,8 +29,9 @@ def _line_filter() -> Any:
     return prefilter.compile_bytes(prefilter.parts(p.pattern for s in sigs for p in s.patterns))
 
 
-def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None,
-             unknown: bool = False) -> list[Result]:
+def diagnose(
+    sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None, unknown: bool = False
+) -> list[Result]:
     """Results `diag.<signature>` (fail / warn), root cause first; [] when nothing matched.
 
     `unknown=True` adds `diag.unknown` with the error-looking lines when no signature explains them.
@@ -47,8 +48,9 @@ def diagnose(sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int]
     return matcher.results(unknown=unknown)
 
 
-def explain_stream(stream: IO[bytes], name: str, stats: Stats | None = None,
-                   exit_codes: Mapping[str, int] | None = None) -> list[Result]:
+def explain_stream(
+    stream: IO[bytes], name: str, stats: Stats | None = None, exit_codes: Mapping[str, int] | None = None
+) -> list[Result]:
     """Diagnose one (possibly huge) binary log stream in bounded memory; unknown failures included."""
     matcher = Matcher(catalogue.load())
     byte_filter = _line_filter()

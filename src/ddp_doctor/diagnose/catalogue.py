@@ -47,9 +47,15 @@ class Signature:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "title": self.title, "severity": self.severity.value, "tier": self.tier,
-            "cause": self.cause, "remedy": self.remedy, "sources": list(self.sources),
-            "patterns": [p.pattern for p in self.patterns], "exclude": [p.pattern for p in self.exclude],
+            "id": self.id,
+            "title": self.title,
+            "severity": self.severity.value,
+            "tier": self.tier,
+            "cause": self.cause,
+            "remedy": self.remedy,
+            "sources": list(self.sources),
+            "patterns": [p.pattern for p in self.patterns],
+            "exclude": [p.pattern for p in self.exclude],
             "signals": list(self.signals),
         }
 
@@ -96,12 +102,21 @@ def parse(entries: Any) -> tuple[Signature, ...]:
         if not patterns and not signals:
             raise CatalogueError(f"{sid}: needs patterns or signals")
         examples = {k: tuple(v) for k, v in (entry.get("examples") or {}).items()}
-        out.append(Signature(
-            id=sid, title=entry["title"], severity=Status(entry["severity"]), tier=entry["tier"],
-            cause=" ".join(str(entry["cause"]).split()), remedy=str(entry["remedy"]).strip(),
-            sources=tuple(entry["sources"]), patterns=patterns,
-            exclude=_compile(sid, entry.get("exclude")), signals=signals, examples=examples,
-        ))
+        out.append(
+            Signature(
+                id=sid,
+                title=entry["title"],
+                severity=Status(entry["severity"]),
+                tier=entry["tier"],
+                cause=" ".join(str(entry["cause"]).split()),
+                remedy=str(entry["remedy"]).strip(),
+                sources=tuple(entry["sources"]),
+                patterns=patterns,
+                exclude=_compile(sid, entry.get("exclude")),
+                signals=signals,
+                examples=examples,
+            )
+        )
     return tuple(out)
 
 

@@ -1,7 +1,7 @@
 """Generate docs/diagnosis.md from catalogue.yaml, so the page cannot drift from the data.
 
-    python -m ddp_doctor.diagnose.docs            # rewrite docs/diagnosis.md
-    python -m ddp_doctor.diagnose.docs --check    # exit 1 if the committed page is stale
+python -m ddp_doctor.diagnose.docs            # rewrite docs/diagnosis.md
+python -m ddp_doctor.diagnose.docs --check    # exit 1 if the committed page is stale
 """
 
 from __future__ import annotations
@@ -79,8 +79,10 @@ example (the tests run every example through both input paths), note its `source
 
 def _entry(sig: Signature) -> str:
     lines = [f'<a id="{sig.id}"></a>', "", f"### `{sig.id}` — {sig.title}", ""]
-    lines.append(f"**Severity** {sig.severity.value} · **tier** {sig.tier}"
-                 + (f" · **exit signals** {', '.join(str(s) for s in sig.signals)}" if sig.signals else ""))
+    lines.append(
+        f"**Severity** {sig.severity.value} · **tier** {sig.tier}"
+        + (f" · **exit signals** {', '.join(str(s) for s in sig.signals)}" if sig.signals else "")
+    )
     lines += ["", f"**Cause.** {sig.cause}", "", "**Remedy.**", "", "```", sig.remedy, "```", ""]
     if sig.patterns:
         lines.append("**Recognised lines** (regular expressions):")

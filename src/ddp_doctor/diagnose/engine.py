@@ -105,8 +105,13 @@ class Matcher:
         self._order += 1
         where = self._in_summary(source, lineno, where)
         if where.rank is None and where.pid is not None and (where.node, where.pid) in self._pid_rank:
-            where = Origin(rank=self._pid_rank[(where.node, where.pid)], local_rank=where.local_rank,
-                           node=where.node, gpu=where.gpu, pid=where.pid)
+            where = Origin(
+                rank=self._pid_rank[(where.node, where.pid)],
+                local_rank=where.local_rank,
+                node=where.node,
+                gpu=where.gpu,
+                pid=where.pid,
+            )
         if lineno is not None and self._pending_detail.get(source) == lineno - 1:
             self._attach_detail(source, lineno, text, where)
         matched = False
@@ -132,7 +137,9 @@ class Matcher:
         entry = self._summary.get(source)
         if entry is None or lineno is None or not 0 < lineno - entry[0] <= 4 or where.rank is not None:
             return where
-        return Origin(rank=entry[1], local_rank=where.local_rank, node=where.node or entry[2], gpu=where.gpu, pid=where.pid)
+        return Origin(
+            rank=entry[1], local_rank=where.local_rank, node=where.node or entry[2], gpu=where.gpu, pid=where.pid
+        )
 
     def exit_code(self, name: str, code: int | None) -> None:
         if code is None or code == 0:
@@ -182,14 +189,18 @@ class Matcher:
     def results(self, unknown: bool = True) -> list[Result]:
         by_id = {s.id: s for s in self.signatures}
         # Failures before warnings; then cause > symptom > cascade; then the earliest line.
-        ordered = sorted(self._tallies.items(), key=lambda kv: (
-            by_id[kv[0]].severity is not Status.FAIL, by_id[kv[0]].rank_of_tier, kv[1].first_order))
+        ordered = sorted(
+            self._tallies.items(),
+            key=lambda kv: (by_id[kv[0]].severity is not Status.FAIL, by_id[kv[0]].rank_of_tier, kv[1].first_order),
+        )
         out = [_result(by_id[sid], tally) for sid, tally in ordered]
         if unknown:
             found_cause = any(by_id[sid].tier != "cascade" for sid in self._tallies)
             if not found_cause and (self._unknown or self._failed_exit):
-                position = next((i for i, r in enumerate(out)
-                                 if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL), len(out))
+                position = next(
+                    (i for i, r in enumerate(out) if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL),
+                    len(out),
+                )
                 out.insert(position, self._unknown_result())
         return out
 
@@ -205,15 +216,18 @@ class Matcher:
             id="diag.unknown",
             title="Failure not in the signature catalogue",
             status=Status.FAIL if failing else Status.WARN,
-            summary=_short(f"{self._unknown_count + len(self._failed_exit)} error-looking line(s) match no known signature; "
-                           f"first{' (' + where + ')' if where else ''}: {first}", 240),
+            summary=_short(
+                f"{self._unknown_count + len(self._failed_exit)} error-looking line(s) match no known signature; "
+                f"first{' (' + where + ')' if where else ''}: {first}",
+                240,
+            ),
             cause="These lines look like a failure, but none of ddp-doctor's signatures recognises them, "
-                  "so no cause is guessed.",
+            "so no cause is guessed.",
             remedy="Read the first error line below in context (it is usually the root cause; later ones are often "
-                   "the cascade). Re-run with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for more detail, "
-                   "and wrap the entry point with torch.distributed.elastic.multiprocessing.errors.record so "
-                   "torchrun reports the failing rank's traceback.",
-            evidence=evidence[:MAX_UNKNOWN + 2],
+            "the cascade). Re-run with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for more detail, "
+            "and wrap the entry point with torch.distributed.elastic.multiprocessing.errors.record so "
+            "torchrun reports the failing rank's traceback.",
+            evidence=evidence[: MAX_UNKNOWN + 2],
             observed={"error_lines": self._unknown_count, "failed_exit_statuses": len(self._failed_exit)},
         )
 
@@ -227,7 +241,11 @@ def _rank_from_name(name: str) -> int | None:
 
 def _evidence(hit: _Hit) -> Evidence:
     label = hit.where.label()
-    return Evidence(f"{hit.source} [{label}]" if label and label not in hit.source else hit.source, _short(hit.text, 400), hit.lineno)
+    return Evidence(
+        f"{hit.source} [{label}]" if label and label not in hit.source else hit.source,
+        _short(hit.text, 400),
+        hit.lineno,
+    )
 
 
 def _result(sig: Signature, tally: _Tally) -> Result:

@@ -13,15 +13,20 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 # Order matters: the first prefix that matches names the line's origin.
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("pod", re.compile(r"^\[pod/(?P<node>[^/\]\s]+)(?:/[^\]\s]*)?\]\s?")),          # kubectl logs --prefix
-    ("rank", re.compile(r"^\[rank(?P<rank>\d+)\]:")),                               # TORCH_DISTRIBUTED_DEBUG / torch >= 2.2 log prefix
-    ("local", re.compile(r"^\[(?:default|[A-Za-z_]\w*?)(?P<local>\d+)\]:")),        # torchrun --tee / --log-dir local-rank prefix
+    ("pod", re.compile(r"^\[pod/(?P<node>[^/\]\s]+)(?:/[^\]\s]*)?\]\s?")),  # kubectl logs --prefix
+    ("rank", re.compile(r"^\[rank(?P<rank>\d+)\]:")),  # TORCH_DISTRIBUTED_DEBUG / torch >= 2.2 log prefix
+    (
+        "local",
+        re.compile(r"^\[(?:default|[A-Za-z_]\w*?)(?P<local>\d+)\]:"),
+    ),  # torchrun --tee / --log-dir local-rank prefix
     # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO ..."
     ("nccl", re.compile(r"^(?P<node>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] ")),
 )
 # Rank numbers written inside messages: "[Rank 1] Watchdog caught", "rank      : 1 (local_rank: 1)".
 _INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]")
-_INLINE_LOCAL = re.compile(r"\blocal_rank: (?P<local>\d+)\b")  # torchrun: "failed (exitcode: -9) local_rank: 1 (pid: ..)"
+_INLINE_LOCAL = re.compile(
+    r"\blocal_rank: (?P<local>\d+)\b"
+)  # torchrun: "failed (exitcode: -9) local_rank: 1 (pid: ..)"
 # NCCL_DEBUG=INFO names each process's rank once per communicator; the first one is the world's.
 NCCL_COMM = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<rank>\d+) nRanks")
 # torchrun's failure summary names the rank and host a few lines above its exitcode / traceback lines.
@@ -71,7 +76,7 @@ def origin(text: str, node: str | None = None) -> Origin:
             for key, value in m.groupdict().items():
                 if value is not None and key != "tid":
                     fields["local_rank" if key == "local" else key] = value if key == "node" else int(value)
-            rest = rest[m.end():]
+            rest = rest[m.end() :]
             progress = True
     if fields.get("rank") is None:
         m = _INLINE_RANK.search(rest)

@@ -83,7 +83,7 @@ def _cap(region: bytes, start: int, end: int, hit: int) -> bytes:
     if end - start <= MAX_LINE:
         return region[start:end]
     lo = max(start, hit - MAX_LINE // 2)
-    return region[lo:min(end, lo + MAX_LINE)]
+    return region[lo : min(end, lo + MAX_LINE)]
 
 
 def scan(stream: IO[bytes], prefilter: Any, stats: Stats, name: str = "log", chunk: int = CHUNK) -> Iterator[Candidate]:

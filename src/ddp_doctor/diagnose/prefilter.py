@@ -27,9 +27,11 @@ GENERIC_ERROR = (
 GENERIC_ERROR_RE = re.compile(GENERIC_ERROR)
 # Structure the reader must see although no signature is about it.
 STRUCTURE = (
-    r"==> .+ <==", r"Last error:",                                   # file headers, NCCL's detail line
-    r"\brank +: \d+ \(local_rank: \d+\)", r"\bhost {4,}: ",            # torchrun's failure summary
-    r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nRanks",                     # NCCL: which pid is which rank
+    r"==> .+ <==",
+    r"Last error:",  # file headers, NCCL's detail line
+    r"\brank +: \d+ \(local_rank: \d+\)",
+    r"\bhost {4,}: ",  # torchrun's failure summary
+    r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nRanks",  # NCCL: which pid is which rank
 )
 LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
 
@@ -38,7 +40,7 @@ def _scoped(pattern: str) -> str:
     # A leading global flag like (?i) becomes a scoped group, legal inside an alternation in both engines.
     m = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
     if m:
-        return f"(?{m.group(1)}:{pattern[m.end():]})"
+        return f"(?{m.group(1)}:{pattern[m.end() :]})"
     return f"(?:{pattern})"
 
 
@@ -67,4 +69,3 @@ def compile_bytes(patterns: list[str], engine: str | None = None) -> Any:
     from ddp_doctor.diagnose.literals import literal_filter
 
     return literal_filter(patterns) or re.compile(union(patterns).encode())
-

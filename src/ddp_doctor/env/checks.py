@@ -83,7 +83,10 @@ def _py_fits(rel: dict[str, Any], py: str) -> bool:
 
 def _fits_driver(variant: str, driver_cuda: str | None) -> bool:
     cuda = knowledge.cuda_of(variant)
-    return bool(cuda and driver_cuda) and knowledge.version_tuple(cuda or "")[:2] <= knowledge.version_tuple(driver_cuda or "")[:2]
+    return (
+        bool(cuda and driver_cuda)
+        and knowledge.version_tuple(cuda or "")[:2] <= knowledge.version_tuple(driver_cuda or "")[:2]
+    )
 
 
 def _has_gpus(facts: dict[str, Any]) -> bool:
@@ -111,8 +114,16 @@ def _install_for(facts: dict[str, Any], torch_version: str | None = None) -> str
     fitting = [k for k in keys if _py_fits(knowledge.release(k) or {}, py)] or keys
     chosen = fitting[0]
     if _has_gpus(facts):
-        chosen = next((k for k in fitting if any(_fits_driver(v, _driver_cuda(facts))
-                                                 for v in (knowledge.release(k) or {}).get("cuda_variants", []))), chosen)
+        chosen = next(
+            (
+                k
+                for k in fitting
+                if any(
+                    _fits_driver(v, _driver_cuda(facts)) for v in (knowledge.release(k) or {}).get("cuda_variants", [])
+                )
+            ),
+            chosen,
+        )
     rel = knowledge.release(chosen) or {}
     return knowledge.install_command(f"{chosen}.*", suggest_variant(rel, facts), _python(facts))
 
@@ -128,33 +139,54 @@ def _cudnn(version: Any) -> str:
 
 # --- the checks -------------------------------------------------------------------------
 
+
 def check_python(facts: dict[str, Any]) -> Result:
     py = _section(facts, "python")
-    where = "conda env " + str(py["conda_env"]) if py.get("conda_env") else ("venv " + str(py.get("prefix"))) if py.get("venv") else "system interpreter (no venv/conda)"
+    where = (
+        "conda env " + str(py["conda_env"])
+        if py.get("conda_env")
+        else ("venv " + str(py.get("prefix")))
+        if py.get("venv")
+        else "system interpreter (no venv/conda)"
+    )
     summary = f"Python {py.get('version')} ({py.get('implementation', 'CPython')}) at {py.get('executable')}, {where}"
     t = _section(facts, "torch")
     rel = knowledge.release(str(t.get("version") or "")) if t.get("version") else None
     if rel and not _py_fits(rel, str(py.get("version") or "")):
         lo, hi = rel["python"]
-        return Result("env.python", "Python interpreter", Status.WARN,
-                      f"{summary}; torch {rel['version']} supports Python {lo} to {hi}",
-                      cause=f"official torch {rel['version']} wheels are built for Python {lo}..{hi} only",
-                      remedy=f"use a Python {lo}..{hi} environment for torch {rel['version']}",
-                      observed={"python": py.get("version")}, expected={"python": f"{lo}..{hi}"})
+        return Result(
+            "env.python",
+            "Python interpreter",
+            Status.WARN,
+            f"{summary}; torch {rel['version']} supports Python {lo} to {hi}",
+            cause=f"official torch {rel['version']} wheels are built for Python {lo}..{hi} only",
+            remedy=f"use a Python {lo}..{hi} environment for torch {rel['version']}",
+            observed={"python": py.get("version")},
+            expected={"python": f"{lo}..{hi}"},
+        )
     return Result("env.python", "Python interpreter", Status.PASS, summary, observed={"python": py.get("version")})
 
 
 def check_torch_installed(facts: dict[str, Any]) -> Result:
     t = _section(facts, "torch")
     if t.get("installed"):
-        return Result("env.torch.installed", "torch installed", Status.PASS,
-                      f"torch {t.get('metadata_version') or t.get('version')} installed at {t.get('location')}",
-                      observed={"version": t.get("version"), "location": t.get("location")})
-    return Result("env.torch.installed", "torch installed", Status.FAIL,
-                  f"torch is not installed for {_python(facts)}; expected an installed torch",
-                  cause="no `torch` distribution and no importable torch package in this interpreter's environment",
-                  remedy=f"install it into this environment:\n{_install_for(facts)}",
-                  observed={"installed": False}, expected={"installed": True})
+        return Result(
+            "env.torch.installed",
+            "torch installed",
+            Status.PASS,
+            f"torch {t.get('metadata_version') or t.get('version')} installed at {t.get('location')}",
+            observed={"version": t.get("version"), "location": t.get("location")},
+        )
+    return Result(
+        "env.torch.installed",
+        "torch installed",
+        Status.FAIL,
+        f"torch is not installed for {_python(facts)}; expected an installed torch",
+        cause="no `torch` distribution and no importable torch package in this interpreter's environment",
+        remedy=f"install it into this environment:\n{_install_for(facts)}",
+        observed={"installed": False},
+        expected={"installed": True},
+    )
 
 
 def _import_advice(error: str, facts: dict[str, Any]) -> tuple[str, str]:
@@ -175,14 +207,25 @@ def check_torch_import(facts: dict[str, Any]) -> Result:
         return _skip("env.torch.import", title, "import not probed here (the live chain imports torch in every rank)")
     if t.get("importable"):
         secs = t.get("import_s")
-        return Result("env.torch.import", title, Status.PASS,
-                      f"`import torch` works in a fresh interpreter ({secs:.2f} s)" if secs else "`import torch` works",
-                      metrics={"import_s": float(secs)} if secs else {})
+        return Result(
+            "env.torch.import",
+            title,
+            Status.PASS,
+            f"`import torch` works in a fresh interpreter ({secs:.2f} s)" if secs else "`import torch` works",
+            metrics={"import_s": float(secs)} if secs else {},
+        )
     error = str(t.get("import_error") or "unknown error")
     cause, remedy = _import_advice(error + "\n" + str(t.get("import_stderr_tail") or ""), facts)
     first = error.strip().splitlines()[-1] if error.strip() else error
-    return Result("env.torch.import", title, Status.FAIL, f"`import torch` fails: {first[:300]}; expected it to import",
-                  cause=cause, remedy=remedy, observed={"import_error": error[:2000]})
+    return Result(
+        "env.torch.import",
+        title,
+        Status.FAIL,
+        f"`import torch` fails: {first[:300]}; expected it to import",
+        cause=cause,
+        remedy=remedy,
+        observed={"import_error": error[:2000]},
+    )
 
 
 def check_numpy(facts: dict[str, Any]) -> Result:
@@ -191,16 +234,25 @@ def check_numpy(facts: dict[str, Any]) -> Result:
     if not _torch_ok(facts) or "numpy" not in t:
         return _skip("env.numpy", title, "not probed (torch did not import here)")
     if t["numpy"]:
-        return Result("env.numpy", title, Status.PASS, f"numpy {t['numpy']} imports beside torch {t.get('version')}",
-                      observed={"numpy": t["numpy"]})
+        return Result(
+            "env.numpy",
+            title,
+            Status.PASS,
+            f"numpy {t['numpy']} imports beside torch {t.get('version')}",
+            observed={"numpy": t["numpy"]},
+        )
     return Result(
-        "env.numpy", title, Status.WARN,
+        "env.numpy",
+        title,
+        Status.WARN,
         "numpy is not importable; torch.distributed.all_gather_object / gather_object / broadcast_object_list "
         "will raise 'Numpy is not available' (plain tensor collectives and DDP work)",
         cause="torch does not require numpy, so slim images often lack it, but torch.distributed's *_object "
-              "collectives turn bytes back through tensor.numpy()",
+        "collectives turn bytes back through tensor.numpy()",
         remedy=f"{_python(facts)} -m pip install numpy   (Dockerfile: RUN pip install numpy)",
-        observed={"numpy": None}, expected={"numpy": "importable"})
+        observed={"numpy": None},
+        expected={"numpy": "importable"},
+    )
 
 
 def check_torch_build(facts: dict[str, Any]) -> Result:
@@ -213,28 +265,50 @@ def check_torch_build(facts: dict[str, Any]) -> Result:
     meta_v, import_v = t.get("metadata_version"), t.get("version")
     # PyPI wheels carry no local tag in their metadata ("2.11.0") but report one ("2.11.0+cu130").
     if meta_v and import_v and t.get("source") == "import" and str(meta_v).split("+")[0] != str(import_v).split("+")[0]:
-        return Result("env.torch.build", title, Status.WARN,
-                      f"pip metadata says torch {meta_v} but Python imports torch {import_v} from {t.get('location')}",
-                      cause="two copies of torch: PYTHONPATH, a user site-packages or a source tree shadows the installed one",
-                      remedy="remove the extra copy (check PYTHONPATH and `python -m site`), so the torch pip manages is the one imported",
-                      observed={"metadata_version": meta_v, "imported_version": import_v})
+        return Result(
+            "env.torch.build",
+            title,
+            Status.WARN,
+            f"pip metadata says torch {meta_v} but Python imports torch {import_v} from {t.get('location')}",
+            cause="two copies of torch: PYTHONPATH, a user site-packages or a source tree shadows the installed one",
+            remedy="remove the extra copy (check PYTHONPATH and `python -m site`), so the torch pip manages is the one imported",
+            observed={"metadata_version": meta_v, "imported_version": import_v},
+        )
     if t.get("flavour") == "cpu":
         if gpus.get("count"):
-            return Result("env.torch.build", title, Status.FAIL,
-                          f"CPU-only torch {import_v} on a machine with {gpus['count']} visible GPU(s); expected a CUDA build",
-                          cause="a CPU wheel was installed (e.g. the +cpu index, or an unpinned install in a CPU-only image)",
-                          remedy=f"install a CUDA build:\n{_install_for(facts, str(import_v).split('+')[0])}",
-                          observed=observed, expected={"flavour": "cuda"})
-        return Result("env.torch.build", title, Status.PASS,
-                      f"CPU-only build of torch {import_v}; no GPU here, so DDP runs on CPU with the gloo backend",
-                      observed=observed)
+            return Result(
+                "env.torch.build",
+                title,
+                Status.FAIL,
+                f"CPU-only torch {import_v} on a machine with {gpus['count']} visible GPU(s); expected a CUDA build",
+                cause="a CPU wheel was installed (e.g. the +cpu index, or an unpinned install in a CPU-only image)",
+                remedy=f"install a CUDA build:\n{_install_for(facts, str(import_v).split('+')[0])}",
+                observed=observed,
+                expected={"flavour": "cuda"},
+            )
+        return Result(
+            "env.torch.build",
+            title,
+            Status.PASS,
+            f"CPU-only build of torch {import_v}; no GPU here, so DDP runs on CPU with the gloo backend",
+            observed=observed,
+        )
     if t.get("flavour") == "rocm":
-        return Result("env.torch.build", title, Status.PASS, f"ROCm build of torch {import_v} (HIP {t.get('hip')})",
-                      observed=observed)
+        return Result(
+            "env.torch.build",
+            title,
+            Status.PASS,
+            f"ROCm build of torch {import_v} (HIP {t.get('hip')})",
+            observed=observed,
+        )
     cudnn = t.get("cudnn")
-    return Result("env.torch.build", title, Status.PASS,
-                  f"CUDA {t.get('cuda')} build of torch {import_v}" + (f", cuDNN {_cudnn(cudnn)}" if cudnn else ", no cuDNN"),
-                  observed=observed)
+    return Result(
+        "env.torch.build",
+        title,
+        Status.PASS,
+        f"CUDA {t.get('cuda')} build of torch {import_v}" + (f", cuDNN {_cudnn(cudnn)}" if cudnn else ", no cuDNN"),
+        observed=observed,
+    )
 
 
 def check_official_build(facts: dict[str, Any]) -> Result:
@@ -246,27 +320,50 @@ def check_official_build(facts: dict[str, Any]) -> Result:
     base, _, local = version.partition("+")
     rel = knowledge.release(version)
     if rel is None:
-        return _skip("env.official_build", title,
-                     f"torch {version} is not in the release table (2.0 .. {knowledge.newest_verified()}); cannot judge its variant")
+        return _skip(
+            "env.official_build",
+            title,
+            f"torch {version} is not in the release table (2.0 .. {knowledge.newest_verified()}); cannot judge its variant",
+        )
     if t.get("flavour") == "rocm" or local.startswith("rocm"):
         return _skip("env.official_build", title, f"torch {version} is a ROCm build; ROCm variants are not tabulated")
-    variant = local if re.fullmatch(r"cu\d+|cpu", local or "") else (knowledge.variant_of(t.get("cuda")) if not local else None)
+    variant = (
+        local
+        if re.fullmatch(r"cu\d+|cpu", local or "")
+        else (knowledge.variant_of(t.get("cuda")) if not local else None)
+    )
     official = rel["cuda_variants"]
     listed = ", ".join(official)
     observed = {"version": version, "variant": variant}
     if variant == "cpu":
-        return Result("env.official_build", title, Status.PASS, f"torch {version} is the official CPU wheel", observed=observed)
+        return Result(
+            "env.official_build", title, Status.PASS, f"torch {version} is the official CPU wheel", observed=observed
+        )
     if variant in official:
-        return Result("env.official_build", title, Status.PASS,
-                      f"torch {version} matches an official wheel (torch {rel['version']} shipped {listed})",
-                      observed=observed, expected={"variants": official})
-    what = (f"torch {rel['version']} was never shipped for {variant}" if variant
-            else f"local version '+{local}' is not an official wheel tag (a source or vendor build)")
-    return Result("env.official_build", title, Status.WARN,
-                  f"custom build: {what}; official variants: {listed}",
-                  cause="a source build, a vendor/NGC container build or a third-party wheel: its NCCL, arch list and fixes may differ from the released wheels",
-                  remedy=f"if this is not intended, install an official wheel:\n{knowledge.install_command(base, suggest_variant(rel, facts), _python(facts))}",
-                  observed=observed, expected={"variants": official}, evidence=[])
+        return Result(
+            "env.official_build",
+            title,
+            Status.PASS,
+            f"torch {version} matches an official wheel (torch {rel['version']} shipped {listed})",
+            observed=observed,
+            expected={"variants": official},
+        )
+    what = (
+        f"torch {rel['version']} was never shipped for {variant}"
+        if variant
+        else f"local version '+{local}' is not an official wheel tag (a source or vendor build)"
+    )
+    return Result(
+        "env.official_build",
+        title,
+        Status.WARN,
+        f"custom build: {what}; official variants: {listed}",
+        cause="a source build, a vendor/NGC container build or a third-party wheel: its NCCL, arch list and fixes may differ from the released wheels",
+        remedy=f"if this is not intended, install an official wheel:\n{knowledge.install_command(base, suggest_variant(rel, facts), _python(facts))}",
+        observed=observed,
+        expected={"variants": official},
+        evidence=[],
+    )
 
 
 def check_distributed(facts: dict[str, Any]) -> Result:
@@ -278,27 +375,48 @@ def check_distributed(facts: dict[str, Any]) -> Result:
     have = [b for b in ("nccl", "gloo", "mpi") if backends.get(b)]
     observed = {"distributed": t.get("distributed"), "backends": backends}
     if not t.get("distributed"):
-        return Result("env.distributed", title, Status.FAIL,
-                      "torch.distributed.is_available() is False; expected True",
-                      cause="this torch was built without distributed support (USE_DISTRIBUTED=0), common in mobile or minimal builds",
-                      remedy=f"install an official wheel:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
-                      observed=observed, expected={"distributed": True})
+        return Result(
+            "env.distributed",
+            title,
+            Status.FAIL,
+            "torch.distributed.is_available() is False; expected True",
+            cause="this torch was built without distributed support (USE_DISTRIBUTED=0), common in mobile or minimal builds",
+            remedy=f"install an official wheel:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
+            observed=observed,
+            expected={"distributed": True},
+        )
     if t.get("flavour") == "cuda" and not backends.get("nccl"):
-        return Result("env.distributed", title, Status.FAIL,
-                      f"CUDA build without the NCCL backend (has: {', '.join(have) or 'none'}): this environment cannot run DDP on GPUs",
-                      cause="torch was built with USE_NCCL=0 or its NCCL could not be linked",
-                      remedy=f"install an official CUDA wheel, which always includes NCCL:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
-                      observed=observed, expected={"nccl": True})
+        return Result(
+            "env.distributed",
+            title,
+            Status.FAIL,
+            f"CUDA build without the NCCL backend (has: {', '.join(have) or 'none'}): this environment cannot run DDP on GPUs",
+            cause="torch was built with USE_NCCL=0 or its NCCL could not be linked",
+            remedy=f"install an official CUDA wheel, which always includes NCCL:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
+            observed=observed,
+            expected={"nccl": True},
+        )
     if not backends.get("gloo"):
         status = Status.WARN if backends.get("nccl") else Status.FAIL
-        return Result("env.distributed", title, status,
-                      f"no gloo backend (has: {', '.join(have) or 'none'}); expected gloo for CPU tensors and as fallback",
-                      cause="torch was built with USE_GLOO=0", remedy="install an official wheel, which includes gloo",
-                      observed=observed, expected={"gloo": True})
+        return Result(
+            "env.distributed",
+            title,
+            status,
+            f"no gloo backend (has: {', '.join(have) or 'none'}); expected gloo for CPU tensors and as fallback",
+            cause="torch was built with USE_GLOO=0",
+            remedy="install an official wheel, which includes gloo",
+            observed=observed,
+            expected={"gloo": True},
+        )
     missing = [b for b in ("nccl", "gloo", "mpi") if not backends.get(b)]
-    return Result("env.distributed", title, Status.PASS,
-                  f"torch.distributed available; backends: {', '.join(have)}" + (f" (not built: {', '.join(missing)})" if missing else ""),
-                  observed=observed)
+    return Result(
+        "env.distributed",
+        title,
+        Status.PASS,
+        f"torch.distributed available; backends: {', '.join(have)}"
+        + (f" (not built: {', '.join(missing)})" if missing else ""),
+        observed=observed,
+    )
 
 
 def check_nccl(facts: dict[str, Any]) -> Result:
@@ -308,24 +426,48 @@ def check_nccl(facts: dict[str, Any]) -> Result:
         return _skip("env.nccl", title, "torch is not installed")
     if t.get("flavour") != "cuda":
         return _skip("env.nccl", title, f"{t.get('flavour') or 'unknown'} build of torch: no NCCL; DDP uses gloo")
-    observed = {"library": n.get("library"), "source": n.get("source"), "version": n.get("version"),
-                "torch_reports": t.get("nccl_version"), "loadable": n.get("loadable")}
+    observed = {
+        "library": n.get("library"),
+        "source": n.get("source"),
+        "version": n.get("version"),
+        "torch_reports": t.get("nccl_version"),
+        "loadable": n.get("loadable"),
+    }
     cannot = "this environment cannot run DDP on GPUs"
     reinstall = _install_for(facts, str(t.get("version")).split("+")[0])
     if t.get("importable") and t.get("distributed") and not (t.get("backends") or {}).get("nccl"):
-        return Result("env.nccl", title, Status.FAIL, f"CUDA build of torch without NCCL: {cannot}",
-                      cause="torch.distributed.is_nccl_available() is False", remedy=f"install an official CUDA wheel:\n{reinstall}",
-                      observed=observed, expected={"nccl": True})
+        return Result(
+            "env.nccl",
+            title,
+            Status.FAIL,
+            f"CUDA build of torch without NCCL: {cannot}",
+            cause="torch.distributed.is_nccl_available() is False",
+            remedy=f"install an official CUDA wheel:\n{reinstall}",
+            observed=observed,
+            expected={"nccl": True},
+        )
     if not n.get("library") and not n.get("version"):
-        return Result("env.nccl", title, Status.FAIL, f"no NCCL library found for this CUDA build of torch: {cannot}",
-                      cause="libnccl.so is neither in torch/lib nor in an nvidia-nccl-cu* package (removed, or a partial install)",
-                      remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
-                      observed=observed, expected={"library": "libnccl.so.2"})
+        return Result(
+            "env.nccl",
+            title,
+            Status.FAIL,
+            f"no NCCL library found for this CUDA build of torch: {cannot}",
+            cause="libnccl.so is neither in torch/lib nor in an nvidia-nccl-cu* package (removed, or a partial install)",
+            remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
+            observed=observed,
+            expected={"library": "libnccl.so.2"},
+        )
     if n.get("loadable") is False:
-        return Result("env.nccl", title, Status.FAIL, f"{n.get('library')} does not load: {n.get('error')}; {cannot}",
-                      cause="the NCCL library is broken or depends on a library that is missing",
-                      remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
-                      observed=observed, expected={"loadable": True})
+        return Result(
+            "env.nccl",
+            title,
+            Status.FAIL,
+            f"{n.get('library')} does not load: {n.get('error')}; {cannot}",
+            cause="the NCCL library is broken or depends on a library that is missing",
+            remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
+            observed=observed,
+            expected={"loadable": True},
+        )
     version = n.get("version") or t.get("nccl_version")
     rel = knowledge.release(str(t.get("version") or ""))
     local = str(t.get("version") or "").partition("+")[2]
@@ -333,11 +475,16 @@ def check_nccl(facts: dict[str, Any]) -> Result:
     expected = (rel or {}).get("nccl", {}).get(variant)
     where = f"{n.get('library') or 'inside torch'} ({n.get('source')})"
     if rel and expected and version and str(version).split("+")[0] != expected:
-        return Result("env.nccl", title, Status.WARN,
-                      f"NCCL {version} from {where}; the official torch {rel['version']}+{variant} wheel ships NCCL {expected}",
-                      cause="a different nvidia-nccl package (or an LD_LIBRARY_PATH / LD_PRELOAD copy) replaced the one torch was released with",
-                      remedy=f"unless you upgraded NCCL on purpose, restore it: {_python(facts)} -m pip install 'nvidia-nccl-{variant[:4]}=={expected}'",
-                      observed=observed, expected={"version": expected})
+        return Result(
+            "env.nccl",
+            title,
+            Status.WARN,
+            f"NCCL {version} from {where}; the official torch {rel['version']}+{variant} wheel ships NCCL {expected}",
+            cause="a different nvidia-nccl package (or an LD_LIBRARY_PATH / LD_PRELOAD copy) replaced the one torch was released with",
+            remedy=f"unless you upgraded NCCL on purpose, restore it: {_python(facts)} -m pip install 'nvidia-nccl-{variant[:4]}=={expected}'",
+            observed=observed,
+            expected={"version": expected},
+        )
     return Result("env.nccl", title, Status.PASS, f"NCCL {version} from {where} loads", observed=observed)
 
 
@@ -348,32 +495,59 @@ def check_torchrun(facts: dict[str, Any]) -> Result:
         return _skip("env.torchrun", title, "torch is not installed")
     module_ok = t.get("run_module")
     bin_dir = str(_section(facts, "python").get("executable") or sys.executable).rsplit("/", 1)[0]
-    observed = {"path": r.get("path"), "shebang_python": r.get("shebang_python"), "same_env": r.get("same_env"),
-                "python_m_torch_distributed_run": module_ok}
+    observed = {
+        "path": r.get("path"),
+        "shebang_python": r.get("shebang_python"),
+        "same_env": r.get("same_env"),
+        "python_m_torch_distributed_run": module_ok,
+    }
     if module_ok is False:
-        return Result("env.torchrun", title, Status.FAIL, "`python -m torch.distributed.run` does not import; expected it to",
-                      cause="torch.distributed.run (torchrun) is missing or broken in this torch",
-                      remedy=f"reinstall torch:\n{_install_for(facts, str(t.get('version')).split('+')[0])} --force-reinstall",
-                      observed=observed)
+        return Result(
+            "env.torchrun",
+            title,
+            Status.FAIL,
+            "`python -m torch.distributed.run` does not import; expected it to",
+            cause="torch.distributed.run (torchrun) is missing or broken in this torch",
+            remedy=f"reinstall torch:\n{_install_for(facts, str(t.get('version')).split('+')[0])} --force-reinstall",
+            observed=observed,
+        )
     if not r.get("path"):
         fallback = f"{_python(facts)} -m torch.distributed.run"
         if module_ok or r.get("env_script"):
-            return Result("env.torchrun", title, Status.WARN,
-                          f"`torchrun` is not on PATH; expected {bin_dir}/torchrun to be found (`{fallback}` works)",
-                          cause="the environment's bin directory is not on PATH (an unactivated venv, or a container whose ENTRYPOINT sets PATH)",
-                          remedy=f"export PATH={bin_dir}:$PATH   (or launch with `{fallback} ...`)",
-                          observed=observed, expected={"path": f"{bin_dir}/torchrun"})
-        return Result("env.torchrun", title, Status.FAIL, "no `torchrun` on PATH and no torchrun script in this environment",
-                      cause="torch's console scripts were not installed", remedy=f"use `{fallback}` or reinstall torch",
-                      observed=observed)
+            return Result(
+                "env.torchrun",
+                title,
+                Status.WARN,
+                f"`torchrun` is not on PATH; expected {bin_dir}/torchrun to be found (`{fallback}` works)",
+                cause="the environment's bin directory is not on PATH (an unactivated venv, or a container whose ENTRYPOINT sets PATH)",
+                remedy=f"export PATH={bin_dir}:$PATH   (or launch with `{fallback} ...`)",
+                observed=observed,
+                expected={"path": f"{bin_dir}/torchrun"},
+            )
+        return Result(
+            "env.torchrun",
+            title,
+            Status.FAIL,
+            "no `torchrun` on PATH and no torchrun script in this environment",
+            cause="torch's console scripts were not installed",
+            remedy=f"use `{fallback}` or reinstall torch",
+            observed=observed,
+        )
     if r.get("same_env") is False:
-        return Result("env.torchrun", title, Status.WARN,
-                      f"{r['path']} runs {r.get('shebang_python')}, not this interpreter {_python(facts)}: its ranks import another torch",
-                      cause="an earlier directory on PATH holds a torchrun from another environment",
-                      remedy=f"launch with `{_python(facts)} -m torch.distributed.run`, or put {bin_dir} first on PATH",
-                      observed=observed, expected={"shebang_python": _python(facts)})
+        return Result(
+            "env.torchrun",
+            title,
+            Status.WARN,
+            f"{r['path']} runs {r.get('shebang_python')}, not this interpreter {_python(facts)}: its ranks import another torch",
+            cause="an earlier directory on PATH holds a torchrun from another environment",
+            remedy=f"launch with `{_python(facts)} -m torch.distributed.run`, or put {bin_dir} first on PATH",
+            observed=observed,
+            expected={"shebang_python": _python(facts)},
+        )
     note = "" if r.get("same_env") else " (its interpreter could not be read)"
-    return Result("env.torchrun", title, Status.PASS, f"{r['path']} belongs to this environment{note}", observed=observed)
+    return Result(
+        "env.torchrun", title, Status.PASS, f"{r['path']} belongs to this environment{note}", observed=observed
+    )
 
 
 def check_gpus(facts: dict[str, Any]) -> Result:
@@ -381,47 +555,98 @@ def check_gpus(facts: dict[str, Any]) -> Result:
     title = "GPUs (NVML)"
     nodes = g.get("device_nodes") or []
     if g.get("nvml_missing"):
-        return Result("env.gpus", title, Status.ERROR, f"cannot look for GPUs: {g.get('error')}",
-                      cause="ddp-doctor's own dependency nvidia-ml-py (pynvml) is missing, so NVML was never asked",
-                      remedy=f"{_python(facts)} -m pip install nvidia-ml-py")
+        return Result(
+            "env.gpus",
+            title,
+            Status.ERROR,
+            f"cannot look for GPUs: {g.get('error')}",
+            cause="ddp-doctor's own dependency nvidia-ml-py (pynvml) is missing, so NVML was never asked",
+            remedy=f"{_python(facts)} -m pip install nvidia-ml-py",
+        )
     if not g.get("driver_loaded"):
         if nodes:
-            return Result("env.gpus", title, Status.FAIL,
-                          f"GPU device nodes exist ({', '.join(nodes[:3])}) but NVML does not work: {g.get('error')}",
-                          cause="the NVIDIA user-space driver (libnvidia-ml.so, libcuda.so) is missing or does not match the kernel module",
-                          remedy=GPU_RUNTIME_REMEDY + "\non a host: reinstall the driver so user-space and kernel module versions match, then reboot",
-                          observed={"device_nodes": nodes, "error": g.get("error")})
-        return _skip("env.gpus", title, f"no NVIDIA driver or GPU here ({g.get('error') or 'NVML unavailable'}): "
-                     "GPU checks skipped; DDP can still run on CPU with gloo")
+            return Result(
+                "env.gpus",
+                title,
+                Status.FAIL,
+                f"GPU device nodes exist ({', '.join(nodes[:3])}) but NVML does not work: {g.get('error')}",
+                cause="the NVIDIA user-space driver (libnvidia-ml.so, libcuda.so) is missing or does not match the kernel module",
+                remedy=GPU_RUNTIME_REMEDY
+                + "\non a host: reinstall the driver so user-space and kernel module versions match, then reboot",
+                observed={"device_nodes": nodes, "error": g.get("error")},
+            )
+        return _skip(
+            "env.gpus",
+            title,
+            f"no NVIDIA driver or GPU here ({g.get('error') or 'NVML unavailable'}): "
+            "GPU checks skipped; DDP can still run on CPU with gloo",
+        )
     if g.get("error"):
-        return Result("env.gpus", title, Status.ERROR, f"NVML started but a query failed: {g['error']}",
-                      cause="the doctor could not read the GPUs; this is not a verdict on them")
+        return Result(
+            "env.gpus",
+            title,
+            Status.ERROR,
+            f"NVML started but a query failed: {g['error']}",
+            cause="the doctor could not read the GPUs; this is not a verdict on them",
+        )
     physical, visible = int(g.get("physical_count") or 0), list(g.get("visible") or [])
     cvd = g.get("cuda_visible_devices")
-    observed = {"driver": g.get("driver_version"), "physical": physical, "visible": len(visible), "CUDA_VISIBLE_DEVICES": cvd}
+    observed = {
+        "driver": g.get("driver_version"),
+        "physical": physical,
+        "visible": len(visible),
+        "CUDA_VISIBLE_DEVICES": cvd,
+    }
     if physical == 0:
-        return _skip("env.gpus", title, f"driver {g.get('driver_version')} is loaded but reports no GPU: GPU checks skipped")
+        return _skip(
+            "env.gpus", title, f"driver {g.get('driver_version')} is loaded but reports no GPU: GPU checks skipped"
+        )
     if not visible:
-        return Result("env.gpus", title, Status.WARN,
-                      f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {physical} GPU(s); expected at least one visible",
-                      cause="CUDA sees no device, so NCCL cannot run; training would fall back to CPU",
-                      remedy="unset CUDA_VISIBLE_DEVICES, or list valid indices/UUIDs (see `nvidia-smi -L`)", observed=observed)
-    names = ", ".join(f"{d.get('index')}: {d.get('name')} ({_size(d.get('memory_bytes'))}, "
-                      f"{arch.sm_name(d['compute_capability']) if d.get('compute_capability') else 'sm_?'})" for d in visible)
+        return Result(
+            "env.gpus",
+            title,
+            Status.WARN,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {physical} GPU(s); expected at least one visible",
+            cause="CUDA sees no device, so NCCL cannot run; training would fall back to CPU",
+            remedy="unset CUDA_VISIBLE_DEVICES, or list valid indices/UUIDs (see `nvidia-smi -L`)",
+            observed=observed,
+        )
+    names = ", ".join(
+        f"{d.get('index')}: {d.get('name')} ({_size(d.get('memory_bytes'))}, "
+        f"{arch.sm_name(d['compute_capability']) if d.get('compute_capability') else 'sm_?'})"
+        for d in visible
+    )
     migs = [d for d in visible if d.get("mig_mode") == "enabled"]
     entries = [e for e in (cvd or "").split(",") if e.strip()]
     if cvd is not None and len(entries) > len(visible):
-        return Result("env.gpus", title, Status.WARN,
-                      f"CUDA_VISIBLE_DEVICES={cvd!r} names {len(entries)} devices but only {len(visible)} resolve: {names}",
-                      cause="CUDA stops at the first entry that matches no GPU and ignores the rest",
-                      remedy="fix CUDA_VISIBLE_DEVICES to existing indices or UUIDs (`nvidia-smi -L`)", observed=observed)
+        return Result(
+            "env.gpus",
+            title,
+            Status.WARN,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} names {len(entries)} devices but only {len(visible)} resolve: {names}",
+            cause="CUDA stops at the first entry that matches no GPU and ignores the rest",
+            remedy="fix CUDA_VISIBLE_DEVICES to existing indices or UUIDs (`nvidia-smi -L`)",
+            observed=observed,
+        )
     if migs:
-        return Result("env.gpus", title, Status.WARN, f"MIG mode is on for GPU(s) {', '.join(str(d['index']) for d in migs)}: {names}",
-                      cause="NCCL cannot connect several MIG instances (no P2P or CUDA IPC between them); DDP across MIG slices fails",
-                      remedy="use whole GPUs for DDP (`nvidia-smi -i N -mig 0`), or one MIG slice per job", observed=observed)
+        return Result(
+            "env.gpus",
+            title,
+            Status.WARN,
+            f"MIG mode is on for GPU(s) {', '.join(str(d['index']) for d in migs)}: {names}",
+            cause="NCCL cannot connect several MIG instances (no P2P or CUDA IPC between them); DDP across MIG slices fails",
+            remedy="use whole GPUs for DDP (`nvidia-smi -i N -mig 0`), or one MIG slice per job",
+            observed=observed,
+        )
     selected = f" (CUDA_VISIBLE_DEVICES={cvd} selects {len(visible)} of {physical})" if cvd is not None else ""
-    return Result("env.gpus", title, Status.PASS, f"{len(visible)} GPU(s) visible{selected}: {names}",
-                  observed=observed, metrics={"gpus_visible": float(len(visible))})
+    return Result(
+        "env.gpus",
+        title,
+        Status.PASS,
+        f"{len(visible)} GPU(s) visible{selected}: {names}",
+        observed=observed,
+        metrics={"gpus_visible": float(len(visible))},
+    )
 
 
 def check_driver_cuda(facts: dict[str, Any]) -> Result:
@@ -437,28 +662,62 @@ def check_driver_cuda(facts: dict[str, Any]) -> Result:
     expected = {"minor_compat_driver": floor.get("minor_compat"), "ga_driver": floor.get("ga_driver")}
     tv, dv = knowledge.version_tuple(torch_cuda)[:2], knowledge.version_tuple(driver)
     if driver_cuda and knowledge.version_tuple(driver_cuda)[:2] >= tv:
-        return Result("env.driver_cuda", title, Status.PASS,
-                      f"driver {driver} supports CUDA {driver_cuda} >= torch's CUDA {torch_cuda}", observed=observed, expected=expected)
+        return Result(
+            "env.driver_cuda",
+            title,
+            Status.PASS,
+            f"driver {driver} supports CUDA {driver_cuda} >= torch's CUDA {torch_cuda}",
+            observed=observed,
+            expected=expected,
+        )
     ga, compat = floor.get("ga_driver"), floor.get("minor_compat")
     if driver_cuda is None and ga and dv >= knowledge.version_tuple(ga):
-        return Result("env.driver_cuda", title, Status.PASS, f"driver {driver} >= {ga}, the CUDA {torch_cuda} GA driver",
-                      observed=observed, expected=expected)
+        return Result(
+            "env.driver_cuda",
+            title,
+            Status.PASS,
+            f"driver {driver} >= {ga}, the CUDA {torch_cuda} GA driver",
+            observed=observed,
+            expected=expected,
+        )
     same_major = driver_cuda is None or knowledge.version_tuple(driver_cuda)[:1] == tv[:1]
     rel = knowledge.release(str(t.get("version") or "")) or {}
-    fitting = [v for v in rel.get("cuda_variants", []) if driver_cuda and
-               knowledge.version_tuple(knowledge.cuda_of(v) or "99")[:2] <= knowledge.version_tuple(driver_cuda)[:2]]
-    alt = (f"\nor install the torch wheel built for CUDA <= {driver_cuda}:\n"
-           f"{knowledge.install_command(str(t.get('version')).split('+')[0], fitting[-1], _python(facts))}") if fitting else ""
+    fitting = [
+        v
+        for v in rel.get("cuda_variants", [])
+        if driver_cuda
+        and knowledge.version_tuple(knowledge.cuda_of(v) or "99")[:2] <= knowledge.version_tuple(driver_cuda)[:2]
+    ]
+    alt = (
+        (
+            f"\nor install the torch wheel built for CUDA <= {driver_cuda}:\n"
+            f"{knowledge.install_command(str(t.get('version')).split('+')[0], fitting[-1], _python(facts))}"
+        )
+        if fitting
+        else ""
+    )
     upgrade = f"upgrade the NVIDIA driver to >= {ga or compat} (the CUDA {torch_cuda} GA driver){alt}"
     if compat and same_major and dv >= knowledge.version_tuple(compat):
-        return Result("env.driver_cuda", title, Status.WARN,
-                      f"driver {driver} (CUDA {driver_cuda or '?'}) is older than torch's CUDA {torch_cuda}; it runs only through minor version compatibility (>= {compat})",
-                      cause="with minor version compatibility, PTX JIT of newer PTX and some new CUDA APIs fail (cudaErrorCallRequiresNewerDriver)",
-                      remedy=upgrade, observed=observed, expected=expected)
-    return Result("env.driver_cuda", title, Status.FAIL,
-                  f"driver {driver} supports CUDA {driver_cuda or '?'}, but torch is built with CUDA {torch_cuda}, which needs driver >= {compat or ga}",
-                  cause=f"CUDA {torch_cuda} applications need a driver of the CUDA {tv[0]}.x family (>= {compat}); CUDA initialisation fails with 'driver too old'",
-                  remedy=upgrade, observed=observed, expected=expected)
+        return Result(
+            "env.driver_cuda",
+            title,
+            Status.WARN,
+            f"driver {driver} (CUDA {driver_cuda or '?'}) is older than torch's CUDA {torch_cuda}; it runs only through minor version compatibility (>= {compat})",
+            cause="with minor version compatibility, PTX JIT of newer PTX and some new CUDA APIs fail (cudaErrorCallRequiresNewerDriver)",
+            remedy=upgrade,
+            observed=observed,
+            expected=expected,
+        )
+    return Result(
+        "env.driver_cuda",
+        title,
+        Status.FAIL,
+        f"driver {driver} supports CUDA {driver_cuda or '?'}, but torch is built with CUDA {torch_cuda}, which needs driver >= {compat or ga}",
+        cause=f"CUDA {torch_cuda} applications need a driver of the CUDA {tv[0]}.x family (>= {compat}); CUDA initialisation fails with 'driver too old'",
+        remedy=upgrade,
+        observed=observed,
+        expected=expected,
+    )
 
 
 def check_gpu_arch(facts: dict[str, Any]) -> Result:
@@ -488,13 +747,22 @@ def check_gpu_arch(facts: dict[str, Any]) -> Result:
         builds = knowledge.variants_supporting(version, sm)
         builds = [b for b in builds if _fits_driver(b, _driver_cuda(facts))] or builds
         base = version.split("+")[0]
-        remedy = (f"install a build with {sm} kernels:\n" + knowledge.install_command(base, builds[-1], _python(facts))
-                  if builds else f"install a torch release whose wheels include {sm} (see the release's CUDA support matrix)")
-        return Result("env.gpu_arch", title, Status.FAIL,
-                      f"no kernel image for {sm} ({d.get('name')}): this torch has {' '.join(archs)}",
-                      cause=f"neither {sm} SASS, an older {sm[:4]}x SASS of the same major, nor PTX <= {sm[3:]} is compiled into this build; "
-                            "every CUDA kernel fails with 'no kernel image is available for execution on the device'",
-                      remedy=remedy, observed=observed, expected={"arch": sm})
+        remedy = (
+            f"install a build with {sm} kernels:\n" + knowledge.install_command(base, builds[-1], _python(facts))
+            if builds
+            else f"install a torch release whose wheels include {sm} (see the release's CUDA support matrix)"
+        )
+        return Result(
+            "env.gpu_arch",
+            title,
+            Status.FAIL,
+            f"no kernel image for {sm} ({d.get('name')}): this torch has {' '.join(archs)}",
+            cause=f"neither {sm} SASS, an older {sm[:4]}x SASS of the same major, nor PTX <= {sm[3:]} is compiled into this build; "
+            "every CUDA kernel fails with 'no kernel image is available for execution on the device'",
+            remedy=remedy,
+            observed=observed,
+            expected={"arch": sm},
+        )
     runs = "; ".join(f"{sm} ({d.get('name')}) via {how}" for d, sm, how in fine)
     return Result("env.gpu_arch", title, Status.PASS, f"{runs}", observed=observed)
 
@@ -503,7 +771,9 @@ def check_gpu_topology(facts: dict[str, Any]) -> Result:
     g = _section(facts, "gpus")
     title = "GPU peer-to-peer topology"
     if len(g.get("visible") or []) < 2:
-        return _skip("env.gpu_topology", title, f"{len(g.get('visible') or [])} visible GPU(s); topology matters from 2")
+        return _skip(
+            "env.gpu_topology", title, f"{len(g.get('visible') or [])} visible GPU(s); topology matters from 2"
+        )
     pairs = list(_section(facts, "topology").get("pairs") or g.get("topology") or [])
     if not pairs:
         return _skip("env.gpu_topology", title, "NVML reported no pair topology")
@@ -512,13 +782,23 @@ def check_gpu_topology(facts: dict[str, Any]) -> Result:
     observed = {"pairs": pairs}
     if bad:
         shown = ", ".join(f"{p['a']}<->{p['b']}: {p['p2p_read']} ({p.get('path')})" for p in bad[:4])
-        return Result("env.gpu_topology", title, Status.WARN, f"no P2P between {len(bad)} of {len(pairs)} GPU pairs: {shown}",
-                      cause="without peer-to-peer, NCCL stages intra-node traffic through host memory: lower bus bandwidth",
-                      remedy="check IOMMU/ACS settings in the BIOS and kernel (`iommu=pt`), and that the VM passes GPUs with P2P enabled",
-                      observed=observed)
-    return Result("env.gpu_topology", title, Status.PASS,
-                  f"P2P between all {len(pairs)} GPU pairs; NVLink on {len(nvlink)} of them", observed=observed,
-                  metrics={"gpu_pairs_nvlink": float(len(nvlink))})
+        return Result(
+            "env.gpu_topology",
+            title,
+            Status.WARN,
+            f"no P2P between {len(bad)} of {len(pairs)} GPU pairs: {shown}",
+            cause="without peer-to-peer, NCCL stages intra-node traffic through host memory: lower bus bandwidth",
+            remedy="check IOMMU/ACS settings in the BIOS and kernel (`iommu=pt`), and that the VM passes GPUs with P2P enabled",
+            observed=observed,
+        )
+    return Result(
+        "env.gpu_topology",
+        title,
+        Status.PASS,
+        f"P2P between all {len(pairs)} GPU pairs; NVLink on {len(nvlink)} of them",
+        observed=observed,
+        metrics={"gpu_pairs_nvlink": float(len(nvlink))},
+    )
 
 
 def check_shm(facts: dict[str, Any]) -> Result:
@@ -528,21 +808,50 @@ def check_shm(facts: dict[str, Any]) -> Result:
     observed = {"size_bytes": size, "free_bytes": free}
     expected = {"size_bytes": f">= {SHM_WARN_BYTES}"}
     if size is None:
-        return Result("env.shm", title, Status.FAIL, f"/dev/shm is not available ({s.get('error')}); expected a tmpfs of >= 1 GiB",
-                      cause="DataLoader workers and NCCL's shared-memory transport need /dev/shm",
-                      remedy=SHM_REMEDY, observed=observed, expected=expected)
+        return Result(
+            "env.shm",
+            title,
+            Status.FAIL,
+            f"/dev/shm is not available ({s.get('error')}); expected a tmpfs of >= 1 GiB",
+            cause="DataLoader workers and NCCL's shared-memory transport need /dev/shm",
+            remedy=SHM_REMEDY,
+            observed=observed,
+            expected=expected,
+        )
     metrics = {"shm_bytes": float(size), "shm_free_bytes": float(free or 0)}
     if size < SHM_FAIL_BYTES or (free is not None and free < SHM_FAIL_BYTES):
-        return Result("env.shm", title, Status.FAIL,
-                      f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB (below 256 MiB fails; Docker's default is 64 MiB)",
-                      cause="DataLoader workers pass batches through /dev/shm and NCCL uses it between ranks; a small one dies with "
-                            "'bus error' (SIGBUS) or 'No space left on device'",
-                      remedy=SHM_REMEDY, observed=observed, expected=expected, metrics=metrics)
+        return Result(
+            "env.shm",
+            title,
+            Status.FAIL,
+            f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB (below 256 MiB fails; Docker's default is 64 MiB)",
+            cause="DataLoader workers pass batches through /dev/shm and NCCL uses it between ranks; a small one dies with "
+            "'bus error' (SIGBUS) or 'No space left on device'",
+            remedy=SHM_REMEDY,
+            observed=observed,
+            expected=expected,
+            metrics=metrics,
+        )
     if size < SHM_WARN_BYTES:
-        return Result("env.shm", title, Status.WARN, f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB",
-                      cause="enough for small batches; larger batches or more DataLoader workers will exhaust it",
-                      remedy=SHM_REMEDY, observed=observed, expected=expected, metrics=metrics)
-    return Result("env.shm", title, Status.PASS, f"/dev/shm is {_size(size)} ({_size(free)} free)", observed=observed, metrics=metrics)
+        return Result(
+            "env.shm",
+            title,
+            Status.WARN,
+            f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB",
+            cause="enough for small batches; larger batches or more DataLoader workers will exhaust it",
+            remedy=SHM_REMEDY,
+            observed=observed,
+            expected=expected,
+            metrics=metrics,
+        )
+    return Result(
+        "env.shm",
+        title,
+        Status.PASS,
+        f"/dev/shm is {_size(size)} ({_size(free)} free)",
+        observed=observed,
+        metrics=metrics,
+    )
 
 
 def check_ulimits(facts: dict[str, Any]) -> Result:
@@ -553,15 +862,28 @@ def check_ulimits(facts: dict[str, Any]) -> Result:
     shown = f"memlock {'unlimited' if memlock is None else _size(memlock)}, nofile {'unlimited' if nofile is None else nofile}"
     observed = {"memlock_soft_bytes": memlock, "nofile_soft": nofile, "infiniband": ib}
     if ib and memlock is not None:
-        return Result("env.ulimits", title, Status.WARN, f"{shown} with InfiniBand devices {', '.join(ib)}; expected memlock unlimited",
-                      cause="NCCL registers (pins) buffers for RDMA; a memlock limit makes it fail or fall back to sockets",
-                      remedy="docker run --ulimit memlock=-1:-1 ...; on a host: `* - memlock unlimited` in /etc/security/limits.conf; "
-                             "Slurm: PropagateResourceLimits / --propagate=MEMLOCK", observed=observed, expected={"memlock": "unlimited"})
+        return Result(
+            "env.ulimits",
+            title,
+            Status.WARN,
+            f"{shown} with InfiniBand devices {', '.join(ib)}; expected memlock unlimited",
+            cause="NCCL registers (pins) buffers for RDMA; a memlock limit makes it fail or fall back to sockets",
+            remedy="docker run --ulimit memlock=-1:-1 ...; on a host: `* - memlock unlimited` in /etc/security/limits.conf; "
+            "Slurm: PropagateResourceLimits / --propagate=MEMLOCK",
+            observed=observed,
+            expected={"memlock": "unlimited"},
+        )
     if nofile is not None and nofile < NOFILE_WARN:
-        return Result("env.ulimits", title, Status.WARN, f"{shown}; expected nofile >= {NOFILE_WARN}",
-                      cause="each DataLoader worker, rank and NCCL connection holds file descriptors; 'Too many open files' follows",
-                      remedy="ulimit -n 65536 (docker run --ulimit nofile=65536:65536 ...)", observed=observed,
-                      expected={"nofile": f">= {NOFILE_WARN}"})
+        return Result(
+            "env.ulimits",
+            title,
+            Status.WARN,
+            f"{shown}; expected nofile >= {NOFILE_WARN}",
+            cause="each DataLoader worker, rank and NCCL connection holds file descriptors; 'Too many open files' follows",
+            remedy="ulimit -n 65536 (docker run --ulimit nofile=65536:65536 ...)",
+            observed=observed,
+            expected={"nofile": f">= {NOFILE_WARN}"},
+        )
     note = "" if ib else " (memlock matters only with InfiniBand/RDMA, none here)"
     return Result("env.ulimits", title, Status.PASS, shown + note, observed=observed)
 
@@ -571,28 +893,57 @@ def check_container(facts: dict[str, Any]) -> Result:
     title = "container and GPU runtime"
     kind = c.get("kind") or ("kubernetes" if c.get("kubernetes") else None)
     evidence = ", ".join(c.get("evidence") or [])
-    where = f"{kind} container" + (" in Kubernetes" if c.get("kubernetes") and kind != "kubernetes" else "") if c.get("in_container") else "not in a container"
+    where = (
+        f"{kind} container" + (" in Kubernetes" if c.get("kubernetes") and kind != "kubernetes" else "")
+        if c.get("in_container")
+        else "not in a container"
+    )
     nodes = g.get("device_nodes") or []
     observed = {"kind": kind, "kubernetes": c.get("kubernetes"), "device_nodes": nodes}
     if c.get("in_container") and nodes and not g.get("driver_loaded"):
-        return Result("env.container", title, Status.FAIL,
-                      f"{where}: GPU device nodes are present but the NVIDIA driver libraries are not ({g.get('error')})",
-                      cause="the container was started without --gpus / the NVIDIA container runtime, so libnvidia-ml and libcuda were not mounted",
-                      remedy=GPU_RUNTIME_REMEDY, observed=observed)
+        return Result(
+            "env.container",
+            title,
+            Status.FAIL,
+            f"{where}: GPU device nodes are present but the NVIDIA driver libraries are not ({g.get('error')})",
+            cause="the container was started without --gpus / the NVIDIA container runtime, so libnvidia-ml and libcuda were not mounted",
+            remedy=GPU_RUNTIME_REMEDY,
+            observed=observed,
+        )
     if c.get("in_container") and not nodes and not g.get("driver_loaded"):
-        return Result("env.container", title, Status.PASS,
-                      f"{where} ({evidence}); no GPU was passed in (if the host has GPUs: start it with --gpus all)", observed=observed)
-    return Result("env.container", title, Status.PASS, f"{where}" + (f" ({evidence})" if evidence else ""), observed=observed)
+        return Result(
+            "env.container",
+            title,
+            Status.PASS,
+            f"{where} ({evidence}); no GPU was passed in (if the host has GPUs: start it with --gpus all)",
+            observed=observed,
+        )
+    return Result(
+        "env.container", title, Status.PASS, f"{where}" + (f" ({evidence})" if evidence else ""), observed=observed
+    )
 
 
 def check_user(facts: dict[str, Any]) -> Result:
     u = _section(facts, "user")
     title = "user"
     if u.get("root"):
-        return Result("env.user", title, Status.WARN, "running as root (uid 0); expected an unprivileged user",
-                      cause="a training job as root can overwrite anything the container or node mounts, and many clusters reject root pods",
-                      remedy=NON_ROOT_REMEDY, observed={"uid": 0}, expected={"uid": "!= 0"})
-    return Result("env.user", title, Status.PASS, f"running as {u.get('name') or 'uid'} (uid {u.get('uid')})", observed={"uid": u.get("uid")})
+        return Result(
+            "env.user",
+            title,
+            Status.WARN,
+            "running as root (uid 0); expected an unprivileged user",
+            cause="a training job as root can overwrite anything the container or node mounts, and many clusters reject root pods",
+            remedy=NON_ROOT_REMEDY,
+            observed={"uid": 0},
+            expected={"uid": "!= 0"},
+        )
+    return Result(
+        "env.user",
+        title,
+        Status.PASS,
+        f"running as {u.get('name') or 'uid'} (uid {u.get('uid')})",
+        observed={"uid": u.get("uid")},
+    )
 
 
 def _ifname_matches(value: str, names: list[str]) -> tuple[bool, str]:
@@ -617,8 +968,13 @@ def check_env_vars(facts: dict[str, Any]) -> Result:
         if var in env:
             ok, _ = _ifname_matches(env[var], names)
             if not ok:
-                findings.append((Status.FAIL, f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
-                                 f"set {var} to an existing interface (e.g. {var}={next((n for n in names if n != 'lo'), 'eth0')}) or unset it"))
+                findings.append(
+                    (
+                        Status.FAIL,
+                        f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
+                        f"set {var} to an existing interface (e.g. {var}={next((n for n in names if n != 'lo'), 'eth0')}) or unset it",
+                    )
+                )
     for rule in rules.get("rules", []):
         value = env.get(rule["name"])
         if value is None or (rule["when"] != "set" and value != rule["when"]):
@@ -632,33 +988,64 @@ def check_env_vars(facts: dict[str, Any]) -> Result:
                 try:
                     ints[k] = int(rank_set[k])
                 except ValueError:
-                    findings.append((Status.FAIL, f"{k}={rank_set[k]!r} is not an integer", f"set {k} to an integer or unset it"))
+                    findings.append(
+                        (Status.FAIL, f"{k}={rank_set[k]!r} is not an integer", f"set {k} to an integer or unset it")
+                    )
         if "RANK" in ints and "WORLD_SIZE" in ints and not 0 <= ints["RANK"] < ints["WORLD_SIZE"]:
-            findings.append((Status.FAIL, f"RANK={ints['RANK']} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={ints['WORLD_SIZE']})",
-                             "fix RANK/WORLD_SIZE, or unset both and let torchrun set them"))
+            findings.append(
+                (
+                    Status.FAIL,
+                    f"RANK={ints['RANK']} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={ints['WORLD_SIZE']})",
+                    "fix RANK/WORLD_SIZE, or unset both and let torchrun set them",
+                )
+            )
         if "MASTER_PORT" in ints and not 1 <= ints["MASTER_PORT"] <= 65535:
-            findings.append((Status.FAIL, f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port", "use a port in 1..65535"))
+            findings.append(
+                (Status.FAIL, f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port", "use a port in 1..65535")
+            )
         if ("RANK" in ints) != ("WORLD_SIZE" in ints) or ("MASTER_ADDR" in rank_set) != ("MASTER_PORT" in rank_set):
-            findings.append((Status.WARN, "only part of RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT is set: "
-                             + ", ".join(f"{k}={v}" for k, v in rank_set.items()),
-                             "set all four for a manual env:// launch, or none and use torchrun"))
+            findings.append(
+                (
+                    Status.WARN,
+                    "only part of RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT is set: "
+                    + ", ".join(f"{k}={v}" for k, v in rank_set.items()),
+                    "set all four for a manual env:// launch, or none and use torchrun",
+                )
+            )
         if "TORCHELASTIC_RUN_ID" not in env and not any(s is Status.FAIL for s, _, _ in findings):
-            findings.append((Status.WARN, "set outside torchrun: " + ", ".join(f"{k}={v}" for k, v in rank_set.items()),
-                             "torchrun overrides them, but a plain `python train.py` would use them; unset them in the shell/image"))
+            findings.append(
+                (
+                    Status.WARN,
+                    "set outside torchrun: " + ", ".join(f"{k}={v}" for k, v in rank_set.items()),
+                    "torchrun overrides them, but a plain `python train.py` would use them; unset them in the shell/image",
+                )
+            )
     title = "distributed environment variables"
     observed = {"env": env}
     if not findings:
         shown = ", ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
-        return Result("env.env_vars", title, Status.PASS,
-                      "no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
-                      observed=observed)
+        return Result(
+            "env.env_vars",
+            title,
+            Status.PASS,
+            "no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
+            observed=observed,
+        )
     order = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2}
     findings.sort(key=lambda f: order.get(f[0], 3))
     worst = findings[0][0]
     remedies = [r for s, _, r in findings if r and s is not Status.PASS]
-    return Result("env.env_vars", title, worst, "; ".join(text for _, text, _ in findings),
-                  cause="these variables change how torchrun, torch.distributed or NCCL behave" if worst is not Status.PASS else None,
-                  remedy="\n".join(remedies) or None, observed=observed)
+    return Result(
+        "env.env_vars",
+        title,
+        worst,
+        "; ".join(text for _, text, _ in findings),
+        cause="these variables change how torchrun, torch.distributed or NCCL behave"
+        if worst is not Status.PASS
+        else None,
+        remedy="\n".join(remedies) or None,
+        observed=observed,
+    )
 
 
 def check_network(facts: dict[str, Any]) -> Result:
@@ -668,19 +1055,32 @@ def check_network(facts: dict[str, Any]) -> Result:
     ib = _section(net, "infiniband")
     usable = [i for i in ifaces if not i.get("loopback") and i.get("addresses") and i.get("state") != "down"]
     shown = ", ".join(f"{i['name']} {i['addresses'][0]}" for i in usable[:4])
-    observed = {"interfaces": [i.get("name") for i in ifaces], "usable": [i.get("name") for i in usable],
-                "infiniband": ib.get("devices"), "libibverbs": ib.get("libibverbs")}
+    observed = {
+        "interfaces": [i.get("name") for i in ifaces],
+        "usable": [i.get("name") for i in usable],
+        "infiniband": ib.get("devices"),
+        "libibverbs": ib.get("libibverbs"),
+    }
     if ib.get("devices") and not ib.get("libibverbs"):
-        return Result("env.network", title, Status.WARN,
-                      f"InfiniBand devices {', '.join(ib['devices'])} but no libibverbs; interfaces: {shown or 'loopback only'}",
-                      cause="NCCL needs libibverbs (rdma-core) to use InfiniBand/RoCE; without it multi-node traffic uses TCP",
-                      remedy="install rdma-core / libibverbs1 in the image (apt-get install -y libibverbs1 ibverbs-providers)",
-                      observed=observed)
+        return Result(
+            "env.network",
+            title,
+            Status.WARN,
+            f"InfiniBand devices {', '.join(ib['devices'])} but no libibverbs; interfaces: {shown or 'loopback only'}",
+            cause="NCCL needs libibverbs (rdma-core) to use InfiniBand/RoCE; without it multi-node traffic uses TCP",
+            remedy="install rdma-core / libibverbs1 in the image (apt-get install -y libibverbs1 ibverbs-providers)",
+            observed=observed,
+        )
     if not usable:
-        return Result("env.network", title, Status.WARN, "only loopback has an address; multi-node training cannot reach other nodes",
-                      cause="no non-loopback interface is up with an address",
-                      remedy="for multi-node runs attach a network (docker --network host, a pod network); single-node runs are fine",
-                      observed=observed)
+        return Result(
+            "env.network",
+            title,
+            Status.WARN,
+            "only loopback has an address; multi-node training cannot reach other nodes",
+            cause="no non-loopback interface is up with an address",
+            remedy="for multi-node runs attach a network (docker --network host, a pod network); single-node runs are fine",
+            observed=observed,
+        )
     ib_note = f"; InfiniBand: {', '.join(ib['devices'])}" if ib.get("devices") else "; no InfiniBand"
     return Result("env.network", title, Status.PASS, f"{shown}{ib_note}", observed=observed)
 
@@ -721,6 +1121,13 @@ def evaluate(facts: dict[str, Any], only: set[str] | frozenset[str] | None = Non
         try:
             results.append(check(facts))
         except Exception as exc:  # noqa: BLE001 - the doctor's own bug or a malformed facts file: an unknown, not a pass
-            results.append(Result(id_, id_, Status.ERROR, f"the check could not run: {type(exc).__name__}: {exc}",
-                                  cause="the facts were incomplete or malformed, or the check has a bug"))
+            results.append(
+                Result(
+                    id_,
+                    id_,
+                    Status.ERROR,
+                    f"the check could not run: {type(exc).__name__}: {exc}",
+                    cause="the facts were incomplete or malformed, or the check has a bug",
+                )
+            )
     return results

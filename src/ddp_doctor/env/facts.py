@@ -46,12 +46,24 @@ class _Background:
 
 def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_error: str | None) -> dict[str, Any]:
     facts: dict[str, Any] = {
-        "installed": meta["installed"], "version": meta["version"], "location": meta["location"],
-        "importable": None, "import_error": None, "cuda": meta["cuda"], "hip": meta["hip"], "cudnn": None,
-        "flavour": None, "arch_list": [], "distributed": None,
-        "backends": {"nccl": False, "gloo": False, "mpi": False}, "nccl_version": None,
-        "git_version": meta.get("git_version"), "nccl_requirement": meta.get("nccl_requirement"),
-        "run_module": None, "source": "files", "metadata_version": meta["version"],
+        "installed": meta["installed"],
+        "version": meta["version"],
+        "location": meta["location"],
+        "importable": None,
+        "import_error": None,
+        "cuda": meta["cuda"],
+        "hip": meta["hip"],
+        "cudnn": None,
+        "flavour": None,
+        "arch_list": [],
+        "distributed": None,
+        "backends": {"nccl": False, "gloo": False, "mpi": False},
+        "nccl_version": None,
+        "git_version": meta.get("git_version"),
+        "nccl_requirement": meta.get("nccl_requirement"),
+        "run_module": None,
+        "source": "files",
+        "metadata_version": meta["version"],
     }
     if imported is not None or probe_error is not None:
         data = imported or {}
@@ -80,14 +92,26 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
     return facts
 
 
-def _nccl_facts(torch: dict[str, Any], imported: dict[str, Any] | None, loaded: dict[str, Any] | None,
-                candidate: tuple[str, str] | None, on_disk: list[tuple[str, Path]]) -> dict[str, Any]:
-    facts: dict[str, Any] = {"library": None, "source": None, "loadable": None, "version": None, "error": None,
-                             "candidates": []}
+def _nccl_facts(
+    torch: dict[str, Any],
+    imported: dict[str, Any] | None,
+    loaded: dict[str, Any] | None,
+    candidate: tuple[str, str] | None,
+    on_disk: list[tuple[str, Path]],
+) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "library": None,
+        "source": None,
+        "loadable": None,
+        "version": None,
+        "error": None,
+        "candidates": [],
+    }
     mapped = (imported or {}).get("nccl_loaded")
     if mapped:
-        facts.update(library=mapped, source="loaded by torch", loadable=True,
-                     version=(imported or {}).get("nccl_loaded_version"))
+        facts.update(
+            library=mapped, source="loaded by torch", loadable=True, version=(imported or {}).get("nccl_loaded_version")
+        )
         for src, path in on_disk:
             if str(path) == mapped or mapped.startswith(str(path.parent)):
                 facts["source"] = f"loaded by torch from the {src}"
@@ -125,8 +149,9 @@ def gather(probe_torch: bool = True) -> dict[str, Any]:
     gpu_job = _Background("NVML", gpu.probe)
     nccl_candidates = nccl_probe.candidates(meta["location"])
     first = (nccl_candidates[0][0], str(nccl_candidates[0][1])) if nccl_candidates else None
-    nccl_job = (_Background("NCCL load", lambda: nccl_probe.load(first[1]))
-                if first is not None and torch_job is None else None)
+    nccl_job = (
+        _Background("NCCL load", lambda: nccl_probe.load(first[1])) if first is not None and torch_job is None else None
+    )
 
     facts: dict[str, Any] = {
         "python": system.python(),
@@ -141,12 +166,22 @@ def gather(probe_torch: bool = True) -> dict[str, Any]:
 
     _warm_up()
     gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
-    facts["gpus"] = gpus or {"driver_loaded": False, "driver_version": None, "cuda_driver_version": None, "count": 0,
-                             "physical_count": 0, "visible": [], "all": [], "cuda_visible_devices": None,
-                             "error": gpu_error, "device_nodes": gpu.device_nodes(), "topology": []}
+    facts["gpus"] = gpus or {
+        "driver_loaded": False,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "count": 0,
+        "physical_count": 0,
+        "visible": [],
+        "all": [],
+        "cuda_visible_devices": None,
+        "error": gpu_error,
+        "device_nodes": gpu.device_nodes(),
+        "topology": [],
+    }
     facts["topology"] = {"pairs": facts["gpus"].get("topology", [])}
 
-    imported, import_error = (torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None))
+    imported, import_error = torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None)
     facts["torch"] = _torch_facts(meta, imported, import_error)
 
     loaded = None

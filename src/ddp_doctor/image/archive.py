@@ -35,7 +35,8 @@ from ddp_doctor.image.tree import Tree
 INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
 _ARCHIVE_NAME = re.compile(
     r"^(oci-layout|index\.json|manifest\.json|repositories|blobs(/[a-z0-9]+(/[a-f0-9]+)?)?/?"
-    r"|[a-f0-9]{64}\.(json|tar)|[a-f0-9]{64}(/(VERSION|json|layer\.tar))?/?)$")
+    r"|[a-f0-9]{64}\.(json|tar)|[a-f0-9]{64}(/(VERSION|json|layer\.tar))?/?)$"
+)
 _HEX_NAME = re.compile(r"(?:^|/)(?:blobs/sha256/)?([a-f0-9]{64})(?:\.tar|\.json)?$")
 
 
@@ -100,9 +101,18 @@ class Layers:
             if inflater is not None:
                 inflater.close()
 
-    def _parse(self, inflated: Readable, compression: str, what: str, blob_hash: Hashing | None, diff_id: str | None,
-               ahead: ReadAhead) -> None:
-        stream: Readable = BombGuard(inflated, blob_hash if compression != "none" else None, self.budget, self.limits, what)
+    def _parse(
+        self,
+        inflated: Readable,
+        compression: str,
+        what: str,
+        blob_hash: Hashing | None,
+        diff_id: str | None,
+        ahead: ReadAhead,
+    ) -> None:
+        stream: Readable = BombGuard(
+            inflated, blob_hash if compression != "none" else None, self.budget, self.limits, what
+        )
         uncompressed: Hashing | None = None
         # A verified blob digest already pins the uncompressed bytes; the diff_id is checked as well
         # when it is the only digest there is (docker-save layers) or when asked (--verify-diff-ids).
@@ -127,8 +137,10 @@ class Layers:
             entry["digest"] = blob_hash.verify()
             entry["size_bytes"] = blob_hash.count
             if compression == "none" and diff_id is not None and blob_hash.digest != diff_id:
-                raise InputError(f"{what} has digest {blob_hash.digest}, its config lists diff_id {diff_id}: "
-                                 "the archive is corrupt or was modified")
+                raise InputError(
+                    f"{what} has digest {blob_hash.digest}, its config lists diff_id {diff_id}: "
+                    "the archive is corrupt or was modified"
+                )
             if compression == "none":
                 entry["diff_id"] = blob_hash.digest
         self.info.append(entry)
@@ -186,8 +198,10 @@ class DirStore:
                 fd = nxt
             leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         except OSError as exc:
-            raise InputError(f"{self.path}: cannot open {name} ({exc.strerror}); the layout is incomplete, or a "
-                             "component is a symbolic link, which an OCI layout does not use") from None
+            raise InputError(
+                f"{self.path}: cannot open {name} ({exc.strerror}); the layout is incomplete, or a "
+                "component is a symbolic link, which an OCI layout does not use"
+            ) from None
         finally:
             os.close(fd)
         st = os.fstat(leaf)
@@ -253,7 +267,9 @@ class TarStore:
     def read(self, name: str, limit: int) -> bytes:
         info = self._member(name)
         if info.size > limit:
-            raise InputError(f"{self.path}: {name} is {info.size} bytes, more than the {limit} a metadata file may hold")
+            raise InputError(
+                f"{self.path}: {name} is {info.size} bytes, more than the {limit} a metadata file may hold"
+            )
         src = Slice(self._f, info.offset_data, info.size, f"{self.path}: {name}")
         return b"".join(iter(lambda: src.read(CHUNK), b""))
 
@@ -325,7 +341,9 @@ def _descriptor(value: Any, what: str) -> dict[str, Any]:
 def _read_blob_json(store: Store, desc: dict[str, Any], limits: Limits, what: str) -> Any:
     digest = desc["digest"]
     if desc["size"] > limits.max_metadata_bytes:
-        raise InputError(f"{what} declares {desc['size']} bytes; a manifest or config holds at most {limits.max_metadata_bytes}")
+        raise InputError(
+            f"{what} declares {desc['size']} bytes; a manifest or config holds at most {limits.max_metadata_bytes}"
+        )
     src, _, close = store.blob(_blob_name(digest))
     try:
         h = Hashing(src, digest, f"{what} {digest[:19]}", desc["size"])
@@ -336,7 +354,9 @@ def _read_blob_json(store: Store, desc: dict[str, Any], limits: Limits, what: st
     return _json(data, f"{what} {digest[:19]}")
 
 
-def _pick_manifest(store: Store, index: dict[str, Any], want: dict[str, str], limits: Limits, depth: int = 0) -> dict[str, Any]:
+def _pick_manifest(
+    store: Store, index: dict[str, Any], want: dict[str, str], limits: Limits, depth: int = 0
+) -> dict[str, Any]:
     manifests = index.get("manifests")
     if not isinstance(manifests, list) or not manifests:
         raise InputError(f"{store.path}: the image index lists no manifests")
@@ -350,10 +370,17 @@ def _pick_manifest(store: Store, index: dict[str, Any], want: dict[str, str], li
         if len(nested) == 1 and depth < 4:
             inner = _obj(_read_blob_json(store, nested[0], limits, f"{store.path}: nested index"), "nested index")
             return _pick_manifest(store, inner, want, limits, depth + 1)
-        seen = sorted({"/".join(str(d.get("platform", {}).get(k, "?")) for k in ("os", "architecture"))
-                       for d in descs if isinstance(d.get("platform"), dict)})
-        raise InputError(f"{store.path}: no image for platform {'/'.join(want.values())}; the index has "
-                         f"{', '.join(seen) or 'entries without a platform'} (use --platform)")
+        seen = sorted(
+            {
+                "/".join(str(d.get("platform", {}).get(k, "?")) for k in ("os", "architecture"))
+                for d in descs
+                if isinstance(d.get("platform"), dict)
+            }
+        )
+        raise InputError(
+            f"{store.path}: no image for platform {'/'.join(want.values())}; the index has "
+            f"{', '.join(seen) or 'entries without a platform'} (use --platform)"
+        )
     chosen = candidates[0]
     if chosen.get("mediaType") in INDEX_TYPES:
         if depth >= 4:
@@ -369,7 +396,9 @@ def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Poli
     mdesc = _pick_manifest(store, index, want, limits)
     manifest = _obj(_read_blob_json(store, mdesc, limits, f"{store.path}: manifest"), "manifest")
     cdesc = _descriptor(manifest.get("config"), f"{store.path}: manifest config")
-    config = checked_config(_obj(_read_blob_json(store, cdesc, limits, f"{store.path}: config"), "config"), f"{store.path}: config")
+    config = checked_config(
+        _obj(_read_blob_json(store, cdesc, limits, f"{store.path}: config"), "config"), f"{store.path}: config"
+    )
     layers = manifest.get("layers")
     if not isinstance(layers, list):
         raise InputError(f"{store.path}: the manifest has no 'layers' list")
@@ -379,22 +408,35 @@ def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Poli
     for i, (desc, diff_id) in enumerate(zip(descs, diff_ids)):
         what = f"{store.path}: layer {i + 1}/{len(descs)} {desc['digest'][:19]}"
         if desc["size"] > limits.max_entry_bytes:
-            raise InputError(f"{what} declares {desc['size']} bytes, over the limit of {limits.max_entry_bytes} (--max-entry-bytes)")
+            raise InputError(
+                f"{what} declares {desc['size']} bytes, over the limit of {limits.max_entry_bytes} (--max-entry-bytes)"
+            )
         src, _, close = store.blob(_blob_name(desc["digest"]))
         try:
             h = Hashing(src, desc["digest"], what, desc["size"])
             applier.apply(h, what, h, diff_id)
         finally:
             close()
-    info = {"format": fmt, "platform": platform, "manifest_digest": mdesc["digest"], "config_digest": cdesc["digest"],
-            "compressed_bytes": sum(d["size"] for d in descs), "verified_blobs": len(descs) + 2,
-            "ref": (mdesc.get("annotations") or {}).get("org.opencontainers.image.ref.name")}
+    info = {
+        "format": fmt,
+        "platform": platform,
+        "manifest_digest": mdesc["digest"],
+        "config_digest": cdesc["digest"],
+        "compressed_bytes": sum(d["size"] for d in descs),
+        "verified_blobs": len(descs) + 2,
+        "ref": (mdesc.get("annotations") or {}).get("org.opencontainers.image.ref.name"),
+    }
     return applier.image(config, info)
 
 
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "User": (str,), "Env": (list,), "Entrypoint": (list, str), "Cmd": (list, str), "WorkingDir": (str,),
-    "Labels": (dict,), "ExposedPorts": (dict,),
+    "User": (str,),
+    "Env": (list,),
+    "Entrypoint": (list, str),
+    "Cmd": (list, str),
+    "WorkingDir": (str,),
+    "Labels": (dict,),
+    "ExposedPorts": (dict,),
 }
 
 
@@ -408,7 +450,9 @@ def checked_config(config: dict[str, Any], what: str) -> dict[str, Any]:
     for key, types in _CONFIG_TYPES.items():
         value = section.get(key)
         if value is not None and not isinstance(value, types):
-            raise InputError(f"{what}: config.{key} is a {type(value).__name__}, expected {' or '.join(t.__name__ for t in types)}")
+            raise InputError(
+                f"{what}: config.{key} is a {type(value).__name__}, expected {' or '.join(t.__name__ for t in types)}"
+            )
     for key in ("Env", "Entrypoint", "Cmd"):
         if isinstance(section.get(key), list) and not all(isinstance(x, str) for x in section[key]):
             raise InputError(f"{what}: config.{key} must be a list of strings")
@@ -448,7 +492,9 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
         if match:
             h = Hashing(Peek_bytes(data), f"sha256:{match.group(1)}", f"{store.path}: config {name}")
             digest = h.verify()
-        config = checked_config(_obj(_json(data, f"{store.path}: {name}"), f"{store.path}: {name}"), f"{store.path}: {name}")
+        config = checked_config(
+            _obj(_json(data, f"{store.path}: {name}"), f"{store.path}: {name}"), f"{store.path}: {name}"
+        )
         if chosen is None or (_matches(config, want) and not _matches(chosen[1], want)):
             chosen = (entry, config, digest or "")
     assert chosen is not None
@@ -470,10 +516,15 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
         h = Hashing(src, stored, what, size)
         applier.apply(h, what, h, diff_id)
         close()
-    info: dict[str, Any] = {"format": "docker-archive", "platform": platform, "config_digest": config_digest or None,
-            "repo_tags": entry.get("RepoTags") if isinstance(entry.get("RepoTags"), list) else [],
-            "compressed_bytes": compressed, "verified_blobs": len(layers) + (1 if config_digest else 0),
-            "images_in_archive": len(entries)}
+    info: dict[str, Any] = {
+        "format": "docker-archive",
+        "platform": platform,
+        "config_digest": config_digest or None,
+        "repo_tags": entry.get("RepoTags") if isinstance(entry.get("RepoTags"), list) else [],
+        "compressed_bytes": compressed,
+        "verified_blobs": len(layers) + (1 if config_digest else 0),
+        "images_in_archive": len(entries),
+    }
     return applier.image(config, info)
 
 
@@ -483,7 +534,7 @@ class Peek_bytes:
 
     def read(self, n: int = -1, /) -> bytes:
         n = len(self._data) - self._pos if n < 0 else n
-        out = self._data[self._pos:self._pos + n]
+        out = self._data[self._pos : self._pos + n]
         self._pos += len(out)
         return out
 
@@ -493,8 +544,14 @@ def load_rootfs_stream(src: Readable, path: str, fmt: str, limits: Limits, polic
     applier = Layers(limits, policy)
     counted = Hashing(src, None, path)  # counts bytes for the bomb guard; a rootfs has no digest to check
     applier.apply(counted, path, counted, None)
-    return applier.image(None, {"format": fmt, "verified_blobs": 0,
-                                "note": "a rootfs carries no digests and no config (User, Env, Entrypoint)"})
+    return applier.image(
+        None,
+        {
+            "format": fmt,
+            "verified_blobs": 0,
+            "note": "a rootfs carries no digests and no config (User, Env, Entrypoint)",
+        },
+    )
 
 
 def load_rootfs_dir(path: str, limits: Limits, policy: Policy) -> Image:
@@ -502,8 +559,14 @@ def load_rootfs_dir(path: str, limits: Limits, policy: Policy) -> Image:
 
     applier = Layers(limits, policy)
     walk_into(path, applier)
-    return applier.image(None, {"format": "rootfs-dir", "verified_blobs": 0,
-                                "note": "a rootfs directory carries no digests and no config (User, Env, Entrypoint)"})
+    return applier.image(
+        None,
+        {
+            "format": "rootfs-dir",
+            "verified_blobs": 0,
+            "note": "a rootfs directory carries no digests and no config (User, Env, Entrypoint)",
+        },
+    )
 
 
 # -- entry point -----------------------------------------------------------------------------------
@@ -565,8 +628,10 @@ def load(path: str, platform: str = "linux/amd64", limits: Limits | None = None,
             return load_oci(tar_store, "oci-archive", platform, limits, policy)
         if "manifest.json" in members:
             return load_docker(tar_store, platform, limits, policy)
-        raise InputError(f"{path}: a tar of image blobs without manifest.json or index.json; save the image with "
-                         "'docker save', 'podman save' or 'skopeo copy ... oci-archive:FILE'")
+        raise InputError(
+            f"{path}: a tar of image blobs without manifest.json or index.json; save the image with "
+            "'docker save', 'podman save' or 'skopeo copy ... oci-archive:FILE'"
+        )
     finally:
         f.close()
 
@@ -585,7 +650,9 @@ def _load_compressed(path: str, f: BinaryIO, size: int, compression: str, limits
     if first is not None:
         name = "/".join(p for p in first.name.split("/") if p not in ("", "."))
         if name and _ARCHIVE_NAME.match(name):
-            raise InputError(f"{path} is a compressed image archive; decompress it first (e.g. 'gunzip -k {path}' or "
-                             "'zstd -d'), since its layers need random access")
+            raise InputError(
+                f"{path} is a compressed image archive; decompress it first (e.g. 'gunzip -k {path}' or "
+                "'zstd -d'), since its layers need random access"
+            )
     f.seek(0)
     return load_rootfs_stream(Slice(f, 0, size, path), path, f"rootfs-tar+{compression}", limits, policy)

@@ -30,11 +30,18 @@ def facts_of(image: Image, path: str) -> dict[str, Any]:
     tags = info.get("repo_tags") or []
     ref = info.get("ref")  # an OCI layout's ref.name is often just a tag ("1"), not a name to run
     info.update(
-        path=path, name=tags[0] if tags else (ref if ref and ("/" in ref or ":" in ref) else None), path_env=path_var,
+        path=path,
+        name=tags[0] if tags else (ref if ref and ("/" in ref or ":" in ref) else None),
+        path_env=path_var,
         env=_redacted(env),
-        config=None if config is None else {k: (cfg or {}).get(k) for k in ("User", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
-        architecture=(config or {}).get("architecture"), os=(config or {}).get("os"), created=(config or {}).get("created"),
-        os_release=findings.os_release(tree), size_bytes=info.get("uncompressed_bytes"),
+        config=None
+        if config is None
+        else {k: (cfg or {}).get(k) for k in ("User", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts")},
+        architecture=(config or {}).get("architecture"),
+        os=(config or {}).get("os"),
+        created=(config or {}).get("created"),
+        os_release=findings.os_release(tree),
+        size_bytes=info.get("uncompressed_bytes"),
     )
     if info["config"] is not None and info["config"].get("User") is None:
         info["config"]["User"] = ""
@@ -55,7 +62,10 @@ def audit(path: str, platform: str = "linux/amd64", limits: Limits | None = None
     report.facts = facts_of(image, path)
     nccl = report.facts["nccl"]
     report.facts["torch"]["nccl_version"] = nccl["version"]
-    report.facts["torch"]["backends"] = {"nccl": nccl["library"] is not None if report.facts["torch"]["flavour"] == "cuda" else False,
-                                         "gloo": report.facts["torch"]["installed"], "mpi": None}
+    report.facts["torch"]["backends"] = {
+        "nccl": nccl["library"] is not None if report.facts["torch"]["flavour"] == "cuda" else False,
+        "gloo": report.facts["torch"]["installed"],
+        "mpi": None,
+    }
     report.extend(rules.evaluate(report.facts))
     return report

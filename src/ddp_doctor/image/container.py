@@ -31,16 +31,26 @@ STARTUP_S = 90.0
 VENDORED = ("ddp_doctor", "rich", "markdown_it", "mdurl", "pygments", "yaml", "pynvml", "typing_extensions")
 # check flags passed through to the check inside: (attribute, flag, takes a value)
 PASS_THROUGH = (
-    ("static", "--static", False), ("nproc", "--nproc", True), ("backend", "--backend", True),
-    ("timeout", "--timeout", True), ("master_port", "--master-port", True),
-    ("dataloader_workers", "--dataloader-workers", True), ("batch_mb", "--batch-mb", True),
-    ("gpu_health", "--gpu-health", False), ("nnodes", "--nnodes", True), ("node_rank", "--node-rank", True),
-    ("rdzv_endpoint", "--rdzv-endpoint", True), ("rdzv_id", "--rdzv-id", True), ("join_timeout", "--join-timeout", True),
+    ("static", "--static", False),
+    ("nproc", "--nproc", True),
+    ("backend", "--backend", True),
+    ("timeout", "--timeout", True),
+    ("master_port", "--master-port", True),
+    ("dataloader_workers", "--dataloader-workers", True),
+    ("batch_mb", "--batch-mb", True),
+    ("gpu_health", "--gpu-health", False),
+    ("nnodes", "--nnodes", True),
+    ("node_rank", "--node-rank", True),
+    ("rdzv_endpoint", "--rdzv-endpoint", True),
+    ("rdzv_id", "--rdzv-id", True),
+    ("join_timeout", "--join-timeout", True),
 )
 RLIMIT_REFUSED = "error setting rlimit"
-LAUNCHER = ('for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
-            f'export PYTHONPATH="{MOUNT}/lib${{PYTHONPATH:+:$PYTHONPATH}}"; exec "$p" -m ddp_doctor "$@"; fi; done; '
-            'echo "ddp-doctor: no python3 or python on the image PATH" >&2; exit 127')
+LAUNCHER = (
+    'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
+    f'export PYTHONPATH="{MOUNT}/lib${{PYTHONPATH:+:$PYTHONPATH}}"; exec "$p" -m ddp_doctor "$@"; fi; done; '
+    'echo "ddp-doctor: no python3 or python on the image PATH" >&2; exit 127'
+)
 
 
 @dataclass(frozen=True)
@@ -104,8 +114,9 @@ def without_ulimits(flags: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return kept, tuple(dropped)
 
 
-def plan(args: argparse.Namespace, engine: str, lib: str, out: str, gpu: bool | None = None,
-         drop_ulimits: bool = False) -> Plan:
+def plan(
+    args: argparse.Namespace, engine: str, lib: str, out: str, gpu: bool | None = None, drop_ulimits: bool = False
+) -> Plan:
     name = f"ddp-doctor-{uuid.uuid4().hex[:12]}"
     recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(getattr(args, "nnodes", None)))
     flags = list(args.engine_flags or []) or recommended
@@ -116,10 +127,29 @@ def plan(args: argparse.Namespace, engine: str, lib: str, out: str, gpu: bool | 
     if rootfs and engine != "podman":
         raise UsageError(f"--image {args.image} is a directory: only podman runs a rootfs directory (--engine podman)")
     target = ["--rootfs", rootfs] if rootfs else [args.image]
-    argv = [engine, "run", "--rm", "--name", name, "--entrypoint", "sh",
-            "-v", f"{lib}:{MOUNT}/lib:ro", "-v", f"{out}:{MOUNT}/out",
-            "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "NO_COLOR=1", *flags, *target,
-            "-c", LAUNCHER, "sh", *inner_args(args)]
+    argv = [
+        engine,
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--entrypoint",
+        "sh",
+        "-v",
+        f"{lib}:{MOUNT}/lib:ro",
+        "-v",
+        f"{out}:{MOUNT}/out",
+        "-e",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "-e",
+        "NO_COLOR=1",
+        *flags,
+        *target,
+        "-c",
+        LAUNCHER,
+        "sh",
+        *inner_args(args),
+    ]
     return Plan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
 
 
@@ -132,8 +162,12 @@ def stage_lib(dest: Path) -> list[str]:
             continue
         origin = Path(spec.origin)
         if origin.name == "__init__.py":
-            shutil.copytree(origin.parent, dest / module, copy_function=_link_or_copy,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                origin.parent,
+                dest / module,
+                copy_function=_link_or_copy,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         elif origin.suffix == ".py":
             _link_or_copy(str(origin), str(dest / origin.name))
         else:
@@ -183,14 +217,23 @@ def check_in_image(args: argparse.Namespace) -> Report:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _merge(args: argparse.Namespace, p: Plan, done: proc.Completed, path: Path, staged: list[str], deadline: float) -> Report:
-    command = shlex.join(p.argv[:p.argv.index("-c")] + ["-c", "…", "sh", *p.argv[p.argv.index("-c") + 3:]])
+def _merge(
+    args: argparse.Namespace, p: Plan, done: proc.Completed, path: Path, staged: list[str], deadline: float
+) -> Report:
+    command = shlex.join(p.argv[: p.argv.index("-c")] + ["-c", "…", "sh", *p.argv[p.argv.index("-c") + 3 :]])
     flags = shlex.join(p.flags)
-    facts: dict[str, Any] = {"engine": p.engine, "argv": p.argv, "flags": p.flags, "defaults_used": p.defaults_used,
-                             "recommended_flags": p.recommended, "dropped_flags": list(p.dropped),
-                             "returncode": done.returncode,
-                             "duration_s": round(done.duration_s, 3), "vendored": staged,
-                             "stderr_tail": done.stderr[-4000:]}
+    facts: dict[str, Any] = {
+        "engine": p.engine,
+        "argv": p.argv,
+        "flags": p.flags,
+        "defaults_used": p.defaults_used,
+        "recommended_flags": p.recommended,
+        "dropped_flags": list(p.dropped),
+        "returncode": done.returncode,
+        "duration_s": round(done.duration_s, 3),
+        "vendored": staged,
+        "stderr_tail": done.stderr[-4000:],
+    }
     which = "the recommended flags" if p.defaults_used else "your flags"
     inner: Report | None = None
     problem = None
@@ -207,28 +250,49 @@ def _merge(args: argparse.Namespace, p: Plan, done: proc.Completed, path: Path, 
     report = Report(command="check", target={"image": args.image, "engine": p.engine})
     if inner is None:
         report.facts = {"container": facts}
-        report.add(Result("image.container", "Check inside the image", Status.ERROR, problem or "no report",
-                          cause="the container could not start or run ddp-doctor (image not found, no sh or python in it, "
-                                "or the engine refused a flag)",
-                          remedy=f"try it by hand: {command}", observed={"flags": p.flags, "engine": p.engine}))
+        report.add(
+            Result(
+                "image.container",
+                "Check inside the image",
+                Status.ERROR,
+                problem or "no report",
+                cause="the container could not start or run ddp-doctor (image not found, no sh or python in it, "
+                "or the engine refused a flag)",
+                remedy=f"try it by hand: {command}",
+                observed={"flags": p.flags, "engine": p.engine},
+            )
+        )
         return report
     report.facts = {**inner.facts, "container": facts}
     failed = inner.failures()
     remedy = None
     if failed and not p.defaults_used and p.flags != p.recommended:
-        remedy = f"compare with the recommended flags: ddp-doctor check --image {args.image} -- {shlex.join(p.recommended)}"
+        remedy = (
+            f"compare with the recommended flags: ddp-doctor check --image {args.image} -- {shlex.join(p.recommended)}"
+        )
     status, cause = Status.PASS, None
     if p.dropped:
         status = Status.WARN
-        cause = (f"{p.engine} refused {shlex.join(p.dropped)} on this host (its hard limits are lower and it cannot "
-                 "raise them: rootless or sandboxed), so the check ran without them; NCCL over InfiniBand needs "
-                 "unlimited locked memory")
+        cause = (
+            f"{p.engine} refused {shlex.join(p.dropped)} on this host (its hard limits are lower and it cannot "
+            "raise them: rootless or sandboxed), so the check ran without them; NCCL over InfiniBand needs "
+            "unlimited locked memory"
+        )
         remedy = f"run the engine as root (rootful docker/podman) or raise the hard limits: {shlex.join(p.dropped)}"
-    report.add(Result("image.container", "Check inside the image", status,
-                      f"ran `ddp-doctor check` in {args.image} with {which}: {p.engine} run {flags}; "
-                      f"inside: {inner.verdict().value} ({len(failed)} failing)",
-                      cause=cause, remedy=remedy, observed={"flags": p.flags, "engine": p.engine, "defaults_used": p.defaults_used},
-                      expected={"recommended_flags": p.recommended}, duration_s=round(done.duration_s, 3)))
+    report.add(
+        Result(
+            "image.container",
+            "Check inside the image",
+            status,
+            f"ran `ddp-doctor check` in {args.image} with {which}: {p.engine} run {flags}; "
+            f"inside: {inner.verdict().value} ({len(failed)} failing)",
+            cause=cause,
+            remedy=remedy,
+            observed={"flags": p.flags, "engine": p.engine, "defaults_used": p.defaults_used},
+            expected={"recommended_flags": p.recommended},
+            duration_s=round(done.duration_s, 3),
+        )
+    )
     report.extend(inner.results)
     report.root_cause = inner.root_cause
     return report

@@ -101,7 +101,11 @@ def parse_version_py(source: bytes) -> dict[str, str | None]:
             target, value = stmt.targets[0], stmt.value
         elif isinstance(stmt, ast.AnnAssign):
             target, value = stmt.target, stmt.value
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and (value.value is None or isinstance(value.value, str))
+        ):
             out[target.id] = value.value
     return out
 
@@ -153,10 +157,22 @@ def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
         data = tree.read(f"{sp}/torch/version.py")
         if data is not None:
             found.append((sp, parse_version_py(data)))
-    out: dict[str, Any] = {"installed": bool(found), "version": None, "location": None, "importable": None,
-                           "import_error": None, "cuda": None, "hip": None, "cudnn": None, "flavour": None,
-                           "arch_list": [], "distributed": None, "backends": {}, "nccl_version": None,
-                           "all_locations": [sp + "/torch" for sp, _ in found]}
+    out: dict[str, Any] = {
+        "installed": bool(found),
+        "version": None,
+        "location": None,
+        "importable": None,
+        "import_error": None,
+        "cuda": None,
+        "hip": None,
+        "cudnn": None,
+        "flavour": None,
+        "arch_list": [],
+        "distributed": None,
+        "backends": {},
+        "nccl_version": None,
+        "all_locations": [sp + "/torch" for sp, _ in found],
+    }
     if not found:
         return out
     order = [d.rstrip("/") for d in path_var.split(":")]
@@ -167,17 +183,25 @@ def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
 
     sp, version = min(found, key=rank)
     prefix, _, rest = sp.rpartition("/lib/")
-    out.update(version=version.get("__version__"), location=f"{sp}/torch", cuda=version.get("cuda"),
-               hip=version.get("hip"), git_version=version.get("git_version"),
-               site_packages=sp, prefix=prefix or "/", python_tag=rest.split("/")[0])
+    out.update(
+        version=version.get("__version__"),
+        location=f"{sp}/torch",
+        cuda=version.get("cuda"),
+        hip=version.get("hip"),
+        git_version=version.get("git_version"),
+        site_packages=sp,
+        prefix=prefix or "/",
+        python_tag=rest.split("/")[0],
+    )
     out["flavour"] = "cuda" if out["cuda"] else "rocm" if out["hip"] else "cpu"
     meta = next((tree.read(f"{p}/METADATA") for v, p in inv.dists.get("torch", []) if p.startswith(sp + "/")), None)
     out["requires"] = parse_metadata(meta)["requires"] if meta else []
     return out
 
 
-def lib_facts(tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: dict[str, Any],
-              markers: dict[str, set[bytes]]) -> dict[str, Any]:
+def lib_facts(
+    tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: dict[str, Any], markers: dict[str, set[bytes]]
+) -> dict[str, Any]:
     """Where a CUDA library comes from: inside torch/lib, a nvidia-* wheel, the system, or static."""
     sp = torch.get("site_packages") or ""
     # torch's own environment, or the system; a copy inside another environment's site-packages is not torch's
@@ -206,13 +230,18 @@ def lib_facts(tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: dic
         out.update(library=lib, source=source(lib))
         m = _SO_VERSION.search(lib)
         so_version = m.group(1) if m and m.group(1).count(".") >= 2 else None
-        out["version"] = (out["package"] or {}).get("version") if out["source"] not in ("torch/lib", "system") else so_version
+        out["version"] = (
+            (out["package"] or {}).get("version") if out["source"] not in ("torch/lib", "system") else so_version
+        )
         out["version"] = out["version"] or so_version
     if key == "nccl":
         for path, found in markers.items():
             if sp and path.startswith(f"{sp}/torch/lib/libtorch_cuda"):
-                out["libtorch_cuda"] = {"path": path, "links_libnccl": b"libnccl.so" in found,
-                                        "nccl_inside": b"NCCL version" in found and b"libnccl.so" not in found}
+                out["libtorch_cuda"] = {
+                    "path": path,
+                    "links_libnccl": b"libnccl.so" in found,
+                    "nccl_inside": b"NCCL version" in found and b"libnccl.so" not in found,
+                }
                 if out["library"] is None and out["libtorch_cuda"]["nccl_inside"]:
                     out.update(library=path, source="static in libtorch_cuda")
     return out
@@ -224,8 +253,16 @@ def torchrun_facts(tree: Tree, inv: Inventory, torch: dict[str, Any], path_var: 
     own = f"{prefix.rstrip('/')}/bin/torchrun" if prefix else None
     own_exists = bool(own and tree.lookup(own) and tree.lookup(own)[1].kind == FILE)  # type: ignore[index]
     path = on_path or (own if own_exists else None) or (inv.torchruns[0] if inv.torchruns else None)
-    out: dict[str, Any] = {"path": path, "on_path": on_path, "expected": own, "shebang": None, "shebang_python": None,
-                           "shebang_exists": None, "same_env": None, "all": inv.torchruns}
+    out: dict[str, Any] = {
+        "path": path,
+        "on_path": on_path,
+        "expected": own,
+        "shebang": None,
+        "shebang_python": None,
+        "shebang_exists": None,
+        "same_env": None,
+        "all": inv.torchruns,
+    }
     if path is None:
         return out
     words = shebang(tree.read(path))
@@ -252,8 +289,13 @@ def python_facts(tree: Tree, inv: Inventory, torch: dict[str, Any]) -> dict[str,
                 executable = candidate
                 break
     version = torch.get("python_tag", "").replace("python", "") or None
-    return {"interpreters": inv.interpreters, "site_packages": inv.site_packages, "executable": executable,
-            "version": version, "prefix": torch.get("prefix")}
+    return {
+        "interpreters": inv.interpreters,
+        "site_packages": inv.site_packages,
+        "executable": executable,
+        "version": version,
+        "prefix": torch.get("prefix"),
+    }
 
 
 def os_release(tree: Tree) -> str | None:

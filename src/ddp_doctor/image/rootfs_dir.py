@@ -14,8 +14,14 @@ from ddp_doctor.image.streams import CHUNK
 if TYPE_CHECKING:
     from ddp_doctor.image.archive import Layers
 
-_TYPE = ((stat.S_ISREG, tarfile.REGTYPE), (stat.S_ISDIR, tarfile.DIRTYPE), (stat.S_ISLNK, tarfile.SYMTYPE),
-         (stat.S_ISCHR, tarfile.CHRTYPE), (stat.S_ISBLK, tarfile.BLKTYPE), (stat.S_ISFIFO, tarfile.FIFOTYPE))
+_TYPE = (
+    (stat.S_ISREG, tarfile.REGTYPE),
+    (stat.S_ISDIR, tarfile.DIRTYPE),
+    (stat.S_ISLNK, tarfile.SYMTYPE),
+    (stat.S_ISCHR, tarfile.CHRTYPE),
+    (stat.S_ISBLK, tarfile.BLKTYPE),
+    (stat.S_ISFIFO, tarfile.FIFOTYPE),
+)
 
 
 def _type(mode: int) -> bytes | None:
@@ -56,14 +62,23 @@ def walk_into(root: str, layers: Layers) -> None:
                     return os.read(fd, n) if fd is not None else b""
 
                 try:
-                    full = tree.apply(path, t, st.st_size if t == tarfile.REGTYPE else 0, stat.S_IMODE(st.st_mode),
-                                      st.st_uid, link, root, read)
+                    full = tree.apply(
+                        path,
+                        t,
+                        st.st_size if t == tarfile.REGTYPE else 0,
+                        stat.S_IMODE(st.st_mode),
+                        st.st_uid,
+                        link,
+                        root,
+                        read,
+                    )
                     if full is not None:
                         wanted = layers.policy.scan(full)
                         if wanted:
                             fd = fd if fd is not None else _open_file(name, dfd)
                             if fd is not None:
                                 from ddp_doctor.image.archive import _scan
+
                                 os.lseek(fd, 0, os.SEEK_SET)
                                 scanned[full] = _scan(_chunks(fd), wanted)
                 finally:

@@ -27,7 +27,9 @@ class Readable(Protocol):
 
 def check_digest(digest: object, what: str) -> str:
     if not isinstance(digest, str) or not DIGEST_RE.match(digest):
-        raise InputError(f"{what}: digest {str(digest)[:80]!r} is not 'sha256:<64 hex>' (or sha512); the manifest is malformed")
+        raise InputError(
+            f"{what}: digest {str(digest)[:80]!r} is not 'sha256:<64 hex>' (or sha512); the manifest is malformed"
+        )
     return digest
 
 
@@ -79,11 +81,15 @@ class Hashing:
     def verify(self) -> str:
         self.drain()
         if self._size is not None and self.count != self._size:
-            raise InputError(f"{self._what} is truncated: {self.count} bytes read, its descriptor declares {self._size}")
+            raise InputError(
+                f"{self._what} is truncated: {self.count} bytes read, its descriptor declares {self._size}"
+            )
         actual = self.digest
         if self.expected is not None and actual != self.expected:
-            raise InputError(f"{self._what} has digest {actual}, expected {self.expected}: "
-                             "the archive is corrupt or was modified; fetch or save the image again")
+            raise InputError(
+                f"{self._what} has digest {actual}, expected {self.expected}: "
+                "the archive is corrupt or was modified; fetch or save the image again"
+            )
         return actual
 
 
@@ -203,8 +209,9 @@ class Unzstd:
         try:
             import zstandard
         except ImportError:
-            raise InputError(f"{what} is zstd-compressed and the 'zstandard' package is not installed: "
-                             "pip install zstandard") from None
+            raise InputError(
+                f"{what} is zstd-compressed and the 'zstandard' package is not installed: pip install zstandard"
+            ) from None
         self._what = what
         self._err = zstandard.ZstdError
         self._r = zstandard.ZstdDecompressor().stream_reader(src, read_size=CHUNK, read_across_frames=True)  # type: ignore[arg-type]
@@ -229,13 +236,17 @@ class BombGuard:
         self._budget[0] += len(data)
         lim = self._limits
         if self._budget[0] > lim.max_total_bytes:
-            raise InputError(f"{self._what}: the image expands past {lim.max_total_bytes} bytes uncompressed "
-                             "(limit --max-bytes); a decompression bomb or an image larger than allowed")
+            raise InputError(
+                f"{self._what}: the image expands past {lim.max_total_bytes} bytes uncompressed "
+                "(limit --max-bytes); a decompression bomb or an image larger than allowed"
+            )
         if self._compressed is not None and self.count > lim.ratio_grace_bytes:
             ratio = self.count / max(1, self._compressed.count)
             if ratio > lim.max_ratio:
-                raise InputError(f"{self._what} expands {ratio:.0f}:1 ({self.count} bytes from {self._compressed.count}); "
-                                 f"real layers stay under {lim.max_ratio}:1, so this looks like a decompression bomb")
+                raise InputError(
+                    f"{self._what} expands {ratio:.0f}:1 ({self.count} bytes from {self._compressed.count}); "
+                    f"real layers stay under {lim.max_ratio}:1, so this looks like a decompression bomb"
+                )
         return data
 
 
@@ -253,7 +264,7 @@ class Peek:
     def read(self, n: int = -1, /) -> bytes:
         if self._head:
             out = self._head if n < 0 or n >= len(self._head) else self._head[:n]
-            self._head = self._head[len(out):]
+            self._head = self._head[len(out) :]
             return out
         return self._src.read(n)
 

@@ -17,7 +17,14 @@ from ddp_doctor.image.streams import CHUNK, Readable
 BLOCK = 512
 # Data the member carries in the archive, by type; links, dirs and devices carry none.
 _DATA_TYPES = {tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE}
-_KNOWN = _DATA_TYPES | {tarfile.LNKTYPE, tarfile.SYMTYPE, tarfile.DIRTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE}
+_KNOWN = _DATA_TYPES | {
+    tarfile.LNKTYPE,
+    tarfile.SYMTYPE,
+    tarfile.DIRTYPE,
+    tarfile.CHRTYPE,
+    tarfile.BLKTYPE,
+    tarfile.FIFOTYPE,
+}
 
 
 @dataclass
@@ -41,7 +48,7 @@ class TarStream:
 
     def _fill(self, need: int) -> bool:
         have = len(self._buf) - self._pos
-        parts = [self._buf[self._pos:]] if have else []
+        parts = [self._buf[self._pos :]] if have else []
         while have < need:
             data = self._src.read(CHUNK)
             if not data:
@@ -55,7 +62,7 @@ class TarStream:
     def _take(self, n: int, context: str) -> bytes:
         if len(self._buf) - self._pos < n and not self._fill(n):
             raise InputError(f"{self._what} is truncated: {context}")
-        out = self._buf[self._pos:self._pos + n]
+        out = self._buf[self._pos : self._pos + n]
         self._pos += n
         return out
 
@@ -86,9 +93,11 @@ class TarStream:
         while self._left > 0:
             have = len(self._buf) - self._pos
             if have == 0 and not self._fill(1):
-                raise InputError(f"{self._what} is truncated: a member declares {self._left} bytes the stream does not hold")
+                raise InputError(
+                    f"{self._what} is truncated: a member declares {self._left} bytes the stream does not hold"
+                )
             n = min(self._left, len(self._buf) - self._pos)
-            chunk = self._buf[self._pos:self._pos + n]
+            chunk = self._buf[self._pos : self._pos + n]
             self._pos += n
             self._left -= n
             yield chunk
@@ -105,7 +114,9 @@ class TarStream:
         padding = 0
         while True:
             if self._left or padding:
-                self._skip(self._left + padding, f"a member declares {self._left} bytes of content the stream does not hold")
+                self._skip(
+                    self._left + padding, f"a member declares {self._left} bytes of content the stream does not hold"
+                )
                 self._left = padding = 0
             if len(self._buf) - self._pos < BLOCK and not self._fill(BLOCK):
                 if len(self._buf) - self._pos == 0:
@@ -120,12 +131,16 @@ class TarStream:
                 raise InputError(f"{self._what} is not a valid tar stream: {exc} (at entry {self.count + 1})") from None
             size = info.size
             if size < 0 or size > self._max:
-                raise InputError(f"{self._what}: entry {info.name[:200]!r} declares {size} bytes, over the limit of "
-                                 f"{self._max} bytes per entry (--max-entry-bytes)")
+                raise InputError(
+                    f"{self._what}: entry {info.name[:200]!r} declares {size} bytes, over the limit of "
+                    f"{self._max} bytes per entry (--max-entry-bytes)"
+                )
             padding = -size % BLOCK
             if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE):
                 if size > 1 << 20:
-                    raise InputError(f"{self._what}: an extended header of {size} bytes; tar extended headers are small")
+                    raise InputError(
+                        f"{self._what}: an extended header of {size} bytes; tar extended headers are small"
+                    )
                 data = self._take(size, "inside an extended header")
                 self._take(padding, "inside an extended header")
                 padding = 0
@@ -137,7 +152,9 @@ class TarStream:
                     pax = _parse_pax(data, self._what)
                 continue  # a global pax header (XGLTYPE) carries nothing the audit uses
             if info.type == tarfile.GNUTYPE_SPARSE:
-                raise InputError(f"{self._what}: entry {info.name[:200]!r} is a GNU sparse file, which image layers do not use")
+                raise InputError(
+                    f"{self._what}: entry {info.name[:200]!r} is a GNU sparse file, which image layers do not use"
+                )
             name = pax.get("path") or long_name or info.name
             link = pax.get("linkpath") or long_link or info.linkname
             if "size" in pax:
@@ -146,8 +163,10 @@ class TarStream:
                 except ValueError:
                     raise InputError(f"{self._what}: pax size {pax['size'][:40]!r} is not a number") from None
                 if size < 0 or size > self._max:
-                    raise InputError(f"{self._what}: entry {name[:200]!r} declares {size} bytes, over the limit of "
-                                     f"{self._max} bytes per entry (--max-entry-bytes)")
+                    raise InputError(
+                        f"{self._what}: entry {name[:200]!r} declares {size} bytes, over the limit of "
+                        f"{self._max} bytes per entry (--max-entry-bytes)"
+                    )
                 padding = -size % BLOCK
             long_name = long_link = None
             pax = {}
@@ -170,9 +189,9 @@ def _parse_pax(data: bytes, what: str) -> dict[str, str]:
             length = int(data[pos:space]) if space > pos else -1
         except ValueError:
             length = -1
-        if length <= 0 or pos + length > len(data) or data[pos + length - 1:pos + length] != b"\n":
+        if length <= 0 or pos + length > len(data) or data[pos + length - 1 : pos + length] != b"\n":
             raise InputError(f"{what}: a malformed pax extended header")
-        record = data[space + 1:pos + length - 1]
+        record = data[space + 1 : pos + length - 1]
         key, sep, value = record.partition(b"=")
         if not sep:
             raise InputError(f"{what}: a malformed pax extended header")

@@ -19,15 +19,24 @@ WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 MAX_HOPS = 40
 
-_KIND = {tarfile.REGTYPE: FILE, tarfile.AREGTYPE: FILE, tarfile.CONTTYPE: FILE, tarfile.DIRTYPE: DIR,
-         tarfile.SYMTYPE: SYMLINK, tarfile.CHRTYPE: OTHER, tarfile.BLKTYPE: OTHER, tarfile.FIFOTYPE: OTHER}
+_KIND = {
+    tarfile.REGTYPE: FILE,
+    tarfile.AREGTYPE: FILE,
+    tarfile.CONTTYPE: FILE,
+    tarfile.DIRTYPE: DIR,
+    tarfile.SYMTYPE: SYMLINK,
+    tarfile.CHRTYPE: OTHER,
+    tarfile.BLKTYPE: OTHER,
+    tarfile.FIFOTYPE: OTHER,
+}
 
 
 class Node:
     __slots__ = ("children", "data", "kind", "layer", "link", "mode", "size", "uid")
 
-    def __init__(self, kind: str, size: int = 0, mode: int = 0o755, uid: int = 0, link: str = "",
-                 layer: int = -1) -> None:
+    def __init__(
+        self, kind: str, size: int = 0, mode: int = 0o755, uid: int = 0, link: str = "", layer: int = -1
+    ) -> None:
         self.kind, self.size, self.mode, self.uid, self.link, self.layer = kind, size, mode, uid, link, layer
         self.data: bytes | None = None
         self.children: dict[str, Node] | None = {} if kind == DIR else None
@@ -43,11 +52,15 @@ def split_member(name: str, what: str) -> list[str]:
     if "\0" in name:
         raise InputError(f"{what}: member name {name[:200]!r} contains a NUL byte")
     if name.startswith("/"):
-        raise InputError(f"{what}: member {name[:200]!r} is an absolute path; image layers hold relative paths "
-                         "(an archive built to write outside its root)")
+        raise InputError(
+            f"{what}: member {name[:200]!r} is an absolute path; image layers hold relative paths "
+            "(an archive built to write outside its root)"
+        )
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise InputError(f"{what}: member {name[:200]!r} contains '..'; refusing an archive that points outside its root")
+        raise InputError(
+            f"{what}: member {name[:200]!r} contains '..'; refusing an archive that points outside its root"
+        )
     return parts
 
 
@@ -119,14 +132,18 @@ class Tree:
         for i, part in enumerate(parts[:-1]):
             assert node.children is not None
             if part.startswith(WHITEOUT):
-                raise InputError(f"{what}: {'/'.join(parts)[:200]!r} puts an entry inside a whiteout; the archive is malformed")
+                raise InputError(
+                    f"{what}: {'/'.join(parts)[:200]!r} puts an entry inside a whiteout; the archive is malformed"
+                )
             child = node.children.get(part)
             if child is not None and child.kind == SYMLINK:
-                found = self.lookup("/".join(parts[:i + 1]))
+                found = self.lookup("/".join(parts[: i + 1]))
                 child = found[1] if found and found[1].kind == DIR else None
                 if child is None:
-                    raise InputError(f"{what}: {'/'.join(parts)[:200]!r} goes through a link that leads to no "
-                                     "directory inside the image")
+                    raise InputError(
+                        f"{what}: {'/'.join(parts)[:200]!r} goes through a link that leads to no "
+                        "directory inside the image"
+                    )
             elif child is None or child.kind != DIR:
                 child = Node(DIR, layer=self.layer)
                 self._count(what)
@@ -139,8 +156,17 @@ class Tree:
         if self.entries > self.limits.max_entries:
             raise InputError(f"{what}: more than {self.limits.max_entries} entries (limit --max-entries)")
 
-    def apply(self, name: str, type_: bytes, size: int, mode: int, uid: int, linkname: str, what: str,
-              read: Callable[[int], bytes]) -> str | None:
+    def apply(
+        self,
+        name: str,
+        type_: bytes,
+        size: int,
+        mode: int,
+        uid: int,
+        linkname: str,
+        what: str,
+        read: Callable[[int], bytes],
+    ) -> str | None:
         """Apply one layer entry. Returns the entry's absolute path when its content is wanted whole."""
         parts = split_member(name, what)
         if not parts:
@@ -158,8 +184,10 @@ class Tree:
             target_parts = split_member(linkname, f"{what}: hardlink {name[:200]!r}")
             found = self._walk(target_parts, False, 0) if target_parts else None
             if found is None or found[1].kind == DIR:
-                raise InputError(f"{what}: hardlink {name[:200]!r} points at {linkname[:200]!r}, which is "
-                                 "not a file an earlier entry created")
+                raise InputError(
+                    f"{what}: hardlink {name[:200]!r} points at {linkname[:200]!r}, which is "
+                    "not a file an earlier entry created"
+                )
             node = found[1].copy(self.layer)
         else:
             kind = _KIND.get(type_, FILE)
@@ -194,10 +222,12 @@ class Tree:
         if base.startswith(WHITEOUT + WHITEOUT):
             self.skipped.append("/" + "/".join(parts))  # AUFS bookkeeping (.wh..wh.plnk), not a whiteout
             return
-        target = base[len(WHITEOUT):]
+        target = base[len(WHITEOUT) :]
         if target in ("", ".", ".."):
-            raise InputError(f"{what}: whiteout {'/'.join(parts)[:200]!r} names {target!r}; a whiteout hides one "
-                             "entry of its directory, so this archive is malformed")
+            raise InputError(
+                f"{what}: whiteout {'/'.join(parts)[:200]!r} names {target!r}; a whiteout hides one "
+                "entry of its directory, so this archive is malformed"
+            )
         if directory is None or directory.children is None:
             return
         victim = directory.children.get(target)

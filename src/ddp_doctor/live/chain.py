@@ -72,9 +72,20 @@ def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
     nnodes = str(args.nnodes or "1")
     world = nproc * int(nnodes) if nnodes.isdigit() else None
     phases = list(PHASES) + (["gpu_health"] if args.gpu_health else [])
-    entry = ["--backend", backend, "--timeout", str(args.timeout), "--deadline", "{deadline}",
-             "--phases", ",".join(phases), "--dataloader-workers", str(args.dataloader_workers),
-             "--batch-mb", str(args.batch_mb)]
+    entry = [
+        "--backend",
+        backend,
+        "--timeout",
+        str(args.timeout),
+        "--deadline",
+        "{deadline}",
+        "--phases",
+        ",".join(phases),
+        "--dataloader-workers",
+        str(args.dataloader_workers),
+        "--batch-mb",
+        str(args.batch_mb),
+    ]
     if world:
         entry += ["--expected-world-size", str(world)]
     if args.join_timeout:
@@ -82,16 +93,38 @@ def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
     env: dict[str, str] = {}
     if backend == "nccl":
         entry.append("--nvml")
-        env.update({"NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
-                    "NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
+        env.update(
+            {
+                "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+                "NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+            }
+        )
     spec = launcher.LaunchSpec(
-        entry_module="ddp_doctor.live.worker", entry_args=entry, nproc=nproc, backend=backend,
-        timeout_s=args.timeout, env=env, nnodes=nnodes, node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, master_port=args.master_port,
-        join_timeout_s=args.join_timeout, keep_run_dir=bool(args.keep_run_dir))
-    plan = Plan(backend=backend, nproc=nproc, world_size=world, nnodes=nnodes, phases=phases,
-                timeout_s=args.timeout, node=socket.gethostname(),
-                ib_present=Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()))
+        entry_module="ddp_doctor.live.worker",
+        entry_args=entry,
+        nproc=nproc,
+        backend=backend,
+        timeout_s=args.timeout,
+        env=env,
+        nnodes=nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        master_port=args.master_port,
+        join_timeout_s=args.join_timeout,
+        keep_run_dir=bool(args.keep_run_dir),
+    )
+    plan = Plan(
+        backend=backend,
+        nproc=nproc,
+        world_size=world,
+        nnodes=nnodes,
+        phases=phases,
+        timeout_s=args.timeout,
+        node=socket.gethostname(),
+        ib_present=Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()),
+    )
     return plan, spec
 
 
@@ -107,37 +140,62 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
     argv = " ".join(outcome.argv)
     if outcome.preflight_error:
         port = "port" in outcome.preflight_error.lower()
-        return Result("live.launch", "torchrun starts the ranks", Status.FAIL, outcome.preflight_error,
-                      cause="the rendezvous port is taken by another process" if port else "torchrun could not start",
-                      remedy=("pick a free port with --master-port PORT, or leave --master-port out to get a free one"
-                              if port else "install torch in this environment (`pip install torch`) so torchrun exists"),
-                      observed={"argv": outcome.argv})
+        return Result(
+            "live.launch",
+            "torchrun starts the ranks",
+            Status.FAIL,
+            outcome.preflight_error,
+            cause="the rendezvous port is taken by another process" if port else "torchrun could not start",
+            remedy=(
+                "pick a free port with --master-port PORT, or leave --master-port out to get a free one"
+                if port
+                else "install torch in this environment (`pip install torch`) so torchrun exists"
+            ),
+            observed={"argv": outcome.argv},
+        )
     if not outcome.heartbeats and not outcome.ranks and not outcome.timed_out and outcome.returncode:
         return _launcher_died(outcome)
-    source = {"path": "torchrun on PATH", "interpreter": "torchrun beside this Python", "given": "the given torchrun",
-              "module": "python -m torch.distributed.run"}[outcome.launcher_source]
+    source = {
+        "path": "torchrun on PATH",
+        "interpreter": "torchrun beside this Python",
+        "given": "the given torchrun",
+        "module": "python -m torch.distributed.run",
+    }[outcome.launcher_source]
     if outcome.launcher_source == "module":
-        return Result("live.launch", "torchrun starts the ranks", Status.WARN,
-                      f"no torchrun on PATH; launched {plan.nproc} rank(s) with {source}",
-                      cause="torchrun is not on PATH: the user's `torchrun train.py` would fail with 'command not found'",
-                      remedy="add the environment's bin directory to PATH, or reinstall torch (it installs torchrun)",
-                      observed={"argv": outcome.argv})
-    return Result("live.launch", "torchrun starts the ranks", Status.PASS,
-                  f"{source} launched {plan.nproc} rank(s) x {plan.nnodes} node(s), {plan.backend}; "
-                  f"finished in {outcome.duration_s:.1f} s", observed={"argv": argv})
+        return Result(
+            "live.launch",
+            "torchrun starts the ranks",
+            Status.WARN,
+            f"no torchrun on PATH; launched {plan.nproc} rank(s) with {source}",
+            cause="torchrun is not on PATH: the user's `torchrun train.py` would fail with 'command not found'",
+            remedy="add the environment's bin directory to PATH, or reinstall torch (it installs torchrun)",
+            observed={"argv": outcome.argv},
+        )
+    return Result(
+        "live.launch",
+        "torchrun starts the ranks",
+        Status.PASS,
+        f"{source} launched {plan.nproc} rank(s) x {plan.nnodes} node(s), {plan.backend}; "
+        f"finished in {outcome.duration_s:.1f} s",
+        observed={"argv": argv},
+    )
 
 
 def _launcher_died(outcome: launcher.RunOutcome) -> Result:
     """torchrun (or the interpreter) exited before any rank ran a line: say why, from its own output."""
     log = outcome.logs.get("torchrun.log", [])
-    r = Result("live.launch", "torchrun starts the ranks", Status.FAIL,
-               f"{outcome.argv[0]} exited {outcome.returncode} before any rank started"
-               + (f": {log[-1].strip()[:300]}" if log else ""),
-               cause="the launcher itself failed (torch missing or broken in its interpreter, a bad flag, "
-                     "or the rendezvous could not be set up)",
-               remedy="run the torchrun command in `observed.argv` by hand and read its first error",
-               observed={"argv": outcome.argv, "returncode": outcome.returncode},
-               evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:])
+    r = Result(
+        "live.launch",
+        "torchrun starts the ranks",
+        Status.FAIL,
+        f"{outcome.argv[0]} exited {outcome.returncode} before any rank started"
+        + (f": {log[-1].strip()[:300]}" if log else ""),
+        cause="the launcher itself failed (torch missing or broken in its interpreter, a bad flag, "
+        "or the rendezvous could not be set up)",
+        remedy="run the torchrun command in `observed.argv` by hand and read its first error",
+        observed={"argv": outcome.argv, "returncode": outcome.returncode},
+        evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:],
+    )
     try:
         from ddp_doctor.diagnose import diagnose
 
@@ -153,13 +211,22 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
 
 
 def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
-    where = ", ".join(f"rank {r}: {b.get('phase')}" + (f" ({b['step']})" if b.get("step") else "")
-                      for r, b in sorted(outcome.heartbeats.items())) or "no rank had started"
-    r = Result("live.timeout", "the chain finishes within --timeout", Status.FAIL,
-               f"the run did not finish within {plan.timeout_s:g} s; where each rank was: {where}",
-               cause="a rank was stuck (see the stacks) or the machine is too slow for this timeout",
-               remedy="read the stacks below; if the ranks were progressing, raise --timeout",
-               observed={"heartbeats": outcome.heartbeats})
+    where = (
+        ", ".join(
+            f"rank {r}: {b.get('phase')}" + (f" ({b['step']})" if b.get("step") else "")
+            for r, b in sorted(outcome.heartbeats.items())
+        )
+        or "no rank had started"
+    )
+    r = Result(
+        "live.timeout",
+        "the chain finishes within --timeout",
+        Status.FAIL,
+        f"the run did not finish within {plan.timeout_s:g} s; where each rank was: {where}",
+        cause="a rank was stuck (see the stacks) or the machine is too slow for this timeout",
+        remedy="read the stacks below; if the ranks were progressing, raise --timeout",
+        observed={"heartbeats": outcome.heartbeats},
+    )
     for rank, stack in sorted(outcome.stacks.items()):
         r.evidence.append(Evidence(f"rank-{rank}.stack", stack[-3000:]))
     return r
@@ -187,14 +254,25 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
     merged = merge(outcome, plan)
     if merged.torch_facts:
         facts["torch"] = {**(facts.get("torch") or {}), **merged.torch_facts, "source": "rank 0"}
-    facts["live"] = {**merged.live_facts, "torchrun": {"argv": outcome.argv, "source": outcome.launcher_source},
-                     "duration_s": outcome.duration_s, "timed_out": outcome.timed_out,
-                     "cleanup": outcome.cleanup, "run_dir": outcome.run_dir}
+    facts["live"] = {
+        **merged.live_facts,
+        "torchrun": {"argv": outcome.argv, "source": outcome.launcher_source},
+        "duration_s": outcome.duration_s,
+        "timed_out": outcome.timed_out,
+        "cleanup": outcome.cleanup,
+        "run_dir": outcome.run_dir,
+    }
     report.facts = facts
     static: list[Result] = []
     if facts_job.error is not None or not facts:
-        static.append(Result("env.facts", "static facts", Status.ERROR,
-                             f"gathering the static facts failed: {facts_job.error or 'no result in time'}"))
+        static.append(
+            Result(
+                "env.facts",
+                "static facts",
+                Status.ERROR,
+                f"gathering the static facts failed: {facts_job.error or 'no result in time'}",
+            )
+        )
     else:
         from ddp_doctor.env import checks
 
@@ -216,14 +294,27 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
         per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]
         report.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
     if outcome.run_dir:
-        report.add(Result("live.run_dir", "run directory kept", Status.PASS, f"per-rank logs kept in {outcome.run_dir}",
-                          observed={"path": outcome.run_dir}))
+        report.add(
+            Result(
+                "live.run_dir",
+                "run directory kept",
+                Status.PASS,
+                f"per-rank logs kept in {outcome.run_dir}",
+                observed={"path": outcome.run_dir},
+            )
+        )
     if merged.root is not None:
         report.root_cause = merged.root.id
     elif outcome.returncode not in (0, None) and not report.failures():
-        report.add(Result("live.exit", "torchrun exits 0", Status.FAIL,
-                          f"torchrun exited {outcome.returncode} although every rank reported success",
-                          evidence=[Evidence("torchrun.log", ln) for ln in outcome.logs.get("torchrun.log", [])[-10:]]))
+        report.add(
+            Result(
+                "live.exit",
+                "torchrun exits 0",
+                Status.FAIL,
+                f"torchrun exited {outcome.returncode} although every rank reported success",
+                evidence=[Evidence("torchrun.log", ln) for ln in outcome.logs.get("torchrun.log", [])[-10:]],
+            )
+        )
     if mn is not None:  # multi-node (helper G)
         mn.conclude(report, outcome)
     return report

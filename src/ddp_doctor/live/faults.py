@@ -37,8 +37,11 @@ def parse(text: str | None) -> list[Fault]:
         action = fields.get("action", "")
         if action not in ACTIONS:
             raise ValueError(f"{ENV}: action {action!r} is not one of {', '.join(ACTIONS)}")
-        faults.append(Fault(int(fields.get("rank", "0")), fields.get("phase", "start"), action,
-                            float(fields.get("factor", "1.5"))))
+        faults.append(
+            Fault(
+                int(fields.get("rank", "0")), fields.get("phase", "start"), action, float(fields.get("factor", "1.5"))
+            )
+        )
     return faults
 
 

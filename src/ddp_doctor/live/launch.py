@@ -131,19 +131,30 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
     run_dir = str(run_dir)
     argv = [
         *launcher,
-        "--nnodes", spec.nnodes,
-        "--nproc-per-node", str(spec.nproc),
-        "--max-restarts", "0",
-        "--monitor-interval", str(TORCHRUN_MONITOR_INTERVAL_S),
+        "--nnodes",
+        spec.nnodes,
+        "--nproc-per-node",
+        str(spec.nproc),
+        "--max-restarts",
+        "0",
+        "--monitor-interval",
+        str(TORCHRUN_MONITOR_INTERVAL_S),
         # torchrun otherwise makes /tmp/torchelastic_* and never removes it.
-        "--log-dir", os.path.join(run_dir, "torchelastic"),
+        "--log-dir",
+        os.path.join(run_dir, "torchelastic"),
     ]
     if spec.nnodes == "1" and spec.rdzv_endpoint is None:
         if spec.master_port is None:
             argv.append("--standalone")
         else:
-            argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{spec.master_port}",
-                     "--rdzv-id", spec.rdzv_id or f"ddp-doctor-{uuid.uuid4().hex[:12]}"]
+            argv += [
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{spec.master_port}",
+                "--rdzv-id",
+                spec.rdzv_id or f"ddp-doctor-{uuid.uuid4().hex[:12]}",
+            ]
     else:
         endpoint = spec.rdzv_endpoint or f"127.0.0.1:{spec.master_port or 29400}"
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.rdzv_id or "ddp-doctor"]
@@ -173,6 +184,7 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
 
 
 # ---- the port ------------------------------------------------------------------------------
+
 
 def _port_owner(port: int) -> str | None:
     """'pid 123 (python3)' of the process holding a TCP socket on port, when /proc tells."""
@@ -204,6 +216,7 @@ def port_problem(port: int) -> str | None:
 
 
 # ---- running -------------------------------------------------------------------------------
+
 
 def _tail(p: Path, lines: int) -> list[str]:
     try:
@@ -304,8 +317,14 @@ def launch(spec: LaunchSpec) -> RunOutcome:
             return outcome
         with open(run_dir / "torchrun.log", "wb") as log:
             try:
-                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 outcome.preflight_error = f"cannot start {argv[0]}: {exc.strerror or exc}"
                 return outcome
@@ -348,8 +367,15 @@ def _with_launcher(spec: LaunchSpec, launcher: tuple[str, ...]) -> LaunchSpec:
     return replace(spec, launcher=launcher)
 
 
-def _finish(outcome: RunOutcome, spec: LaunchSpec, proc: subprocess.Popen[bytes] | None, tracked: dict[int, int],
-            run_dir: Path, shm_before: set[str], started: float) -> None:
+def _finish(
+    outcome: RunOutcome,
+    spec: LaunchSpec,
+    proc: subprocess.Popen[bytes] | None,
+    tracked: dict[int, int],
+    run_dir: Path,
+    shm_before: set[str],
+    started: float,
+) -> None:
     """End whatever is left, read the run's files, remove what it made. Runs on every path out."""
     ended = 0
     if proc is not None:

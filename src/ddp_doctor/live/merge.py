@@ -28,8 +28,11 @@ PHASE_TITLES = {
     "gpu_health": "GPU health micro-benchmarks",
 }
 # Errors that a rank sees when a *peer* died or hung: secondary, never the root cause.
-_PEER_ECHO = re.compile(r"Connection (?:reset|closed) by peer|Broken pipe|remote worker|NCCL communicator was aborted|"
-                        r"ranks joined within|Socket Timeout|recvValue failed|Connection refused", re.IGNORECASE)
+_PEER_ECHO = re.compile(
+    r"Connection (?:reset|closed) by peer|Broken pipe|remote worker|NCCL communicator was aborted|"
+    r"ranks joined within|Socket Timeout|recvValue failed|Connection refused",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -107,16 +110,35 @@ def _apply_diagnosis(result: Result, rank: int, outcome: RunOutcome, extra: list
 
 def _phase_result(rank: int, node: str | None, rec: dict[str, Any], status: Status, summary: str) -> Result:
     name = rec["name"]
-    return Result(id=f"live.{name}", title=PHASE_TITLES.get(name, name), status=status, summary=summary,
-                  rank=rank, node=node, phase=name, started=rec.get("failed_at") or rec.get("started"),
-                  duration_s=rec.get("duration_s"))
+    return Result(
+        id=f"live.{name}",
+        title=PHASE_TITLES.get(name, name),
+        status=status,
+        summary=summary,
+        rank=rank,
+        node=node,
+        phase=name,
+        started=rec.get("failed_at") or rec.get("started"),
+        duration_s=rec.get("duration_s"),
+    )
 
 
 def _check_result(c: dict[str, Any], phase: str, rank: int | None, node: str | None, started: float | None) -> Result:
-    return Result(id=c["id"], title=c.get("title") or c["id"].split(".", 2)[-1].replace("_", " "),
-                  status=Status(c["status"]), summary=c["summary"], cause=c.get("cause"), remedy=c.get("remedy"),
-                  observed=dict(c.get("observed") or {}), expected=dict(c.get("expected") or {}),
-                  metrics=dict(c.get("metrics") or {}), rank=rank, node=node, phase=phase, started=started)
+    return Result(
+        id=c["id"],
+        title=c.get("title") or c["id"].split(".", 2)[-1].replace("_", " "),
+        status=Status(c["status"]),
+        summary=c["summary"],
+        cause=c.get("cause"),
+        remedy=c.get("remedy"),
+        observed=dict(c.get("observed") or {}),
+        expected=dict(c.get("expected") or {}),
+        metrics=dict(c.get("metrics") or {}),
+        rank=rank,
+        node=node,
+        phase=phase,
+        started=started,
+    )
 
 
 def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
@@ -139,8 +161,11 @@ def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
             continue
         for rank, rec, c in entries:
             if c["status"] in ("fail", "warn") or len(statuses) > 1:
-                results.append(_check_result(c, rec["name"], rank, payloads[rank].get("node"),
-                                             rec.get("failed_at") or rec.get("started")))
+                results.append(
+                    _check_result(
+                        c, rec["name"], rank, payloads[rank].get("node"), rec.get("failed_at") or rec.get("started")
+                    )
+                )
     return results
 
 
@@ -168,8 +193,11 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
             status = rec.get("status")
             if status == "pass":
                 n = len(rec.get("checks") or [])
-                m.results.append(_phase_result(rank, node, rec, Status.PASS,
-                                               f"rank {rank}: {n} checks passed in {rec.get('duration_s')} s"))
+                m.results.append(
+                    _phase_result(
+                        rank, node, rec, Status.PASS, f"rank {rank}: {n} checks passed in {rec.get('duration_s')} s"
+                    )
+                )
             elif status == "fail":
                 err = rec.get("error") or {}
                 if err:
@@ -181,10 +209,14 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                     for b in err.get("blame_ranks") or []:
                         blamed.setdefault(int(b), []).append(rank)
                     if rec.get("kind") == "stuck":
-                        r.cause = (f"rank {rank} made no progress in {name} within its {rec.get('budget_s')} s "
-                                   f"deadline (last step: {err.get('step')})")
-                        r.remedy = ("see the stack in the evidence: a rank blocked in a collective waits for a peer; "
-                                    "the rank that is furthest behind is the one to look at")
+                        r.cause = (
+                            f"rank {rank} made no progress in {name} within its {rec.get('budget_s')} s "
+                            f"deadline (last step: {err.get('step')})"
+                        )
+                        r.remedy = (
+                            "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
+                            "the rank that is furthest behind is the one to look at"
+                        )
                         r.observed["progress"] = (beats.get(rank) or {}).get("progress")
                     # The log often says why (e.g. a DataLoader worker's "No space left on device").
                     _apply_diagnosis(r, rank, outcome, _error_lines(err))
@@ -194,18 +226,25 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                     if err.get("blame_ranks"):
                         missing = ", ".join(str(b) for b in err["blame_ranks"])
                         r.cause = r.cause or f"rank(s) {missing} did not get this far"
-                        r.remedy = r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
-                    bucket = secondary if (err.get("blame_ranks") or _PEER_ECHO.search(str(err.get("message")))) \
-                        else primary
+                        r.remedy = (
+                            r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
+                        )
+                    bucket = (
+                        secondary if (err.get("blame_ranks") or _PEER_ECHO.search(str(err.get("message")))) else primary
+                    )
                     if rec.get("kind") == "stuck":
                         bucket = primary  # sorted out below: the laggard stays primary
                     bucket.append(r)
                     m.results.append(r)
                 else:
                     fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
-                    r = _phase_result(rank, node, rec, Status.FAIL,
-                                      f"rank {rank}: {len(fails)} check(s) failed in {name}: "
-                                      + "; ".join(c["id"] for c in fails))
+                    r = _phase_result(
+                        rank,
+                        node,
+                        rec,
+                        Status.FAIL,
+                        f"rank {rank}: {len(fails)} check(s) failed in {name}: " + "; ".join(c["id"] for c in fails),
+                    )
                     r.cause = fails[0].get("cause") if fails else None
                     r.remedy = fails[0].get("remedy") if fails else None
                     primary.append(r)
@@ -213,7 +252,7 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
             # status "running": the rank died inside the phase; handled with the heartbeats below
 
     # Ranks that died, hung or never started: what the heartbeat and the exit status say.
-    for rank in (sorted(plan.ranks) if plan.ranks is not None else range(world)):
+    for rank in sorted(plan.ranks) if plan.ranks is not None else range(world):
         p = payloads.get(rank) or {}
         beat = beats.get(rank)
         done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
@@ -222,12 +261,21 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
         if beat is None and not p:
             who = blamed.get(rank)
             rec = {"name": "init", "started": min((b["time"] for b in beats.values()), default=None)}
-            r = _phase_result(rank, node, rec, Status.FAIL,
-                              f"rank {rank} never started: no heartbeat from it"
-                              + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""))
-            r.cause = "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
-            r.remedy = (f"read rank-{rank}.log and torchrun.log; a rank stuck importing torch or initialising CUDA "
-                        "often means a broken driver or a hung filesystem")
+            r = _phase_result(
+                rank,
+                node,
+                rec,
+                Status.FAIL,
+                f"rank {rank} never started: no heartbeat from it"
+                + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""),
+            )
+            r.cause = (
+                "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
+            )
+            r.remedy = (
+                f"read rank-{rank}.log and torchrun.log; a rank stuck importing torch or initialising CUDA "
+                "often means a broken driver or a hung filesystem"
+            )
             _apply_diagnosis(r, rank, outcome, [])
             reached["init"].add(rank)
             primary.append(r)
@@ -247,13 +295,26 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
         # SIGTERM comes from torchrun ending the group after another rank failed: a consequence, also
         # for a rank still importing torch. Any other way of dying while starting is the rank's own.
         ended_by_torchrun = code in (-15, 143)
-        if rank in blamed or (code is not None and not ended_by_torchrun) or outcome.timed_out or \
-                (starting and not ended_by_torchrun):
-            how = _signal_text(code) if code is not None else ("still running at the deadline" if outcome.timed_out
-                                                                else "ended")
-            r = _phase_result(rank, node, rec, Status.FAIL,
-                              f"rank {rank} stopped while starting, before its first phase: {how}" if starting
-                              else f"rank {rank} stopped in {phase}{where}: {how}")
+        if (
+            rank in blamed
+            or (code is not None and not ended_by_torchrun)
+            or outcome.timed_out
+            or (starting and not ended_by_torchrun)
+        ):
+            how = (
+                _signal_text(code)
+                if code is not None
+                else ("still running at the deadline" if outcome.timed_out else "ended")
+            )
+            r = _phase_result(
+                rank,
+                node,
+                rec,
+                Status.FAIL,
+                f"rank {rank} stopped while starting, before its first phase: {how}"
+                if starting
+                else f"rank {rank} stopped in {phase}{where}: {how}",
+            )
             ef = outcome.error_files.get(rank)
             if ef:  # torchelastic @record: the uncaught exception, with its traceback
                 msg = ef.get("message")
@@ -268,9 +329,14 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
             r.observed.update({"exit_code": code, "heartbeat": beat})
             primary.append(r)
         else:
-            r = _phase_result(rank, node, rec, Status.SKIP,
-                              f"rank {rank} was ended by torchrun "
-                              f"{'while starting' if starting else f'in {phase}{where}'} after another rank failed")
+            r = _phase_result(
+                rank,
+                node,
+                rec,
+                Status.SKIP,
+                f"rank {rank} was ended by torchrun "
+                f"{'while starting' if starting else f'in {phase}{where}'} after another rank failed",
+            )
             r.observed.update({"exit_code": code})
             secondary.append(r)
             ended.append(r)
@@ -298,24 +364,39 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     m.results.extend(_merge_checks(payloads))
     stuck_teardown = sorted(r for r, p in payloads.items() if p.get("teardown_stuck"))
     if stuck_teardown:
-        m.results.append(Result("live.teardown", "ranks shut down cleanly", Status.WARN,
-                                f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
-                                cause="the process group hung while shutting down (seen with some NCCL versions)",
-                                remedy="training scripts should call destroy_process_group() with a timeout guard; "
-                                       "try a newer NCCL if it hangs there"))
+        m.results.append(
+            Result(
+                "live.teardown",
+                "ranks shut down cleanly",
+                Status.WARN,
+                f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
+                cause="the process group hung while shutting down (seen with some NCCL versions)",
+                remedy="training scripts should call destroy_process_group() with a timeout guard; "
+                "try a newer NCCL if it hangs there",
+            )
+        )
     first_failed_phase = None
     for name in plan.phases:
         if not reached.get(name):
-            m.results.append(Result(id=f"live.{name}", title=PHASE_TITLES.get(name, name), status=Status.SKIP,
-                                    summary=f"not reached: the run stopped in {first_failed_phase or 'an earlier phase'}",
-                                    phase=name))
+            m.results.append(
+                Result(
+                    id=f"live.{name}",
+                    title=PHASE_TITLES.get(name, name),
+                    status=Status.SKIP,
+                    summary=f"not reached: the run stopped in {first_failed_phase or 'an earlier phase'}",
+                    phase=name,
+                )
+            )
         elif first_failed_phase is None and any(r.phase == name and r.status is Status.FAIL for r in m.results):
             first_failed_phase = name
 
     pool = primary or secondary
     timed = [r for r in pool if r.started is not None and r.status is Status.FAIL]
-    m.root = min(timed, key=lambda r: r.started or 0.0) if timed else next(
-        (r for r in pool if r.status is Status.FAIL), None)
+    m.root = (
+        min(timed, key=lambda r: r.started or 0.0)
+        if timed
+        else next((r for r in pool if r.status is Status.FAIL), None)
+    )
     if m.root is not None:
         # The root first, so every renderer shows it before the failures it caused.
         m.results.remove(m.root)
@@ -327,14 +408,28 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
     m.torch_facts = rank0.get("torch")
     m.live_facts = {
-        "backend": plan.backend, "world_size": world, "nnodes": plan.nnodes, "nproc_per_node": plan.nproc,
+        "backend": plan.backend,
+        "world_size": world,
+        "nnodes": plan.nnodes,
+        "nproc_per_node": plan.nproc,
         "ranks_joined": len({r for r in beats} | set(payloads)),
         "phases": {r: {rec["name"]: rec.get("status") for rec in p.get("phases", [])} for r, p in payloads.items()},
-        "heartbeats": {r: {"phase": b.get("phase"), "step": b.get("step"), "time": b.get("time")} for r, b in beats.items()},
+        "heartbeats": {
+            r: {"phase": b.get("phase"), "step": b.get("step"), "time": b.get("time")} for r, b in beats.items()
+        },
         "devices": {r: p.get("device") for r, p in payloads.items() if p.get("device")},
         "exit_codes": outcome.exit_codes,
-        "root_cause": ({"id": m.root.id, "rank": m.root.rank, "node": m.root.node, "phase": m.root.phase,
-                        "summary": m.root.summary} if m.root else None),
+        "root_cause": (
+            {
+                "id": m.root.id,
+                "rank": m.root.rank,
+                "node": m.root.node,
+                "phase": m.root.phase,
+                "summary": m.root.summary,
+            }
+            if m.root
+            else None
+        ),
     }
     return m
 
@@ -344,26 +439,45 @@ def _nccl_results(outcome: RunOutcome, plan: Plan) -> list[Result]:
     if plan.backend != "nccl":
         return []
     if not per_rank:
-        return [Result("live.nccl.transport", "NCCL transports", Status.SKIP,
-                       "no NCCL_DEBUG output was captured from the ranks (the run stopped before NCCL initialised?)")]
+        return [
+            Result(
+                "live.nccl.transport",
+                "NCCL transports",
+                Status.SKIP,
+                "no NCCL_DEBUG output was captured from the ranks (the run stopped before NCCL initialised?)",
+            )
+        ]
     transports: dict[str, int] = {}
     for info in per_rank.values():
         for fam, n in info["transports"].items():
             transports[fam] = transports.get(fam, 0) + n
     version = next((i["version"] for i in per_rank.values() if i["version"]), None)
     ib = next((i["ib_devices"] for i in per_rank.values() if i["ib_devices"]), None)
-    observed = {"transports": transports, "version": version, "ib_devices": ib,
-                "socket_interfaces": next((i["socket_interfaces"] for i in per_rank.values() if i["socket_interfaces"]), None),
-                "per_rank": {k: v["transports"] for k, v in per_rank.items()}}
+    observed = {
+        "transports": transports,
+        "version": version,
+        "ib_devices": ib,
+        "socket_interfaces": next((i["socket_interfaces"] for i in per_rank.values() if i["socket_interfaces"]), None),
+        "per_rank": {k: v["transports"] for k, v in per_rank.items()},
+    }
     multi_node = plan.nnodes not in ("1", "1:1")
     if multi_node and "NET/Socket" in transports and (ib or plan.ib_present):
-        return [Result("live.nccl.transport", "NCCL transports", Status.WARN,
-                       f"traffic between nodes goes over NET/Socket although InfiniBand devices exist ({ib or 'seen in /sys/class/infiniband'})",
-                       cause="NCCL could not use the IB devices (NCCL_IB_DISABLE=1, missing RDMA libraries or "
-                             "devices not passed into the container), so it fell back to TCP sockets",
-                       remedy="unset NCCL_IB_DISABLE; install rdma-core/libibverbs; pass /dev/infiniband and "
-                              "IPC_LOCK into the container; check with NCCL_DEBUG=INFO that 'NET/IB : Using' appears",
-                       observed=observed)]
-    summary = (", ".join(f"{k} ({v} channels)" for k, v in sorted(transports.items())) if transports
-               else f"no inter-rank channels (world size {plan.world_size}); NCCL {version or '?'} initialised")
+        return [
+            Result(
+                "live.nccl.transport",
+                "NCCL transports",
+                Status.WARN,
+                f"traffic between nodes goes over NET/Socket although InfiniBand devices exist ({ib or 'seen in /sys/class/infiniband'})",
+                cause="NCCL could not use the IB devices (NCCL_IB_DISABLE=1, missing RDMA libraries or "
+                "devices not passed into the container), so it fell back to TCP sockets",
+                remedy="unset NCCL_IB_DISABLE; install rdma-core/libibverbs; pass /dev/infiniband and "
+                "IPC_LOCK into the container; check with NCCL_DEBUG=INFO that 'NET/IB : Using' appears",
+                observed=observed,
+            )
+        ]
+    summary = (
+        ", ".join(f"{k} ({v} channels)" for k, v in sorted(transports.items()))
+        if transports
+        else f"no inter-rank channels (world size {plan.world_size}); NCCL {version or '?'} initialised"
+    )
     return [Result("live.nccl.transport", "NCCL transports", Status.PASS, summary, observed=observed)]

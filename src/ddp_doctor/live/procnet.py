@@ -27,7 +27,7 @@ def _hex_addr(text: str) -> str:
     if len(raw) == 4:
         return socket.inet_ntop(socket.AF_INET, raw[::-1])
     # /proc/net/tcp6 stores four little-endian 32-bit words.
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
     addr = ipaddress.IPv6Address(words)
     return str(addr.ipv4_mapped or addr)
 

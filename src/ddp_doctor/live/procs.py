@@ -24,7 +24,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw[raw.rfind(")") + 2:].split()
+    fields = raw[raw.rfind(")") + 2 :].split()
     return int(fields[1]), int(fields[19])
 
 
@@ -108,12 +108,12 @@ def _open_shm_names() -> set[str]:
             for fd in os.listdir(f"/proc/{entry}/fd"):
                 target = os.readlink(f"/proc/{entry}/fd/{fd}")
                 if target.startswith(prefix):
-                    in_use.add(target[len(prefix):].split(" ")[0])
+                    in_use.add(target[len(prefix) :].split(" ")[0])
             with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as maps:
                 for line in maps:
                     i = line.find(prefix)
                     if i >= 0:
-                        in_use.add(line[i + len(prefix):].split(" ")[0].rstrip("\n"))
+                        in_use.add(line[i + len(prefix) :].split(" ")[0].rstrip("\n"))
         except OSError:
             continue
     return in_use

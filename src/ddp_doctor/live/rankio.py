@@ -62,6 +62,7 @@ def write_result(payload: dict[str, Any]) -> None:
 
 # ---- parent side ---------------------------------------------------------------------------
 
+
 def _read_json(p: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(p.read_text(encoding="utf-8", errors="replace"))

@@ -32,13 +32,27 @@ from ddp_doctor.live import rankio
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
 # init is the largest because it includes waiting for the slowest rank's torch import.
-BUDGET_SHARE = {"init": 0.4, "collectives": 0.2, "dataloader": 0.25, "sampler": 0.1, "ddp": 0.3, "balance": 0.15,
-                "gpu_health": 0.3}
+BUDGET_SHARE = {
+    "init": 0.4,
+    "collectives": 0.2,
+    "dataloader": 0.25,
+    "sampler": 0.1,
+    "ddp": 0.3,
+    "balance": 0.15,
+    "gpu_health": 0.3,
+}
 # The ranks give up this long before the parent's deadline, so they report before being ended.
 MARGIN_S = 2.0
 EXIT_STUCK = 124
-REQUIRED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                "TORCHELASTIC_RUN_ID")
+REQUIRED_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -107,11 +121,17 @@ class Watchdog(threading.Thread):
             self.stack_file.flush()
             record = _phase_record(ctx.payload, ctx.phase)
             budget = record.get("budget_s")
-            record.update(status="fail", kind="stuck", failed_at=time.time(),
-                          duration_s=round(time.time() - record.get("started", time.time()), 3),
-                          error={"type": "PhaseTimeout",
-                                 "message": f"rank {ctx.rank} was still in phase {ctx.phase} after its {budget} s deadline",
-                                 "step": _last_step()})
+            record.update(
+                status="fail",
+                kind="stuck",
+                failed_at=time.time(),
+                duration_s=round(time.time() - record.get("started", time.time()), 3),
+                error={
+                    "type": "PhaseTimeout",
+                    "message": f"rank {ctx.rank} was still in phase {ctx.phase} after its {budget} s deadline",
+                    "step": _last_step(),
+                },
+            )
             rankio.write_result(ctx.payload)
             os._exit(EXIT_STUCK)
 
@@ -155,9 +175,12 @@ def die_with_parent() -> None:
 def check_launched_by_torchrun() -> str | None:
     missing = [k for k in REQUIRED_ENV if k not in os.environ]
     if missing or rankio.RUN_DIR_ENV not in os.environ:
-        return ("ddp_doctor.live.worker must be started by `ddp-doctor check` (torchrun); missing "
-                + ", ".join(missing or [rankio.RUN_DIR_ENV]) + ". One process calling init_process_group(rank=0, "
-                "world_size=2) would wait forever for a rank that nobody starts.")
+        return (
+            "ddp_doctor.live.worker must be started by `ddp-doctor check` (torchrun); missing "
+            + ", ".join(missing or [rankio.RUN_DIR_ENV])
+            + ". One process calling init_process_group(rank=0, "
+            "world_size=2) would wait forever for a rank that nobody starts."
+        )
     return None
 
 
@@ -187,11 +210,13 @@ def _budget(ctx: Context, name: str) -> float:
 
 def _prewarm() -> threading.Thread:
     """DDP() imports torch._dynamo (about a second); do it while this rank waits for its peers."""
+
     def work() -> None:
         try:
             import torch._dynamo  # noqa: F401
         except Exception:  # noqa: BLE001, S110 - the ddp phase will meet the same error and report it
             pass
+
     thread = threading.Thread(target=work, name="ddp-doctor-prewarm", daemon=True)
     thread.start()
     return thread
@@ -202,10 +227,18 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
 
     rank = int(os.environ["RANK"])
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
-    payload: dict[str, Any] = {"cpu_at_start_s": round(time.process_time(), 3), "rank": rank, "pid": os.getpid(), "node": os.environ.get(rankio.NODE_ENV),
-                               "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
-                               "local_rank": int(os.environ["LOCAL_RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
-                               "backend": args.backend, "phases": [], "finished": False}
+    payload: dict[str, Any] = {
+        "cpu_at_start_s": round(time.process_time(), 3),
+        "rank": rank,
+        "pid": os.getpid(),
+        "node": os.environ.get(rankio.NODE_ENV),
+        "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
+        "local_rank": int(os.environ["LOCAL_RANK"]),
+        "world_size": int(os.environ["WORLD_SIZE"]),
+        "backend": args.backend,
+        "phases": [],
+        "finished": False,
+    }
     ctx = Context(args, payload, faults)
     Watchdog(ctx, stack_file).start()
     phases = [p for p in args.phases.split(",") if p]
@@ -227,12 +260,21 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
             faults_mod.trigger(faults, rank, name)
             checks = load(name).run(ctx)
         except Exception as exc:  # noqa: BLE001 - a phase's failure is data for the report, not a crash of the worker
-            record.update(status="fail", kind="error", failed_at=time.time(),
-                          duration_s=round(time.time() - started, 3),
-                          error={"type": type(exc).__name__, "message": str(exc)[:4000],
-                                 "traceback": traceback.format_exc()[-8000:],
-                                 "blame_ranks": getattr(exc, "blame_ranks", None), "step": _last_step(),
-                                 "cause": getattr(exc, "cause", None), "remedy": getattr(exc, "remedy", None)})
+            record.update(
+                status="fail",
+                kind="error",
+                failed_at=time.time(),
+                duration_s=round(time.time() - started, 3),
+                error={
+                    "type": type(exc).__name__,
+                    "message": str(exc)[:4000],
+                    "traceback": traceback.format_exc()[-8000:],
+                    "blame_ranks": getattr(exc, "blame_ranks", None),
+                    "step": _last_step(),
+                    "cause": getattr(exc, "cause", None),
+                    "remedy": getattr(exc, "remedy", None),
+                },
+            )
             ctx.phase_deadline = float("inf")
             faulthandler.cancel_dump_traceback_later()
             rankio.write_result(payload)
@@ -243,9 +285,13 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
         faulthandler.cancel_dump_traceback_later()
         failed = any(c["status"] == "fail" for c in checks)
         record["cpu_s"] = round(time.process_time() - cpu_started, 3)  # all threads of the rank, this phase
-        record.update(status="fail" if failed else "pass", kind="check" if failed else None,
-                      failed_at=time.time() if failed else None, duration_s=round(time.time() - started, 3),
-                      checks=checks)
+        record.update(
+            status="fail" if failed else "pass",
+            kind="check" if failed else None,
+            failed_at=time.time() if failed else None,
+            duration_s=round(time.time() - started, 3),
+            checks=checks,
+        )
         ok = ok and not failed
         rankio.write_result(payload)
     # -- multi-node (helper G, live/multinode/rankside.py): cross-node probes, every rank's payload to node 0

@@ -39,7 +39,7 @@ def render(report: Report, color: bool = False) -> str:
         )
     root = f"<p>Root cause: <code>{escape(report.root_cause)}</code></p>" if report.root_cause else ""
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"
         f'<h1>ddp-doctor {escape(report.command)}: <span class="{verdict}">{verdict.upper()}</span></h1>'
         f"<p>{escape(target_line(report))} · {escape(counts(report))} · {report.duration_s:.1f} s · {escape(report.started)}</p>"

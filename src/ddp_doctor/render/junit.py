@@ -23,21 +23,31 @@ def _body(r: Result) -> str:
 def render(report: Report, color: bool = False) -> str:
     tally = {s: sum(1 for r in report.results if r.status is s) for s in Status}
     suites = ET.Element("testsuites", name="ddp-doctor")
-    suite = ET.SubElement(suites, "testsuite", {
-        "name": f"ddp-doctor {report.command}",
-        "tests": str(len(report.results)),
-        "failures": str(tally[Status.FAIL]),
-        "errors": str(tally[Status.ERROR]),
-        "skipped": str(tally[Status.SKIP]),
-        "time": f"{report.duration_s:.3f}",
-        "timestamp": report.started,
-        "hostname": str(report.target.get("host", "")),
-    })
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        {
+            "name": f"ddp-doctor {report.command}",
+            "tests": str(len(report.results)),
+            "failures": str(tally[Status.FAIL]),
+            "errors": str(tally[Status.ERROR]),
+            "skipped": str(tally[Status.SKIP]),
+            "time": f"{report.duration_s:.3f}",
+            "timestamp": report.started,
+            "hostname": str(report.target.get("host", "")),
+        },
+    )
     for r in report.results:
         name = r.id if r.rank is None else f"{r.id}[rank{r.rank}]"
-        case = ET.SubElement(suite, "testcase", {
-            "classname": r.id.split(".")[0], "name": name, "time": f"{r.duration_s or 0.0:.3f}",
-        })
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": r.id.split(".")[0],
+                "name": name,
+                "time": f"{r.duration_s or 0.0:.3f}",
+            },
+        )
         tag = {Status.FAIL: "failure", Status.ERROR: "error", Status.SKIP: "skipped"}.get(r.status)
         if tag:
             el = ET.SubElement(case, tag, message=r.summary)

@@ -6,7 +6,13 @@ from ddp_doctor.report import Report, Result, Status
 
 ICON = {Status.PASS: "✔", Status.WARN: "!", Status.FAIL: "✘", Status.SKIP: "–", Status.ERROR: "?"}
 WORD = {s: s.value.upper() for s in Status}
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim", Status.ERROR: "magenta"}
+STYLE = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.SKIP: "dim",
+    Status.ERROR: "magenta",
+}
 VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
 

@@ -15,8 +15,13 @@ from ddp_doctor.report import Report, Result, Status
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-STATUS_LEVEL = {Status.FAIL: "error", Status.ERROR: "error", Status.WARN: "warning", Status.PASS: "note",
-                Status.SKIP: "none"}
+STATUS_LEVEL = {
+    Status.FAIL: "error",
+    Status.ERROR: "error",
+    Status.WARN: "warning",
+    Status.PASS: "note",
+    Status.SKIP: "none",
+}
 
 
 def _level(r: Result) -> str:
@@ -67,20 +72,37 @@ def to_sarif(report: Report) -> dict[str, Any]:
     index = {rule_id: i for i, rule_id in enumerate(rules)}
     results = []
     for r in findings:
-        result: dict[str, Any] = {"ruleId": r.id, "ruleIndex": index[r.id], "level": _level(r),
-                                  "message": {"text": r.summary + (f" Fix: {r.remedy}" if r.remedy else "")}}
+        result: dict[str, Any] = {
+            "ruleId": r.id,
+            "ruleIndex": index[r.id],
+            "level": _level(r),
+            "message": {"text": r.summary + (f" Fix: {r.remedy}" if r.remedy else "")},
+        }
         locations = _location(r)
         if locations:
             result["locations"] = locations
         results.append(result)
     problems = [r for r in report.results if r.id == "lint.input.unreadable" or r.status is Status.SKIP]
-    notifications = [{"level": "error" if r.status is Status.ERROR else "note", "message": {"text": r.summary},
-                      **({"locations": _location(r)} if _location(r) else {})} for r in problems]
-    invocation = {"executionSuccessful": not any(r.status is Status.ERROR for r in problems),
-                  "toolExecutionNotifications": notifications}
+    notifications = [
+        {
+            "level": "error" if r.status is Status.ERROR else "note",
+            "message": {"text": r.summary},
+            **({"locations": _location(r)} if _location(r) else {}),
+        }
+        for r in problems
+    ]
+    invocation = {
+        "executionSuccessful": not any(r.status is Status.ERROR for r in problems),
+        "toolExecutionNotifications": notifications,
+    }
     run = {
-        "tool": {"driver": {"name": report.tool.get("name", "ddp-doctor"), "version": report.tool.get("version", ""),
-                            "rules": list(rules.values())}},
+        "tool": {
+            "driver": {
+                "name": report.tool.get("name", "ddp-doctor"),
+                "version": report.tool.get("version", ""),
+                "rules": list(rules.values()),
+            }
+        },
         "invocations": [invocation],
         "results": results,
     }

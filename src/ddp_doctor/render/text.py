@@ -29,10 +29,14 @@ def render(report: Report, color: bool = False) -> str:
         buf.write(getattr(importlib.import_module(module), function)(report))
     console = Console(file=buf, force_terminal=color, no_color=not color, width=WIDTH, highlight=False, soft_wrap=False)
     verdict = report.verdict().value
-    console.print(Text.assemble(
-        ("ddp-doctor ", "bold"), f"{report.command} — {target_line(report)} — verdict: ",
-        (verdict.upper(), VERDICT_STYLE[verdict]), f"  ({counts(report)}; {report.duration_s:.1f} s)",
-    ))
+    console.print(
+        Text.assemble(
+            ("ddp-doctor ", "bold"),
+            f"{report.command} — {target_line(report)} — verdict: ",
+            (verdict.upper(), VERDICT_STYLE[verdict]),
+            f"  ({counts(report)}; {report.duration_s:.1f} s)",
+        )
+    )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True)
@@ -50,7 +54,9 @@ def render(report: Report, color: bool = False) -> str:
     if report.root_cause:
         console.print(Text.assemble("\nroot cause: ", (report.root_cause, "bold")))
     for r in details:
-        console.print(Text.assemble("\n", (f"{ICON[r.status]} {WORD[r.status]} {r.id}", STYLE[r.status]), f" — {r.title}"))
+        console.print(
+            Text.assemble("\n", (f"{ICON[r.status]} {WORD[r.status]} {r.id}", STYLE[r.status]), f" — {r.title}")
+        )
         if where(r):
             console.print(f"  where:  {where(r)}", markup=False)
         if r.cause:

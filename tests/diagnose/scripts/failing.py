@@ -1,9 +1,9 @@
 """Small programs that fail the way real distributed jobs fail; run by the real torchrun in tests.
 
-    python failing.py shm         DataLoader workers pass 16 MB batches through /dev/shm
-    python failing.py sigkill     rank 1 is killed with SIGKILL after init (as the OOM killer does)
-    python failing.py worldsize   one plain process asks for world_size=2 (nobody else comes)
-    python failing.py init        init_process_group + barrier, then exit 0 (for launcher-level failures)
+python failing.py shm         DataLoader workers pass 16 MB batches through /dev/shm
+python failing.py sigkill     rank 1 is killed with SIGKILL after init (as the OOM killer does)
+python failing.py worldsize   one plain process asks for world_size=2 (nobody else comes)
+python failing.py init        init_process_group + barrier, then exit 0 (for launcher-level failures)
 """
 
 from __future__ import annotations

@@ -9,9 +9,13 @@ from ddp_doctor.deploy.lint.model import At, Launch
 from ddp_doctor.deploy.lint.shellparse import Word, commands
 
 TORCHRUN_FLAGS = {
-    "--nproc-per-node": "nproc", "--nproc_per_node": "nproc", "--nnodes": "nnodes",
-    "--rdzv-endpoint": "rdzv_endpoint", "--rdzv_endpoint": "rdzv_endpoint",
-    "--master-addr": "master_addr", "--master_addr": "master_addr",
+    "--nproc-per-node": "nproc",
+    "--nproc_per_node": "nproc",
+    "--nnodes": "nnodes",
+    "--rdzv-endpoint": "rdzv_endpoint",
+    "--rdzv_endpoint": "rdzv_endpoint",
+    "--master-addr": "master_addr",
+    "--master_addr": "master_addr",
 }
 DOCTOR_FLAGS = {"--nproc": "nproc", "--nnodes": "nnodes", "--rdzv-endpoint": "rdzv_endpoint", "--backend": "backend"}
 SHELLS = {"sh", "bash", "dash", "zsh", "/bin/sh", "/bin/bash", "/usr/bin/env"}
@@ -50,7 +54,7 @@ def launches(words: list[Word], depth: int = 0) -> list[Launch]:
     found: list[Launch] = []
     for i, w in enumerate(words):
         if _is_torchrun(words, i):
-            rest = words[i + 1:]
+            rest = words[i + 1 :]
             values = _flag_values(rest, TORCHRUN_FLAGS)
             standalone = any(x.text == "--standalone" for x in rest)
             srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
@@ -58,12 +62,17 @@ def launches(words: list[Word], depth: int = 0) -> list[Launch]:
             found.append(_with(launch, values))
             break
         if os.path.basename(w.text) == "ddp-doctor" and i + 1 < len(words) and words[i + 1].text == "check":
-            values = _flag_values(words[i + 2:], DOCTOR_FLAGS)
+            values = _flag_values(words[i + 2 :], DOCTOR_FLAGS)
             srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
             found.append(_with(Launch("ddp-doctor", w.line, under_srun=srun), values))
             break
-        if w.text == "-c" and i > 0 and os.path.basename(words[i - 1].text) in {os.path.basename(s) for s in SHELLS} \
-                and i + 1 < len(words) and depth < SCRIPT_DEPTH:
+        if (
+            w.text == "-c"
+            and i > 0
+            and os.path.basename(words[i - 1].text) in {os.path.basename(s) for s in SHELLS}
+            and i + 1 < len(words)
+            and depth < SCRIPT_DEPTH
+        ):
             script = words[i + 1]
             for cmd in commands(script.text, first_line=script.line):
                 inner = launches(cmd.words, depth + 1)
@@ -86,9 +95,26 @@ def nnodes_max(launch: Launch) -> int | None:
 
 ENGINES = {"docker", "podman", "nvidia-docker"}
 BOOL_LONG = {
-    "--rm", "--detach", "--interactive", "--tty", "--privileged", "--init", "--read-only", "--publish-all",
-    "--no-healthcheck", "--oom-kill-disable", "--disable-content-trust", "--quiet", "--help", "--replace",
-    "--rmi", "--no-hosts", "--env-host", "--read-only-tmpfs", "--sig-proxy", "--use-api-socket",
+    "--rm",
+    "--detach",
+    "--interactive",
+    "--tty",
+    "--privileged",
+    "--init",
+    "--read-only",
+    "--publish-all",
+    "--no-healthcheck",
+    "--oom-kill-disable",
+    "--disable-content-trust",
+    "--quiet",
+    "--help",
+    "--replace",
+    "--rmi",
+    "--no-hosts",
+    "--env-host",
+    "--read-only-tmpfs",
+    "--sig-proxy",
+    "--use-api-socket",
 }
 BOOL_SHORT = set("itdPq")
 
@@ -152,5 +178,5 @@ def run_command(words: list[Word]) -> RunCommand | None:
         i += 1
     if i < len(words):
         run.image = At(words[i].text, words[i].line)
-        run.command = words[i + 1:]
+        run.command = words[i + 1 :]
     return run

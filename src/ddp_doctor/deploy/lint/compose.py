@@ -111,7 +111,11 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
         volumes = YList()
         volumes.line, volumes.item_lines = line, []
     for i, v in enumerate(volumes):
-        target = str(v).split(":")[1] if isinstance(v, str) and ":" in v else (v.get("target") if isinstance(v, YMap) else None)
+        target = (
+            str(v).split(":")[1]
+            if isinstance(v, str) and ":" in v
+            else (v.get("target") if isinstance(v, YMap) else None)
+        )
         if target == "/dev/shm":
             host_shm = volumes.line_of(i)
             continue

@@ -46,8 +46,10 @@ def detect(path: Path, text: str) -> str:
         return "yaml"
     if re.search(r"\b(torchrun|docker\s+run|podman\s+run|torch\.distributed\.run)\b", text):
         return "shell"
-    raise InputError(f"{path}: not a Kubernetes manifest, compose file, Dockerfile, shell or Slurm script "
-                     "(name it *.yaml, Dockerfile, *.sh or *.sbatch to say which)")
+    raise InputError(
+        f"{path}: not a Kubernetes manifest, compose file, Dockerfile, shell or Slurm script "
+        "(name it *.yaml, Dockerfile, *.sh or *.sbatch to say which)"
+    )
 
 
 def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, list[Unit], list[str]]:
@@ -66,8 +68,10 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
             continue
         kind = doc.get("kind")
         if not isinstance(kind, str) or "apiVersion" not in doc:
-            notes.append(f"{path}:{doc.line}: no apiVersion/kind (not a Kubernetes object) and no services "
-                         "(not a compose file); skipped")
+            notes.append(
+                f"{path}:{doc.line}: no apiVersion/kind (not a Kubernetes object) and no services "
+                "(not a compose file); skipped"
+            )
             continue
         kinds_seen.add("k8s")
         found = k8s.units(doc, path)
@@ -75,8 +79,11 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
             notes.append(f"{path}:{doc.line}: kind {kind} has no pod template ddp-doctor knows; not checked")
         units += found
     if not kinds_seen:
-        raise InputError(f"{path}: no Kubernetes object (apiVersion + kind) and no compose services in it"
-                         + ("" if notes else " (empty)") + "; expected a manifest or a compose file")
+        raise InputError(
+            f"{path}: no Kubernetes object (apiVersion + kind) and no compose services in it"
+            + ("" if notes else " (empty)")
+            + "; expected a manifest or a compose file"
+        )
     return ("compose" if kinds_seen == {"compose"} else "k8s"), units, notes
 
 
@@ -123,8 +130,13 @@ def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
         summary=f"{u.file}:{hit.line}: {_text(rule, 'message', u.area, ctx)}",
         cause=_text(rule, "why", u.area, ctx),
         remedy=_text(rule, "fix", u.area, ctx),
-        observed={"severity": severity, "file": u.file, "line": hit.line, "unit": u.name,
-                  **{k: v for k, v in hit.context.items() if isinstance(v, (str, int, float, bool))}},
+        observed={
+            "severity": severity,
+            "file": u.file,
+            "line": hit.line,
+            "unit": u.name,
+            **{k: v for k, v in hit.context.items() if isinstance(v, (str, int, float, bool))},
+        },
         expected={"source": rule.get("source")},
         evidence=[Evidence(source=u.file, line=hit.line, text=source_line[:200])],
     )

@@ -22,10 +22,31 @@ POD_PATHS: dict[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 # Kinds without containers: nothing to check, nothing to report.
-PASSIVE = {"Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PersistentVolume", "Namespace", "ServiceAccount",
-           "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Ingress", "NetworkPolicy", "StorageClass",
-           "RuntimeClass", "PriorityClass", "PodDisruptionBudget", "HorizontalPodAutoscaler", "LimitRange",
-           "ResourceQuota", "CustomResourceDefinition", "Endpoints", "List"}
+PASSIVE = {
+    "Service",
+    "ConfigMap",
+    "Secret",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "Namespace",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Ingress",
+    "NetworkPolicy",
+    "StorageClass",
+    "RuntimeClass",
+    "PriorityClass",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "LimitRange",
+    "ResourceQuota",
+    "CustomResourceDefinition",
+    "Endpoints",
+    "List",
+}
 GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
 EPHEMERAL = {"emptyDir", "configMap", "secret", "downwardAPI", "projected", "ephemeral"}
 MAX_SEARCH = 5000
@@ -130,8 +151,11 @@ def units(doc: YMap, source: str) -> list[Unit]:
         containers = pod.get("containers")
         if not isinstance(containers, YList):
             continue
-        found = [_container(c, containers.line_of(i), pod, volumes, label, nodes, nproc, operator, source)
-                 for i, c in enumerate(containers) if isinstance(c, YMap)]
+        found = [
+            _container(c, containers.line_of(i), pod, volumes, label, nodes, nproc, operator, source)
+            for i, c in enumerate(containers)
+            if isinstance(c, YMap)
+        ]
         names = [c.get("name") for c in containers if isinstance(c, YMap)]
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(At("pytorchjob_container_name", containers.line))
@@ -139,8 +163,17 @@ def units(doc: YMap, source: str) -> list[Unit]:
     return out
 
 
-def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], label: str, nodes: At[int] | None,
-               nproc: At[str] | None, operator: bool, source: str) -> Unit:
+def _container(
+    c: YMap,
+    line: int,
+    pod: YMap,
+    volumes: dict[Any, YMap],
+    label: str,
+    nodes: At[int] | None,
+    nproc: At[str] | None,
+    operator: bool,
+    source: str,
+) -> Unit:
     u = Unit("k8s", source, f"{label} container {c.get('name', '?')}", line, nodes=nodes)
     if isinstance(c.get("image"), str):
         u.image = At(c["image"], c.line_of("image"))
@@ -215,7 +248,9 @@ def _security(u: Unit, c: YMap, pod: YMap, line: int) -> None:
         sc = c_sc if "runAsUser" in c_sc else pod_sc
         u.root = At("runAsUser: 0", sc.line_of("runAsUser"))
     elif non_root is not True and not (isinstance(user, int) and user > 0):
-        u.root = At("neither runAsNonRoot: true nor a non-zero runAsUser; the image's USER decides (root for most)", line)
+        u.root = At(
+            "neither runAsNonRoot: true nor a non-zero runAsUser; the image's USER decides (root for most)", line
+        )
     if c_sc.get("privileged") is True:
         u.privileged = At(True, c_sc.line_of("privileged"))
     add = _get(c_sc, "capabilities", "add")

@@ -29,8 +29,10 @@ def read_text(path: Path) -> str:
             raise InputError(f"{path}: is a directory; expected a file")
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise InputError(f"{path}: {size / 2**20:.0f} MiB is over the {MAX_BYTES // 2**20} MiB limit for a config file; "
-                             "expected a manifest, compose file, Dockerfile or script")
+            raise InputError(
+                f"{path}: {size / 2**20:.0f} MiB is over the {MAX_BYTES // 2**20} MiB limit for a config file; "
+                "expected a manifest, compose file, Dockerfile or script"
+            )
         with path.open("rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
@@ -97,8 +99,10 @@ class _Converter:
         if id(node) in self.seen:
             self.repeats += 1
             if self.repeats > ALIAS_BUDGET:
-                raise InputError(f"{self.source}: YAML aliases expand to more than {ALIAS_BUDGET} nodes (an alias bomb?); "
-                                 "expected a config that reuses few anchors")
+                raise InputError(
+                    f"{self.source}: YAML aliases expand to more than {ALIAS_BUDGET} nodes (an alias bomb?); "
+                    "expected a config that reuses few anchors"
+                )
         else:
             self.seen.add(id(node))
         if depth > MAX_DEPTH:
@@ -107,7 +111,9 @@ class _Converter:
             return node.value  # most scalars; the constructor below is the slow path
         line = node.start_mark.line + 1
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
-            raise InputError(f"{self.source}:{line}: YAML tag {node.tag} is not plain data; expected a config without tags")
+            raise InputError(
+                f"{self.source}:{line}: YAML tag {node.tag} is not plain data; expected a config without tags"
+            )
         if isinstance(node, yaml.MappingNode):
             m = YMap()
             m.line, m.key_lines, m.value_lines = line, {}, {}
@@ -118,8 +124,9 @@ class _Converter:
                 try:
                     hash(key)
                 except TypeError:
-                    raise InputError(f"{self.source}:{key_node.start_mark.line + 1}: a mapping key must be a "
-                                     "scalar") from None
+                    raise InputError(
+                        f"{self.source}:{key_node.start_mark.line + 1}: a mapping key must be a scalar"
+                    ) from None
                 m[key] = self.convert(value_node, depth + 1)
                 m.key_lines[key] = key_node.start_mark.line + 1
                 m.value_lines[key] = _text_line(value_node)

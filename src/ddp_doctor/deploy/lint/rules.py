@@ -73,8 +73,11 @@ def gpu_requests(u: Unit) -> Iterator[Hit]:
         return
     limit = u.gpus.value if u.gpus is not None else None
     if limit != u.gpu_request.value:
-        yield Hit("gpu_request_mismatch", u.gpu_request.line, {"request": u.gpu_request.value,
-                                                                 "limit": "none" if limit is None else limit})
+        yield Hit(
+            "gpu_request_mismatch",
+            u.gpu_request.line,
+            {"request": u.gpu_request.value, "limit": "none" if limit is None else limit},
+        )
 
 
 def _nproc(u: Unit) -> tuple[int, int] | None:
@@ -105,8 +108,12 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
 
 @check
 def slurm_tasks(u: Unit) -> Iterator[Hit]:
-    if u.area == "slurm" and u.tasks_per_node is not None and u.tasks_per_node.value > 1 and \
-            any(l.under_srun and l.tool == "torchrun" for l in u.launches):
+    if (
+        u.area == "slurm"
+        and u.tasks_per_node is not None
+        and u.tasks_per_node.value > 1
+        and any(l.under_srun and l.tool == "torchrun" for l in u.launches)
+    ):
         yield Hit("tasks_per_node", u.tasks_per_node.line, {"tasks": u.tasks_per_node.value})
 
 
@@ -127,7 +134,9 @@ def shm_within_memory(u: Unit) -> Iterator[Hit]:
     if u.shm is None or u.shm_bytes is None or u.memory_limit is None:
         return
     if u.shm_bytes > u.memory_limit.value:
-        yield Hit("shm_exceeds_memory_limit", u.shm.line, {"shm": human(u.shm_bytes), "limit": human(u.memory_limit.value)})
+        yield Hit(
+            "shm_exceeds_memory_limit", u.shm.line, {"shm": human(u.shm_bytes), "limit": human(u.memory_limit.value)}
+        )
 
 
 @check
@@ -213,7 +222,9 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     candidates = []
     for launch in u.launches:
         if launch.rdzv_endpoint is not None:
-            candidates.append(("--rdzv-endpoint", launch.rdzv_endpoint.value.rsplit(":", 1)[0], launch.rdzv_endpoint.line))
+            candidates.append(
+                ("--rdzv-endpoint", launch.rdzv_endpoint.value.rsplit(":", 1)[0], launch.rdzv_endpoint.line)
+            )
         if launch.master_addr is not None:
             candidates.append(("--master-addr", launch.master_addr.value, launch.master_addr.line))
     if "MASTER_ADDR" in u.env:

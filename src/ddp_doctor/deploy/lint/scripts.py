@@ -75,8 +75,9 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         u.shm = At("memory", tmpfs_shm.line)
     else:
         u.shm = At("default", run.line)
-    u.persistent_volume = any(m.value.split(":")[1:2] != ["/dev/shm"] for m in mounts if ":" in m.value) or \
-        any("tmpfs" not in m.value for m in mount_opts)
+    u.persistent_volume = any(m.value.split(":")[1:2] != ["/dev/shm"] for m in mounts if ":" in m.value) or any(
+        "tmpfs" not in m.value for m in mount_opts
+    )
     privileged = run.has("--privileged")
     if privileged is not None and privileged.value != "false":
         u.privileged = At(True, privileged.line)
@@ -119,13 +120,17 @@ def sbatch_directives(text: str) -> dict[str, At[int]]:
         if not line.startswith("#SBATCH"):
             break
         try:
-            tokens = shlex.split(line[len("#SBATCH"):], comments=True)
+            tokens = shlex.split(line[len("#SBATCH") :], comments=True)
         except ValueError:
             continue
         for i in range(len(tokens)):
-            for key, names in (("nodes", ("--nodes", "-N")), ("gpus_per_node", ("--gpus-per-node",)),
-                               ("gres", ("--gres",)), ("gpus", ("--gpus", "-G")),
-                               ("tasks_per_node", ("--ntasks-per-node",))):
+            for key, names in (
+                ("nodes", ("--nodes", "-N")),
+                ("gpus_per_node", ("--gpus-per-node",)),
+                ("gres", ("--gres",)),
+                ("gpus", ("--gpus", "-G")),
+                ("tasks_per_node", ("--ntasks-per-node",)),
+            ):
                 value = _directive_value(tokens, i, names)
                 if value is None:
                     continue

@@ -149,7 +149,7 @@ def _command(words: list[Word]) -> Command:
         if eq and name.isidentifier():
             assignments[name] = Word(value, words[i].line)
         elif text == "export":
-            for w in words[i + 1:]:
+            for w in words[i + 1 :]:
                 n, e, v = w.text.partition("=")
                 if e and n.isidentifier():
                     assignments[n] = Word(v, w.line)

@@ -64,8 +64,15 @@ def _topology(pynvml: Any, handles: list[Any], devices: list[dict[str, Any]]) ->
         getattr(pynvml, "NVML_TOPOLOGY_NODE", 40): "same NUMA node, across host bridges",
         getattr(pynvml, "NVML_TOPOLOGY_SYSTEM", 50): "across NUMA nodes (SMP interconnect)",
     }
-    statuses = {0: "ok", 1: "chipset not supported", 2: "GPU not supported", 3: "IOH topology not supported",
-                4: "disabled by driver", 5: "not supported", 6: "unknown"}
+    statuses = {
+        0: "ok",
+        1: "chipset not supported",
+        2: "GPU not supported",
+        3: "IOH topology not supported",
+        4: "disabled by driver",
+        5: "not supported",
+        6: "unknown",
+    }
     pairs = []
     for i in range(len(handles)):
         for j in range(i + 1, len(handles)):
@@ -73,12 +80,15 @@ def _topology(pynvml: Any, handles: list[Any], devices: list[dict[str, Any]]) ->
             read = _optional(pynvml.nvmlDeviceGetP2PStatus, a, b, pynvml.NVML_P2P_CAPS_INDEX_READ)
             nvlink = _optional(pynvml.nvmlDeviceGetP2PStatus, a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
             level = _optional(pynvml.nvmlDeviceGetTopologyCommonAncestor, a, b)
-            pairs.append({
-                "a": devices[i]["index"], "b": devices[j]["index"],
-                "p2p_read": statuses.get(read, str(read)) if read is not None else None,
-                "p2p_nvlink": statuses.get(nvlink, str(nvlink)) if nvlink is not None else None,
-                "path": levels.get(level, str(level)) if level is not None else None,
-            })
+            pairs.append(
+                {
+                    "a": devices[i]["index"],
+                    "b": devices[j]["index"],
+                    "p2p_read": statuses.get(read, str(read)) if read is not None else None,
+                    "p2p_nvlink": statuses.get(nvlink, str(nvlink)) if nvlink is not None else None,
+                    "path": levels.get(level, str(level)) if level is not None else None,
+                }
+            )
     return pairs
 
 
@@ -98,9 +108,17 @@ def _nvlink_count(pynvml: Any, handle: Any) -> int | None:
 
 def probe() -> dict[str, Any]:
     facts: dict[str, Any] = {
-        "driver_loaded": False, "driver_version": None, "cuda_driver_version": None, "count": 0,
-        "physical_count": 0, "visible": [], "all": [], "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "error": None, "device_nodes": device_nodes(), "topology": [],
+        "driver_loaded": False,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "count": 0,
+        "physical_count": 0,
+        "visible": [],
+        "all": [],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "error": None,
+        "device_nodes": device_nodes(),
+        "topology": [],
     }
     try:
         import pynvml
@@ -126,16 +144,18 @@ def probe() -> dict[str, Any]:
             mig = _optional(pynvml.nvmlDeviceGetMigMode, h)
             mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
             pci = _optional(pynvml.nvmlDeviceGetPciInfo, h)
-            facts["all"].append({
-                "index": i,
-                "name": _text(pynvml.nvmlDeviceGetName(h)),
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(h)),
-                "memory_bytes": int(mem.total) if mem is not None else None,
-                "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-                "mig_mode": ("enabled" if mig[0] else "disabled") if mig else "not supported",
-                "pci_bus_id": _text(pci.busId) if pci is not None else None,
-                "nvlinks_active": _nvlink_count(pynvml, h),
-            })
+            facts["all"].append(
+                {
+                    "index": i,
+                    "name": _text(pynvml.nvmlDeviceGetName(h)),
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(h)),
+                    "memory_bytes": int(mem.total) if mem is not None else None,
+                    "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
+                    "mig_mode": ("enabled" if mig[0] else "disabled") if mig else "not supported",
+                    "pci_bus_id": _text(pci.busId) if pci is not None else None,
+                    "nvlinks_active": _nvlink_count(pynvml, h),
+                }
+            )
         facts["physical_count"] = len(facts["all"])
         facts["visible"] = apply_visible(facts["all"], facts["cuda_visible_devices"])
         facts["count"] = len(facts["visible"])

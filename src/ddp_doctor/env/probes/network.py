@@ -46,10 +46,12 @@ def interfaces() -> list[dict[str, Any]]:
         except OSError:
             pass
         addresses = [a for a in [_ipv4(name)] if a] + v6.get(name, [])
-        result.append({
-            "name": name,
-            "state": state or "unknown",
-            "loopback": name == "lo" or (addresses[:1] and addresses[0].startswith("127.")) or False,
-            "addresses": addresses,
-        })
+        result.append(
+            {
+                "name": name,
+                "state": state or "unknown",
+                "loopback": name == "lo" or (addresses[:1] and addresses[0].startswith("127.")) or False,
+                "addresses": addresses,
+            }
+        )
     return result

@@ -66,14 +66,21 @@ def _same_interpreter(candidate: str | None) -> bool | None:
     except OSError:
         return None
     # A venv's python is a symlink to the base interpreter, so compare environments too.
-    return cand.parent.parent.resolve() == Path(sys.prefix).resolve() or cand.parent.resolve() == Path(sys.executable).parent.resolve()
+    return (
+        cand.parent.parent.resolve() == Path(sys.prefix).resolve()
+        or cand.parent.resolve() == Path(sys.executable).parent.resolve()
+    )
 
 
 def torchrun() -> dict[str, Any]:
     path = shutil.which("torchrun")
     own = Path(sys.executable).parent / "torchrun"
-    facts: dict[str, Any] = {"path": path, "shebang_python": None, "same_env": None,
-                             "env_script": str(own) if own.is_file() else None}
+    facts: dict[str, Any] = {
+        "path": path,
+        "shebang_python": None,
+        "same_env": None,
+        "env_script": str(own) if own.is_file() else None,
+    }
     if path:
         facts["shebang_python"] = _shebang_python(Path(path))
         facts["same_env"] = _same_interpreter(facts["shebang_python"])
@@ -100,8 +107,10 @@ def ulimits() -> dict[str, Any]:
     memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
     return {
-        "memlock_soft_bytes": _limit(memlock[0]), "memlock_hard_bytes": _limit(memlock[1]),
-        "nofile_soft": _limit(nofile[0]), "nofile_hard": _limit(nofile[1]),
+        "memlock_soft_bytes": _limit(memlock[0]),
+        "memlock_hard_bytes": _limit(memlock[1]),
+        "nofile_soft": _limit(nofile[0]),
+        "nofile_hard": _limit(nofile[1]),
     }
 
 
@@ -122,7 +131,12 @@ def container() -> dict[str, Any]:
         kind = "podman"
         evidence.append("/run/.containerenv exists")
     cgroup = _read("/proc/1/cgroup")
-    for marker, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("libpod", "podman"), ("containerd", "containerd")):
+    for marker, name in (
+        ("kubepods", "kubernetes"),
+        ("docker", "docker"),
+        ("libpod", "podman"),
+        ("containerd", "containerd"),
+    ):
         if marker in cgroup:
             evidence.append(f"/proc/1/cgroup mentions {marker}")
             kind = kind or name
@@ -132,7 +146,12 @@ def container() -> dict[str, Any]:
     if kind is None and os.environ.get("container"):
         kind = os.environ["container"]
         evidence.append(f"container={kind} in the environment")
-    return {"in_container": kind is not None or kubernetes, "kind": kind, "kubernetes": kubernetes, "evidence": evidence}
+    return {
+        "in_container": kind is not None or kubernetes,
+        "kind": kind,
+        "kubernetes": kubernetes,
+        "evidence": evidence,
+    }
 
 
 def user() -> dict[str, Any]:
@@ -144,19 +163,42 @@ def user() -> dict[str, Any]:
     return {"uid": uid, "gid": os.getegid(), "name": name, "root": uid == 0}
 
 
-def env_vars(prefixes: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_"),
-             names: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                       "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING",
-                                       "OMP_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH")) -> dict[str, str]:
+def env_vars(
+    prefixes: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_"),
+    names: tuple[str, ...] = (
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_LAUNCH_BLOCKING",
+        "OMP_NUM_THREADS",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "PYTHONPATH",
+    ),
+) -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k in names or k.startswith(prefixes)}
 
 
 def infiniband() -> dict[str, Any]:
-    devices = sorted(p.name for p in Path("/sys/class/infiniband").glob("*")) if Path("/sys/class/infiniband").is_dir() else []
+    devices = (
+        sorted(p.name for p in Path("/sys/class/infiniband").glob("*"))
+        if Path("/sys/class/infiniband").is_dir()
+        else []
+    )
     verbs = None
     if devices:
-        for pattern in ("/usr/lib/x86_64-linux-gnu/libibverbs.so*", "/usr/lib/aarch64-linux-gnu/libibverbs.so*",
-                        "/usr/lib64/libibverbs.so*", "/usr/lib/libibverbs.so*", "/lib/x86_64-linux-gnu/libibverbs.so*"):
+        for pattern in (
+            "/usr/lib/x86_64-linux-gnu/libibverbs.so*",
+            "/usr/lib/aarch64-linux-gnu/libibverbs.so*",
+            "/usr/lib64/libibverbs.so*",
+            "/usr/lib/libibverbs.so*",
+            "/lib/x86_64-linux-gnu/libibverbs.so*",
+        ):
             hits = sorted(glob.glob(pattern))
             if hits:
                 verbs = hits[0]

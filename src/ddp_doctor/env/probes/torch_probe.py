@@ -49,8 +49,16 @@ def _nccl_pin(requires: list[str] | None) -> str | None:
 
 def metadata() -> dict[str, Any]:
     """What can be known about torch from files alone."""
-    facts: dict[str, Any] = {"installed": False, "version": None, "location": None, "cuda": None,
-                             "hip": None, "git_version": None, "nccl_requirement": None, "distribution": None}
+    facts: dict[str, Any] = {
+        "installed": False,
+        "version": None,
+        "location": None,
+        "cuda": None,
+        "hip": None,
+        "git_version": None,
+        "nccl_requirement": None,
+        "distribution": None,
+    }
     try:
         dist = md.distribution("torch")
     except md.PackageNotFoundError:
@@ -106,8 +114,11 @@ def run_import(timeout_s: float = IMPORT_TIMEOUT_S, python: str | None = None) -
     done = proc.run([python or sys.executable, "-c", _child_source()], timeout_s=timeout_s, env=env)
     result: dict[str, Any] = {"probe_wall_s": round(done.duration_s, 3)}
     if done.timed_out:
-        result.update(importable=False, import_error=f"importing torch did not finish within {timeout_s:.0f} s "
-                      "(a hung import, a stuck network filesystem, or a driver call that never returns)")
+        result.update(
+            importable=False,
+            import_error=f"importing torch did not finish within {timeout_s:.0f} s "
+            "(a hung import, a stuck network filesystem, or a driver call that never returns)",
+        )
         return result
     payload = None
     for line in reversed(done.stdout.strip().splitlines()):

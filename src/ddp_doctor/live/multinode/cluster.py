@@ -34,6 +34,7 @@ def expected_nodes(nnodes: str) -> tuple[int, int]:
 
 # -- who is connected to the rendezvous store ----------------------------------------------
 
+
 def store_peers(port: int) -> set[str]:
     """Remote addresses with an ESTABLISHED TCP connection to local `port` in this network namespace."""
     return {s.remote_addr for s in procnet.tcp_sockets() if s.state == procnet.ESTABLISHED and s.local_port == port}
@@ -75,6 +76,7 @@ def reachable(address: str, port: int, timeout_s: float = 2.0) -> bool:
 
 # -- the checks ---------------------------------------------------------------------------
 
+
 def _node_label(entry: Mapping[str, Any]) -> str:
     return f"node {entry.get('node_rank')} ({entry.get('hostname') or entry.get('node')})"
 
@@ -86,8 +88,13 @@ def _by_node(ranks: Mapping[str, Mapping[str, Any]]) -> dict[int, list[Mapping[s
     return dict(sorted(nodes.items()))
 
 
-def joined(nnodes: str, cluster: Mapping[str, Any] | None, seen_peers: Iterable[str],
-           join_timeout_s: float | None, rendezvous_error: str | None) -> Result:
+def joined(
+    nnodes: str,
+    cluster: Mapping[str, Any] | None,
+    seen_peers: Iterable[str],
+    join_timeout_s: float | None,
+    rendezvous_error: str | None,
+) -> Result:
     lo, hi = expected_nodes(nnodes)
     peers = sorted(set(seen_peers))
     nodes = _by_node(cluster["ranks"]) if cluster else {}
@@ -98,18 +105,29 @@ def joined(nnodes: str, cluster: Mapping[str, Any] | None, seen_peers: Iterable[
     want = f"{hi}" if lo == hi else f"{lo} to {hi}"
     title = "nodes joined the rendezvous"
     if (nodes and count >= lo) or (not rendezvous_error and count >= lo):
-        return Result("multinode.joined", title, Status.PASS, f"{count} of {want} nodes joined",
-                      observed=observed, metrics={"nodes": count})
+        return Result(
+            "multinode.joined",
+            title,
+            Status.PASS,
+            f"{count} of {want} nodes joined",
+            observed=observed,
+            metrics={"nodes": count},
+        )
     timeout = f" within the join timeout ({join_timeout_s:.0f} s)" if join_timeout_s else ""
     return Result(
-        "multinode.joined", title, Status.FAIL,
-        f"{count} of {want} nodes joined{timeout}"
-        + (f"; connected to the store: {', '.join(peers)}" if peers else ""),
+        "multinode.joined",
+        title,
+        Status.FAIL,
+        f"{count} of {want} nodes joined{timeout}" + (f"; connected to the store: {', '.join(peers)}" if peers else ""),
         cause=rendezvous_error or "the rendezvous did not complete",
         remedy="start `ddp-doctor check` with the same --nnodes/--rdzv-endpoint/--rdzv-id on every node; on a "
-               "missing node, its own report (preflight) says why it could not join",
-        observed=observed, expected={"nodes": hi}, metrics={"nodes": count}, phase="rendezvous",
-        started=time.time())
+        "missing node, its own report (preflight) says why it could not join",
+        observed=observed,
+        expected={"nodes": hi},
+        metrics={"nodes": count},
+        phase="rendezvous",
+        started=time.time(),
+    )
 
 
 def missing_ranks(cluster: Mapping[str, Any], heartbeats: Mapping[str, Any] | None = None) -> Result | None:
@@ -118,13 +136,18 @@ def missing_ranks(cluster: Mapping[str, Any], heartbeats: Mapping[str, Any] | No
         return None
     world = cluster.get("world_size")
     return Result(
-        "multinode.ranks_reported", "every rank reported to node 0", Status.FAIL,
+        "multinode.ranks_reported",
+        "every rank reported to node 0",
+        Status.FAIL,
         f"{world - len(missing) if isinstance(world, int) else '?'} of {world} ranks reported to rank 0 "
         f"within {cluster.get('gather_timeout_s', '?')} s; silent: rank {', '.join(map(str, missing))}",
         cause="those ranks died, hung, or lost their network path to node 0 before the end of the run",
         remedy="read the local report of the node that ran them; it names the phase each rank reached",
-        observed={"missing": missing, "error": cluster.get("error")}, expected={"missing": []},
-        phase="gather", started=time.time())
+        observed={"missing": missing, "error": cluster.get("error")},
+        expected={"missing": []},
+        phase="gather",
+        started=time.time(),
+    )
 
 
 def versions(cluster: Mapping[str, Any]) -> Result:
@@ -140,15 +163,26 @@ def versions(cluster: Mapping[str, Any]) -> Result:
     if not differ:
         first = next(iter(per_node.values()), {})
         same = ", ".join(f"{k} {first.get(k)}" for k in VERSION_KEYS if first.get(k))
-        return Result("multinode.versions", "same versions on every node", Status.PASS,
-                      f"{len(nodes)} nodes run the same {same or 'versions'}", observed=observed)
+        return Result(
+            "multinode.versions",
+            "same versions on every node",
+            Status.PASS,
+            f"{len(nodes)} nodes run the same {same or 'versions'}",
+            observed=observed,
+        )
     detail = "; ".join(f"{k}: " + ", ".join(f"{node} {v}" for node, v in vals.items()) for k, vals in differ.items())
     return Result(
-        "multinode.versions", "same versions on every node", Status.FAIL, f"versions differ between nodes: {detail}",
+        "multinode.versions",
+        "same versions on every node",
+        Status.FAIL,
+        f"versions differ between nodes: {detail}",
         cause="ranks built against different torch / CUDA / NCCL or drivers can disagree on collective protocols "
-              "and fail or corrupt results in ways that look like network errors",
+        "and fail or corrupt results in ways that look like network errors",
         remedy="run one image (or one locked environment) on every node; upgrade the odd node out",
-        observed={**observed, "differ": differ}, expected={"identical": list(differ)}, started=time.time())
+        observed={**observed, "differ": differ},
+        expected={"identical": list(differ)},
+        started=time.time(),
+    )
 
 
 def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
@@ -168,21 +202,32 @@ def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
         metrics["inter_to_intra_ratio"] = round(min(inter.values()) / intra, 3)
     text = ", ".join(f"node 0<->{k.split(':')[1]} {v:.2f} GB/s" for k, v in sorted(inter.items()))
     summary = f"{backend} point-to-point: inter-node {text or 'not measured'}" + (
-        f"; intra-node (node 0) {intra:.2f} GB/s" if intra is not None else "")
+        f"; intra-node (node 0) {intra:.2f} GB/s" if intra is not None else ""
+    )
     median = statistics.median(inter.values()) if inter else 0.0
     slow = sorted(k.split(":")[1] for k, v in inter.items() if len(inter) > 1 and v < SLOW_LINK_RATIO * median)
     if slow:
         return Result(
-            "multinode.bandwidth", "inter-node bandwidth", Status.WARN,
+            "multinode.bandwidth",
+            "inter-node bandwidth",
+            Status.WARN,
             summary + f"; node {', '.join(slow)} below {SLOW_LINK_RATIO:.0%} of the median inter-node link",
             cause="one slow link sets the pace of every collective of the job",
             remedy="check that node's NIC speed (`ethtool`), the interface in use and the switch port",
-            metrics=metrics, observed={"slow_nodes": slow})
+            metrics=metrics,
+            observed={"slow_nodes": slow},
+        )
     probe_s = [float(e["cluster_probe_s"]) for e in cluster["ranks"].values() if e.get("cluster_probe_s") is not None]
     if probe_s:
         metrics["cluster_probe_max_s"] = max(probe_s)  # what the cross-node probes added to the run
-    return Result("multinode.bandwidth", "inter-node bandwidth", Status.PASS, summary, metrics=metrics,
-                  observed={"message_bytes": 4 << 20})
+    return Result(
+        "multinode.bandwidth",
+        "inter-node bandwidth",
+        Status.PASS,
+        summary,
+        metrics=metrics,
+        observed={"message_bytes": 4 << 20},
+    )
 
 
 def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
@@ -193,13 +238,21 @@ def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
         transports = sorted({t for info in nccl for t in (info.get("transports") or {})})
         sockets = next((info.get("socket_interfaces") for info in nccl if info.get("socket_interfaces")), None)
         per_node[_node_label(entries[0])] = {
-            "interface": pre.get("interface") or sockets, "address": pre.get("address"),
+            "interface": pre.get("interface") or sockets,
+            "address": pre.get("address"),
             "transport": ", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
         }
-    text = "; ".join(f"{node}: {v['interface'] or '?'} {v['address'] or ''} {v['transport'] or ''}".strip()
-                     for node, v in per_node.items())
-    return Result("multinode.interfaces", "interface and transport of each node", Status.PASS, text,
-                  observed={"per_node": per_node})
+    text = "; ".join(
+        f"{node}: {v['interface'] or '?'} {v['address'] or ''} {v['transport'] or ''}".strip()
+        for node, v in per_node.items()
+    )
+    return Result(
+        "multinode.interfaces",
+        "interface and transport of each node",
+        Status.PASS,
+        text,
+        observed={"per_node": per_node},
+    )
 
 
 def clock_skew(cluster: Mapping[str, Any]) -> Result | None:
@@ -210,43 +263,80 @@ def clock_skew(cluster: Mapping[str, Any]) -> Result | None:
     metrics = {"max_clock_skew_s": round(abs(worst), 6)}
     if abs(worst) > CLOCK_SKEW_WARN_S:
         return Result(
-            "multinode.clock_skew", "clocks agree across nodes", Status.WARN,
+            "multinode.clock_skew",
+            "clocks agree across nodes",
+            Status.WARN,
             f"{worst_node}'s clock is {worst:+.3f} s from node 0's (more than {CLOCK_SKEW_WARN_S:.0f} s)",
             cause="timestamps in the logs of different nodes will not line up, which misleads the reading of "
-                  "which node failed first",
+            "which node failed first",
             remedy="run NTP/chrony on every node (`chronyc tracking` shows the offset)",
-            observed={"offset_s": offsets}, expected={"max_abs_offset_s": CLOCK_SKEW_WARN_S}, metrics=metrics)
-    return Result("multinode.clock_skew", "clocks agree across nodes", Status.PASS,
-                  f"largest offset from node 0: {abs(worst) * 1000:.1f} ms ({worst_node})",
-                  observed={"offset_s": offsets}, metrics=metrics)
+            observed={"offset_s": offsets},
+            expected={"max_abs_offset_s": CLOCK_SKEW_WARN_S},
+            metrics=metrics,
+        )
+    return Result(
+        "multinode.clock_skew",
+        "clocks agree across nodes",
+        Status.PASS,
+        f"largest offset from node 0: {abs(worst) * 1000:.1f} ms ({worst_node})",
+        observed={"offset_s": offsets},
+        metrics=metrics,
+    )
 
 
 def lost_peers(peers: Iterable[str], port: int, local: Iterable[str]) -> Result | None:
     """After a failed run on node 0: which nodes that had joined no longer answer at all."""
     mine = set(local)
-    gone = [p for p in sorted(set(peers)) if p not in mine and not ipaddress.ip_address(p).is_loopback
-            and not reachable(p, port)]
+    gone = [
+        p
+        for p in sorted(set(peers))
+        if p not in mine and not ipaddress.ip_address(p).is_loopback and not reachable(p, port)
+    ]
     if not gone:
         return None
-    return link_lost(f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0", "that node",
-                     "check that node's link and its own report; collectives then wait until the process-group timeout",
-                     observed={"unreachable": gone}, expected={"unreachable": []})
+    return link_lost(
+        f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0",
+        "that node",
+        "check that node's link and its own report; collectives then wait until the process-group timeout",
+        observed={"unreachable": gone},
+        expected={"unreachable": []},
+    )
 
 
 def link_lost(summary: str, lost: str, remedy: str, observed: dict[str, Any], expected: dict[str, Any]) -> Result:
     """multinode.link_lost, as seen from node 0 (a node vanished) or from another node (node 0 vanished)."""
-    return Result("multinode.link_lost", "network path to every node", Status.FAIL, summary,
-                  cause=f"the network path to {lost} was lost during the run (link down, node down, or a firewall change)",
-                  remedy=remedy, observed=observed, expected=expected, phase="network", started=time.time())
+    return Result(
+        "multinode.link_lost",
+        "network path to every node",
+        Status.FAIL,
+        summary,
+        cause=f"the network path to {lost} was lost during the run (link down, node down, or a firewall change)",
+        remedy=remedy,
+        observed=observed,
+        expected=expected,
+        phase="network",
+        started=time.time(),
+    )
 
 
 def evaluate(cluster: Mapping[str, Any], backend: str) -> list[Result]:
     """The cross-node checks over rank 0's gathered entries."""
-    found: list[Result | None] = [missing_ranks(cluster), versions(cluster), bandwidth(cluster, backend),
-                                  interfaces(cluster, backend), clock_skew(cluster)]
+    found: list[Result | None] = [
+        missing_ranks(cluster),
+        versions(cluster),
+        bandwidth(cluster, backend),
+        interfaces(cluster, backend),
+        clock_skew(cluster),
+    ]
     errors = [f"rank {r}: {e['error']}" for r, e in cluster["ranks"].items() if e.get("error")]
     if errors:
-        found.append(Result("multinode.probes", "cross-node probes", Status.ERROR,
-                            "the cross-node probes broke on " + "; ".join(errors),
-                            observed={"errors": errors}))
+        found.append(
+            Result(
+                "multinode.probes",
+                "cross-node probes",
+                Status.ERROR,
+                "the cross-node probes broke on " + "; ".join(errors),
+                observed={"errors": errors},
+            )
+        )
     return [r for r in found if r is not None]

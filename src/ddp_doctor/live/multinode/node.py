@@ -44,7 +44,7 @@ _RDZV_ERROR = re.compile(r"(Rendezvous\w*Error)(?::\s*(.*))?")
 _RDZV_MEANING = {
     "RendezvousTimeoutError": "torchrun's rendezvous timed out before every node joined",
     "RendezvousClosedError": "the rendezvous was closed by another node (node 0 gave up waiting for a node, or a "
-                             "node failed and ended the run)",
+    "node failed and ended the run)",
     "RendezvousConnectionError": "torchrun could not connect to the c10d store at the rendezvous endpoint",
     "RendezvousStateError": "the rendezvous state in the c10d store is inconsistent (two runs share one --rdzv-id?)",
 }
@@ -64,8 +64,9 @@ def _validate(args: argparse.Namespace) -> tuple[str, int, int]:
     if lo < 1 or hi < lo:
         raise UsageError(f"--nnodes {nnodes!r}: expected 1 <= MIN <= MAX")
     if not args.rdzv_endpoint:
-        raise UsageError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's address, the same on every "
-                         "node)")
+        raise UsageError(
+            f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's address, the same on every node)"
+        )
     if args.node_rank is not None and not 0 <= args.node_rank < hi:
         raise UsageError(f"--node-rank {args.node_rank} is outside 0..{hi - 1} for --nnodes {nnodes}")
     if args.node_rank is None and lo == hi:
@@ -98,8 +99,13 @@ class NodePlan:
         return self.node_rank == 0
 
     def spec_fields(self) -> dict[str, Any]:
-        return {"nnodes": self.nnodes, "node_rank": self.node_rank, "rdzv_endpoint": str(self.endpoint),
-                "rdzv_id": self.rdzv_id, "join_timeout_s": self.join_timeout_s}
+        return {
+            "nnodes": self.nnodes,
+            "node_rank": self.node_rank,
+            "rdzv_endpoint": str(self.endpoint),
+            "rdzv_id": self.rdzv_id,
+            "join_timeout_s": self.join_timeout_s,
+        }
 
     def apply(self, spec: Any) -> Any:
         """The chain's LaunchSpec with this node's rendezvous and the env the ranks need."""
@@ -161,8 +167,12 @@ class NodePlan:
         seen = sorted(self._watch.seen) if self._watch else []
         data = self.gathered() if self.is_node0 else None
         report.facts["multinode"] = {
-            "nnodes": self.nnodes, "node_rank": self.node_rank, "rdzv_endpoint": str(self.endpoint),
-            "rdzv_id": self.rdzv_id, "join_timeout_s": self.join_timeout_s, "store_peers": seen,
+            "nnodes": self.nnodes,
+            "node_rank": self.node_rank,
+            "rdzv_endpoint": str(self.endpoint),
+            "rdzv_id": self.rdzv_id,
+            "join_timeout_s": self.join_timeout_s,
+            "store_peers": seen,
             "role": "cluster report (node 0)" if self.is_node0 else "local report",
             "ranks_gathered": sorted(int(k) for k in data["ranks"]) if data else None,
         }
@@ -172,12 +182,20 @@ class NodePlan:
             if self.is_node0:
                 report.add(cluster.joined(self.nnodes, data, seen, self.join_timeout_s, meaning))
             elif rdzv_error:
-                report.add(Result(
-                    "multinode.joined", "nodes joined the rendezvous", Status.FAIL,
-                    f"this node (node {self.node_rank}) left the rendezvous with {rdzv_error}",
-                    cause=meaning, remedy="read node 0's report: it says how many nodes joined; start every node "
-                                          "within --join-timeout of each other", phase="rendezvous",
-                    observed={"error": rdzv_error}, started=time.time()))
+                report.add(
+                    Result(
+                        "multinode.joined",
+                        "nodes joined the rendezvous",
+                        Status.FAIL,
+                        f"this node (node {self.node_rank}) left the rendezvous with {rdzv_error}",
+                        cause=meaning,
+                        remedy="read node 0's report: it says how many nodes joined; start every node "
+                        "within --join-timeout of each other",
+                        phase="rendezvous",
+                        observed={"error": rdzv_error},
+                        started=time.time(),
+                    )
+                )
         if data:
             report.extend(cluster.evaluate(data, self.backend))
         if report.verdict().value == "fail" and not rdzv_error:
@@ -194,17 +212,24 @@ class NodePlan:
         if not addrs or cluster.reachable(addrs[0], self.endpoint.port):
             return None
         return cluster.link_lost(
-            f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node", "node 0",
+            f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node",
+            "node 0",
             "check this node's link to node 0 (`ip link`, `nc -zv` to the endpoint) and node 0's report",
-            observed={"endpoint": str(self.endpoint)}, expected={"reachable": True})
+            observed={"endpoint": str(self.endpoint)},
+            expected={"reachable": True},
+        )
 
 
 def _preflight_facts(results: list[Result]) -> dict[str, Any]:
     """What the ranks pass to node 0 about this node: the interface it talks through."""
     for r in results:
         if r.id == preflight.IFNAME_ID and r.observed.get("interface"):
-            return {"interface": r.observed.get("interface"), "address": r.observed.get("address"),
-                    "variable": r.observed.get("variable"), "value": r.observed.get("value")}
+            return {
+                "interface": r.observed.get("interface"),
+                "address": r.observed.get("address"),
+                "variable": r.observed.get("variable"),
+                "value": r.observed.get("value"),
+            }
     return {}
 
 
@@ -223,9 +248,16 @@ def prepare(args: argparse.Namespace, backend: str, env: dict[str, str] | None =
     results = preflight.preflight(str(endpoint), args.node_rank, backend, env_now, wait_s=join_timeout, node=node)
     directory = Path(tempfile.mkdtemp(prefix="ddp-doctor-cluster-"))
     atexit.register(shutil.rmtree, directory, True)  # also on Ctrl-C between launch and conclude
-    plan = NodePlan(nnodes=nnodes, node_rank=args.node_rank, endpoint=endpoint,
-                    rdzv_id=args.rdzv_id or f"ddp-doctor-{endpoint.port}", join_timeout_s=join_timeout,
-                    backend=backend, preflight=results, cluster_file=directory / "cluster.json")
+    plan = NodePlan(
+        nnodes=nnodes,
+        node_rank=args.node_rank,
+        endpoint=endpoint,
+        rdzv_id=args.rdzv_id or f"ddp-doctor-{endpoint.port}",
+        join_timeout_s=join_timeout,
+        backend=backend,
+        preflight=results,
+        cluster_file=directory / "cluster.json",
+    )
     plan.env = {CLUSTER_FILE_ENV: str(plan.cluster_file), PREFLIGHT_ENV: json.dumps(_preflight_facts(results))}
     return plan
 
@@ -233,8 +265,12 @@ def prepare(args: argparse.Namespace, backend: str, env: dict[str, str] | None =
 def blocked_report(plan: NodePlan, report: Report) -> Report:
     """The preflight failed: report it (the node's own evidence) and do not start torchrun."""
     report.facts["multinode"] = {
-        "nnodes": plan.nnodes, "node_rank": plan.node_rank, "rdzv_endpoint": str(plan.endpoint),
-        "rdzv_id": plan.rdzv_id, "join_timeout_s": plan.join_timeout_s, "launched": False,
+        "nnodes": plan.nnodes,
+        "node_rank": plan.node_rank,
+        "rdzv_endpoint": str(plan.endpoint),
+        "rdzv_id": plan.rdzv_id,
+        "join_timeout_s": plan.join_timeout_s,
+        "launched": False,
         "role": "local report",
     }
     report.extend(plan.preflight)

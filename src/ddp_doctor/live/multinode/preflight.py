@@ -63,6 +63,7 @@ def parse_endpoint(text: str) -> Endpoint:
 
 # -- interfaces of this node ---------------------------------------------------------------
 
+
 def interface_addresses() -> dict[str, list[str]]:
     """Every interface of this network namespace and its addresses (IPv4 via ioctl, IPv6 from /proc)."""
     found: dict[str, list[str]] = {name: [] for _, name in socket.if_nameindex()}
@@ -121,6 +122,7 @@ def match_ifname(spec: str, names: list[str], var: str) -> list[str]:
 
 # -- the rendezvous endpoint ----------------------------------------------------------------
 
+
 def _resolve(host: str, port: int, timeout_s: float) -> tuple[list[str], str | None]:
     """getaddrinfo under a deadline (it can block for long on a broken resolver)."""
     addrs: list[str] = []
@@ -144,7 +146,7 @@ def _resolve(host: str, port: int, timeout_s: float) -> tuple[list[str], str | N
 _CONNECT_ERRORS = {
     errno.ETIMEDOUT: "timed out (packets dropped: a firewall, a wrong address, or the link is down)",
     errno.ECONNREFUSED: "connection refused (the host answers, but nothing listens on that port yet: "
-                        "node 0 not started, or its store uses another port)",
+    "node 0 not started, or its store uses another port)",
     errno.EHOSTUNREACH: "no route to host (no answer on the local network: wrong address or host down)",
     errno.ENETUNREACH: "network unreachable (this node has no route to that network)",
 }
@@ -203,71 +205,111 @@ def check_endpoint(endpoint: Endpoint, node_rank: int | None, wait_s: float, nod
     base = {"endpoint": str(endpoint), "node_rank": node_rank}
     if not addrs:
         return Result(
-            ENDPOINT_ID, title, Status.FAIL,
+            ENDPOINT_ID,
+            title,
+            Status.FAIL,
             f"cannot resolve {endpoint.host} from this node: {error}; expected it to resolve to node 0's address",
             cause="the rendezvous host name is unknown here (DNS, /etc/hosts, or a headless Service that is not ready)",
             remedy=f"use node 0's IP address in --rdzv-endpoint, or make {endpoint.host} resolvable on every node",
-            observed={**base, "resolve_error": error}, expected={"resolves": True}, node=node,
-            phase="preflight", started=started)
+            observed={**base, "resolve_error": error},
+            expected={"resolves": True},
+            node=node,
+            phase="preflight",
+            started=started,
+        )
     observed = {**base, "addresses": addrs}
     hosts_store = node_rank == 0
     if hosts_store or (node_rank is None and _is_local(addrs)):
         code = _bind_error(addrs[0], endpoint.port)
         if code is None:
-            return Result(ENDPOINT_ID, title, Status.PASS,
-                          f"this node hosts the c10d store: {endpoint} ({addrs[0]}) is a local address and the port is free",
-                          observed={**observed, "role": "store host"}, node=node, phase="preflight")
+            return Result(
+                ENDPOINT_ID,
+                title,
+                Status.PASS,
+                f"this node hosts the c10d store: {endpoint} ({addrs[0]}) is a local address and the port is free",
+                observed={**observed, "role": "store host"},
+                node=node,
+                phase="preflight",
+            )
         if code == errno.EADDRINUSE and node_rank is None:
             pass  # elastic: another agent on this node may already host the store; fall through to connect
         elif code == errno.EADDRINUSE:
             return Result(
-                ENDPOINT_ID, title, Status.FAIL,
+                ENDPOINT_ID,
+                title,
+                Status.FAIL,
                 f"port {endpoint.port} on {addrs[0]} is already in use; node 0 must bind it to host the c10d store",
                 cause="another process (an earlier run that is still alive, or another service) holds the port",
                 remedy=f"find it with `ss -ltnp 'sport = :{endpoint.port}'` and stop it, or pick another port in "
-                       f"--rdzv-endpoint on every node", observed={**observed, "role": "store host"},
-                expected={"port_free": True}, node=node, phase="preflight", started=started)
+                f"--rdzv-endpoint on every node",
+                observed={**observed, "role": "store host"},
+                expected={"port_free": True},
+                node=node,
+                phase="preflight",
+                started=started,
+            )
         else:
             return Result(
-                ENDPOINT_ID, title, Status.FAIL,
+                ENDPOINT_ID,
+                title,
+                Status.FAIL,
                 f"{endpoint.host} ({', '.join(addrs)}) is not an address of this node, but node 0 hosts the c10d store there",
                 cause=f"binding {addrs[0]}:{endpoint.port} failed: {os.strerror(code)}",
                 remedy="run --node-rank 0 on the machine named in --rdzv-endpoint, or point --rdzv-endpoint at "
-                       "this node's address", observed={**observed, "role": "store host"},
-                expected={"local_address": True}, node=node, phase="preflight", started=started)
+                "this node's address",
+                observed={**observed, "role": "store host"},
+                expected={"local_address": True},
+                node=node,
+                phase="preflight",
+                started=started,
+            )
     attempts = 0
     while True:
         attempts += 1
         reason = _connect_error(addrs[0], endpoint.port, min(CONNECT_ATTEMPT_S, max(deadline - time.monotonic(), 0.1)))
         if reason is None:
-            return Result(ENDPOINT_ID, title, Status.PASS, f"reached the c10d store at {endpoint} ({addrs[0]})",
-                          observed={**observed, "role": "client", "attempts": attempts}, node=node, phase="preflight",
-                          metrics={"connect_s": round(wait_s - (deadline - time.monotonic()), 3)})
+            return Result(
+                ENDPOINT_ID,
+                title,
+                Status.PASS,
+                f"reached the c10d store at {endpoint} ({addrs[0]})",
+                observed={**observed, "role": "client", "attempts": attempts},
+                node=node,
+                phase="preflight",
+                metrics={"connect_s": round(wait_s - (deadline - time.monotonic()), 3)},
+            )
         if reason.startswith("network unreachable") or time.monotonic() >= deadline:
             break
         time.sleep(0.25)
     source = route_source(addrs[0])
     return Result(
-        ENDPOINT_ID, title, Status.FAIL,
+        ENDPOINT_ID,
+        title,
+        Status.FAIL,
         f"cannot reach {endpoint} from this node: {reason} after {attempts} attempts in {wait_s:.0f} s",
         cause="torchrun would wait for the rendezvous until its join timeout and then fail with a c10d timeout",
         remedy=f"start node 0 first and check that {addrs[0]}:{endpoint.port} is open between nodes "
-               f"(`nc -zv {addrs[0]} {endpoint.port}` from this node; firewall / security group / NetworkPolicy "
-               f"must allow TCP {endpoint.port})",
+        f"(`nc -zv {addrs[0]} {endpoint.port}` from this node; firewall / security group / NetworkPolicy "
+        f"must allow TCP {endpoint.port})",
         observed={**observed, "role": "client", "error": reason, "attempts": attempts, "source_address": source},
-        expected={"reachable": True}, node=node, phase="preflight", started=started)
+        expected={"reachable": True},
+        node=node,
+        phase="preflight",
+        started=started,
+    )
 
 
 # -- the interface gloo / NCCL would use --------------------------------------------------
 
-def check_interface(backend: str, env: Mapping[str, str], master_addresses: list[str],
-                    node: str | None = None) -> list[Result]:
+
+def check_interface(
+    backend: str, env: Mapping[str, str], master_addresses: list[str], node: str | None = None
+) -> list[Result]:
     """Every *_SOCKET_IFNAME that is set must name an interface that is up and has an address;
     without one, gloo binds whatever the hostname resolves to, which must not be the loopback."""
     addresses = interface_addresses()
     names = list(addresses)
-    remote_master = bool(master_addresses) and not any(
-        ipaddress.ip_address(a).is_loopback for a in master_addresses)
+    remote_master = bool(master_addresses) and not any(ipaddress.ip_address(a).is_loopback for a in master_addresses)
     source = route_source(master_addresses[0]) if master_addresses else None
     route_if = interface_of(source, addresses) if source else None
     route = {"route_source": source, "route_interface": route_if}
@@ -279,48 +321,89 @@ def check_interface(backend: str, env: Mapping[str, str], master_addresses: list
             continue
         picked = match_ifname(spec, names, var)
         usable = [n for n in picked if addresses.get(n) and is_up(n) is not False]
-        observed = {"variable": var, "value": spec, "selected": picked, "usable": usable,
-                    "interfaces": {n: a for n, a in addresses.items() if a}, **route}
+        observed = {
+            "variable": var,
+            "value": spec,
+            "selected": picked,
+            "usable": usable,
+            "interfaces": {n: a for n, a in addresses.items() if a},
+            **route,
+        }
         listing = ", ".join(f"{n} ({a[0]})" for n, a in addresses.items() if a) or "none with an address"
         if not usable:
-            why = "matches no interface" if not picked else f"selects {', '.join(picked)}, which has no address or is down"
-            results.append(Result(
-                IFNAME_ID, title, Status.FAIL,
-                f"{var}={spec} {why}; this node has {listing}",
-                cause=f"{'gloo' if var.startswith('GLOO') else 'NCCL'} would fail to create its socket device "
-                      f"when the process group starts",
-                remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}"
-                       + (f" (the interface of the route to the master, {source})" if route_if else "")
-                       + f", or unset {var}",
-                observed=observed, expected={"usable_interface": True}, node=node, phase="preflight",
-                started=time.time()))
+            why = (
+                "matches no interface"
+                if not picked
+                else f"selects {', '.join(picked)}, which has no address or is down"
+            )
+            results.append(
+                Result(
+                    IFNAME_ID,
+                    title,
+                    Status.FAIL,
+                    f"{var}={spec} {why}; this node has {listing}",
+                    cause=f"{'gloo' if var.startswith('GLOO') else 'NCCL'} would fail to create its socket device "
+                    f"when the process group starts",
+                    remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}"
+                    + (f" (the interface of the route to the master, {source})" if route_if else "")
+                    + f", or unset {var}",
+                    observed=observed,
+                    expected={"usable_interface": True},
+                    node=node,
+                    phase="preflight",
+                    started=time.time(),
+                )
+            )
             continue
         loopback_only = all(all(ipaddress.ip_address(a).is_loopback for a in addresses[n]) for n in usable)
         if loopback_only and remote_master:
-            results.append(Result(
-                IFNAME_ID, title, Status.FAIL,
-                f"{var}={spec} selects only the loopback ({', '.join(usable)}), but the master is on another node",
-                cause="other nodes cannot connect to a loopback address",
-                remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}",
-                observed=observed, expected={"non_loopback": True}, node=node, phase="preflight",
-                started=time.time()))
+            results.append(
+                Result(
+                    IFNAME_ID,
+                    title,
+                    Status.FAIL,
+                    f"{var}={spec} selects only the loopback ({', '.join(usable)}), but the master is on another node",
+                    cause="other nodes cannot connect to a loopback address",
+                    remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}",
+                    observed=observed,
+                    expected={"non_loopback": True},
+                    node=node,
+                    phase="preflight",
+                    started=time.time(),
+                )
+            )
             continue
-        results.append(Result(IFNAME_ID, title, Status.PASS,
-                              f"{var}={spec} selects {', '.join(f'{n} ({addresses[n][0]})' for n in usable)}",
-                              observed={**observed, "interface": usable[0], "address": addresses[usable[0]][0]},
-                              node=node, phase="preflight"))
+        results.append(
+            Result(
+                IFNAME_ID,
+                title,
+                Status.PASS,
+                f"{var}={spec} selects {', '.join(f'{n} ({addresses[n][0]})' for n in usable)}",
+                observed={**observed, "interface": usable[0], "address": addresses[usable[0]][0]},
+                node=node,
+                phase="preflight",
+            )
+        )
     if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME"):
         results.append(_check_gloo_hostname(addresses, remote_master, route, node))
     elif backend == "nccl" and not env.get("NCCL_SOCKET_IFNAME") and route_if:
-        results.append(Result(IFNAME_ID, title, Status.PASS,
-                              f"NCCL_SOCKET_IFNAME unset; the route to the master leaves through {route_if} ({source})",
-                              observed={**route, "interface": route_if, "address": source}, node=node,
-                              phase="preflight"))
+        results.append(
+            Result(
+                IFNAME_ID,
+                title,
+                Status.PASS,
+                f"NCCL_SOCKET_IFNAME unset; the route to the master leaves through {route_if} ({source})",
+                observed={**route, "interface": route_if, "address": source},
+                node=node,
+                phase="preflight",
+            )
+        )
     return results
 
 
-def _check_gloo_hostname(addresses: Mapping[str, list[str]], remote_master: bool, route: dict[str, str | None],
-                         node: str | None) -> Result:
+def _check_gloo_hostname(
+    addresses: Mapping[str, list[str]], remote_master: bool, route: dict[str, str | None], node: str | None
+) -> Result:
     # Without GLOO_SOCKET_IFNAME, gloo binds the first address the hostname resolves to
     # (ProcessGroupGloo::createDefaultDevice), and falls back to the loopback.
     hostname = socket.gethostname()
@@ -328,29 +411,63 @@ def _check_gloo_hostname(addresses: Mapping[str, list[str]], remote_master: bool
     local = {a: n for n, addrs in addresses.items() for a in addrs}
     usable = [a for a in resolved if a in local or ipaddress.ip_address(a).is_loopback]
     first = usable[0] if usable else None
-    observed = {"variable": "GLOO_SOCKET_IFNAME", "value": None, "hostname": hostname, "resolves_to": resolved,
-                "interface": local.get(first or ""), "address": first, **route}
+    observed = {
+        "variable": "GLOO_SOCKET_IFNAME",
+        "value": None,
+        "hostname": hostname,
+        "resolves_to": resolved,
+        "interface": local.get(first or ""),
+        "address": first,
+        **route,
+    }
     title = "socket interface for the process group"
     fix = route["route_interface"]
     remedy = f"export GLOO_SOCKET_IFNAME={fix or 'the interface that carries traffic between nodes'} on every node" + (
-        f" (the interface of the route to the master, {route['route_source']})" if fix else "")
+        f" (the interface of the route to the master, {route['route_source']})" if fix else ""
+    )
     if remote_master and (first is None or ipaddress.ip_address(first).is_loopback):
-        seen = f"resolves to {first} (loopback)" if first else (
-            f"does not resolve ({error})" if error else f"resolves to {', '.join(resolved)}, none of them on this node")
+        seen = (
+            f"resolves to {first} (loopback)"
+            if first
+            else (
+                f"does not resolve ({error})"
+                if error
+                else f"resolves to {', '.join(resolved)}, none of them on this node"
+            )
+        )
         return Result(
-            IFNAME_ID, title, Status.FAIL,
+            IFNAME_ID,
+            title,
+            Status.FAIL,
             f"GLOO_SOCKET_IFNAME is unset and hostname {hostname} {seen}; other nodes could not connect to this one",
             cause="gloo binds the address the hostname resolves to, falling back to 127.0.0.1",
-            remedy=remedy, observed=observed, expected={"non_loopback": True}, node=node, phase="preflight",
-            started=time.time())
-    return Result(IFNAME_ID, title, Status.PASS,
-                  f"GLOO_SOCKET_IFNAME unset; gloo binds {first} (hostname {hostname})"
-                  + (f" on {local.get(first or '')}" if local.get(first or "") else ""),
-                  observed=observed, node=node, phase="preflight")
+            remedy=remedy,
+            observed=observed,
+            expected={"non_loopback": True},
+            node=node,
+            phase="preflight",
+            started=time.time(),
+        )
+    return Result(
+        IFNAME_ID,
+        title,
+        Status.PASS,
+        f"GLOO_SOCKET_IFNAME unset; gloo binds {first} (hostname {hostname})"
+        + (f" on {local.get(first or '')}" if local.get(first or "") else ""),
+        observed=observed,
+        node=node,
+        phase="preflight",
+    )
 
 
-def preflight(endpoint_text: str, node_rank: int | None, backend: str, env: Mapping[str, str],
-              wait_s: float, node: str | None = None) -> list[Result]:
+def preflight(
+    endpoint_text: str,
+    node_rank: int | None,
+    backend: str,
+    env: Mapping[str, str],
+    wait_s: float,
+    node: str | None = None,
+) -> list[Result]:
     """[endpoint result, interface results...]. The interface is checked first: when it is wrong the
     node will not launch anyway, so the endpoint gets only a short wait instead of the join timeout."""
     endpoint = parse_endpoint(endpoint_text)

@@ -174,7 +174,8 @@ def _store() -> Any:
         base = dist.distributed_c10d._get_default_store()
     else:  # init failed on this rank: reach torchrun's store directly, so the rank still reports
         base = dist.TCPStore(  # type: ignore[attr-defined]
-            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=5))
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=5)
+        )
     run = os.environ.get("TORCHELASTIC_RUN_ID", "run")
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return dist.PrefixStore(f"{PREFIX}/{run}/{restart}/", base)  # type: ignore[attr-defined]
@@ -253,8 +254,14 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
             _collect(store, world, entry, me, deadline)
     except Exception as exc:  # noqa: BLE001
         if is_collector():
-            _write({"world_size": world, "ranks": {str(me): entry},
-                    "missing": [r for r in range(world) if r != me], "error": f"{type(exc).__name__}: {exc}"})
+            _write(
+                {
+                    "world_size": world,
+                    "ranks": {str(me): entry},
+                    "missing": [r for r in range(world) if r != me],
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
+            )
 
 
 def _write(data: dict[str, Any]) -> None:
@@ -270,9 +277,15 @@ def _collect(store: Any, world: int, mine: dict[str, Any], me: int, deadline: fl
     for r in range(world):
         if r != me and f"rank/{r}" not in missing:
             ranks[str(r)] = json.loads(store.get(f"rank/{r}"))
-    _write({"world_size": world, "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))),
-            "missing": [int(k.split("/")[1]) for k in missing], "gather_timeout_s": GATHER_TIMEOUT_S,
-            "collected_at": _now()})
+    _write(
+        {
+            "world_size": world,
+            "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))),
+            "missing": [int(k.split("/")[1]) for k in missing],
+            "gather_timeout_s": GATHER_TIMEOUT_S,
+            "collected_at": _now(),
+        }
+    )
 
 
 def _main() -> int:

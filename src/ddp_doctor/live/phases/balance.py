@@ -53,10 +53,16 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             elapsed = time.perf_counter() - started
         compute_ms.append(elapsed * 1000)
     step_ms = ctx.shared.get("step_ms", [])[2:] or ctx.shared.get("step_ms", [])
-    mine = {"rank": ctx.rank, "node": ctx.node,
-            "step_ms_median": round(_median(step_ms), 3), "step_ms_p95": round(_p95(step_ms), 3),
-            "compute_ms_median": round(_median(compute_ms[2:]), 3), "compute_ms_p95": round(_p95(compute_ms[2:]), 3),
-            "nvml": (ctx.payload.get("ddp") or {}).get("nvml"), "device": ctx.payload.get("device")}
+    mine = {
+        "rank": ctx.rank,
+        "node": ctx.node,
+        "step_ms_median": round(_median(step_ms), 3),
+        "step_ms_p95": round(_p95(step_ms), 3),
+        "compute_ms_median": round(_median(compute_ms[2:]), 3),
+        "compute_ms_p95": round(_p95(compute_ms[2:]), 3),
+        "nvml": (ctx.payload.get("ddp") or {}).get("nvml"),
+        "device": ctx.payload.get("device"),
+    }
     ctx.step("gather")
     everyone = all_gather_objects(ctx, mine)
     ctx.payload["balance"] = {"ranks": everyone}
@@ -64,32 +70,60 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     middle = _median(medians)
     slowest = max(everyone, key=lambda e: e["compute_ms_median"])
     spread = (max(medians) - min(medians)) / middle if middle > 0 else 0.0
-    metrics = {"step_ms_median": mine["step_ms_median"], "step_ms_p95": mine["step_ms_p95"],
-               "compute_ms_median": mine["compute_ms_median"], "compute_spread_pct": round(100 * spread, 1)}
+    metrics = {
+        "step_ms_median": mine["step_ms_median"],
+        "step_ms_p95": mine["step_ms_p95"],
+        "compute_ms_median": mine["compute_ms_median"],
+        "compute_spread_pct": round(100 * spread, 1),
+    }
     per_rank = "; ".join(f"rank {e['rank']} {e['step_ms_median']}/{e['step_ms_p95']} ms" for e in everyone)
-    checks = [check("live.balance.step_time", "pass",
-                    f"DDP step median/p95: {per_rank}; compute spread across ranks {100 * spread:.1f}%",
-                    metrics=metrics, observed={"ranks": everyone})]
+    checks = [
+        check(
+            "live.balance.step_time",
+            "pass",
+            f"DDP step median/p95: {per_rank}; compute spread across ranks {100 * spread:.1f}%",
+            metrics=metrics,
+            observed={"ranks": everyone},
+        )
+    ]
     ratio = slowest["compute_ms_median"] / middle if middle > 0 else 1.0
     if ctx.world_size > 1 and ratio > STRAGGLER:
-        checks.append(check("live.balance.straggler", "warn",
-                            f"rank {slowest['rank']} ({slowest['node']}) computes {100 * (ratio - 1):.0f}% slower than the "
-                            f"median rank ({slowest['compute_ms_median']} vs {middle} ms); expected within "
-                            f"{100 * (STRAGGLER - 1):.0f}%",
-                            observed={"rank": slowest["rank"], "ratio": round(ratio, 3)},
-                            expected={"max_ratio": STRAGGLER}, metrics={"straggler_ratio": round(ratio, 3)},
-                            cause="one rank is slower: a throttled or shared GPU, a busy CPU core, or a slower link",
-                            remedy="compare `nvidia-smi -q -d PERFORMANCE,CLOCK` across GPUs and check what else runs there; "
-                                   "`ddp-doctor check --gpu-health` measures each GPU"))
+        checks.append(
+            check(
+                "live.balance.straggler",
+                "warn",
+                f"rank {slowest['rank']} ({slowest['node']}) computes {100 * (ratio - 1):.0f}% slower than the "
+                f"median rank ({slowest['compute_ms_median']} vs {middle} ms); expected within "
+                f"{100 * (STRAGGLER - 1):.0f}%",
+                observed={"rank": slowest["rank"], "ratio": round(ratio, 3)},
+                expected={"max_ratio": STRAGGLER},
+                metrics={"straggler_ratio": round(ratio, 3)},
+                cause="one rank is slower: a throttled or shared GPU, a busy CPU core, or a slower link",
+                remedy="compare `nvidia-smi -q -d PERFORMANCE,CLOCK` across GPUs and check what else runs there; "
+                "`ddp-doctor check --gpu-health` measures each GPU",
+            )
+        )
     else:
-        checks.append(check("live.balance.straggler", "pass",
-                            f"no straggler: the slowest rank is within {100 * (ratio - 1):.0f}% of the median "
-                            f"(threshold {100 * (STRAGGLER - 1):.0f}%)", metrics={"straggler_ratio": round(ratio, 3)}))
+        checks.append(
+            check(
+                "live.balance.straggler",
+                "pass",
+                f"no straggler: the slowest rank is within {100 * (ratio - 1):.0f}% of the median "
+                f"(threshold {100 * (STRAGGLER - 1):.0f}%)",
+                metrics={"straggler_ratio": round(ratio, 3)},
+            )
+        )
     util = [e["nvml"] for e in everyone if e.get("nvml") and e["nvml"].get("samples")]
     if util:
         means = [u["util_mean_pct"] for u in util]
-        checks.append(check("live.balance.gpu_util", "pass",
-                            f"GPU utilisation during ddp: {', '.join(f'{m:.0f}%' for m in means)} (per rank), "
-                            f"memory max {max(u['mem_max_bytes'] for u in util) / 2**30:.2f} GiB",
-                            observed={"per_rank": util}, metrics={"util_spread_pct": round(max(means) - min(means), 1)}))
+        checks.append(
+            check(
+                "live.balance.gpu_util",
+                "pass",
+                f"GPU utilisation during ddp: {', '.join(f'{m:.0f}%' for m in means)} (per rank), "
+                f"memory max {max(u['mem_max_bytes'] for u in util) / 2**30:.2f} GiB",
+                observed={"per_rank": util},
+                metrics={"util_spread_pct": round(max(means) - min(means), 1)},
+            )
+        )
     return checks

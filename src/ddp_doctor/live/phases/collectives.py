@@ -27,6 +27,7 @@ def _ops(ctx: Any, torch: Any, dist: Any, dtype: Any) -> dict[str, Callable[[], 
             t = full(value)
             dist.all_reduce(t, op=op)
             return t, full(expected)
+
         return go
 
     def broadcast() -> tuple[Any, Any]:
@@ -108,18 +109,39 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         unsupported = [d for d, v in per_dtype.items() if v.startswith("unsupported")]
         metrics = {"time_ms": round(timings.get(op, 0.0), 3)}
         if wrong:
-            checks.append(check(f"live.collectives.{op}", "fail",
-                                f"{op} on rank {ctx.rank}: " + "; ".join(f"{d}: {v}" for d, v in wrong.items()),
-                                observed=per_dtype, expected={d: "exact" for d in per_dtype}, metrics=metrics,
-                                cause=f"{op} returned wrong values over {ctx.backend}: a broken transport or library",
-                                remedy="run `ddp-doctor bench` to isolate the transport; check the NCCL/driver versions"))
+            checks.append(
+                check(
+                    f"live.collectives.{op}",
+                    "fail",
+                    f"{op} on rank {ctx.rank}: " + "; ".join(f"{d}: {v}" for d, v in wrong.items()),
+                    observed=per_dtype,
+                    expected={d: "exact" for d in per_dtype},
+                    metrics=metrics,
+                    cause=f"{op} returned wrong values over {ctx.backend}: a broken transport or library",
+                    remedy="run `ddp-doctor bench` to isolate the transport; check the NCCL/driver versions",
+                )
+            )
         elif not exact:
-            checks.append(check(f"live.collectives.{op}", "skip", f"{op}: not supported by {ctx.backend}",
-                                observed=per_dtype, metrics=metrics))
+            checks.append(
+                check(
+                    f"live.collectives.{op}",
+                    "skip",
+                    f"{op}: not supported by {ctx.backend}",
+                    observed=per_dtype,
+                    metrics=metrics,
+                )
+            )
         else:
             note = f" ({', '.join(unsupported)} unsupported by {ctx.backend})" if unsupported else ""
-            checks.append(check(f"live.collectives.{op}", "pass", f"{op} exact in {', '.join(exact)}{note}",
-                                observed=per_dtype, metrics=metrics))
+            checks.append(
+                check(
+                    f"live.collectives.{op}",
+                    "pass",
+                    f"{op} exact in {', '.join(exact)}{note}",
+                    observed=per_dtype,
+                    metrics=metrics,
+                )
+            )
     if ctx.world_size == 1:
         checks.append(check("live.collectives.send_recv_ring", "skip", "a send/recv ring needs at least 2 ranks"))
     checks.append(check("live.collectives.barrier", "pass", "barrier passed"))

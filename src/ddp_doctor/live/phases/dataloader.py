@@ -52,8 +52,14 @@ def run(ctx: Any) -> list[dict[str, Any]]:
 
     shm = _shm()
     ctx.payload["shm"] = shm
-    loader = DataLoader(Filled(), batch_size=None, num_workers=workers, prefetch_factor=PREFETCH if workers else None,
-                        timeout=_batch_timeout(ctx) if workers else 0, persistent_workers=False)
+    loader = DataLoader(
+        Filled(),
+        batch_size=None,
+        num_workers=workers,
+        prefetch_factor=PREFETCH if workers else None,
+        timeout=_batch_timeout(ctx) if workers else 0,
+        persistent_workers=False,
+    )
     started = time.perf_counter()
     wrong = []
     seen = 0
@@ -65,16 +71,37 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         seen += 1
     seconds = time.perf_counter() - started
     total_mb = seen * elements * 4 / (1 << 20)
-    observed = {"workers": workers, "batch_mb": round(elements * 4 / (1 << 20), 2), "batches": seen,
-                "shm_size_bytes": shm and shm["size_bytes"], "shm_free_bytes": shm and shm["free_bytes"]}
-    metrics = {"throughput_mbps": round(total_mb / seconds, 1) if seconds > 0 else 0.0,
-               "in_flight_shm_bytes": workers * PREFETCH * elements * 4}
+    observed = {
+        "workers": workers,
+        "batch_mb": round(elements * 4 / (1 << 20), 2),
+        "batches": seen,
+        "shm_size_bytes": shm and shm["size_bytes"],
+        "shm_free_bytes": shm and shm["free_bytes"],
+    }
+    metrics = {
+        "throughput_mbps": round(total_mb / seconds, 1) if seconds > 0 else 0.0,
+        "in_flight_shm_bytes": workers * PREFETCH * elements * 4,
+    }
     if wrong or seen != batches:
-        return [check("live.dataloader.batches", "fail",
-                      f"{seen} of {batches} batches arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
-                      observed=observed, expected={"batches": batches}, metrics=metrics,
-                      cause="DataLoader workers returned corrupted or missing batches",
-                      remedy="check /dev/shm (size, noexec) and the multiprocessing sharing strategy")]
-    return [check("live.dataloader.batches", "pass",
-                  f"{seen} batches of {observed['batch_mb']} MB from {workers} worker process(es) through /dev/shm, "
-                  f"{metrics['throughput_mbps']} MB/s", observed=observed, metrics=metrics)]
+        return [
+            check(
+                "live.dataloader.batches",
+                "fail",
+                f"{seen} of {batches} batches arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
+                observed=observed,
+                expected={"batches": batches},
+                metrics=metrics,
+                cause="DataLoader workers returned corrupted or missing batches",
+                remedy="check /dev/shm (size, noexec) and the multiprocessing sharing strategy",
+            )
+        ]
+    return [
+        check(
+            "live.dataloader.batches",
+            "pass",
+            f"{seen} batches of {observed['batch_mb']} MB from {workers} worker process(es) through /dev/shm, "
+            f"{metrics['throughput_mbps']} MB/s",
+            observed=observed,
+            metrics=metrics,
+        )
+    ]

@@ -33,8 +33,13 @@ def _model(torch: Any, seed: int, device: Any) -> Any:
     # Built on the CPU from its own seed (the global RNG is restored afterwards), then moved.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, HIDDEN),
-                                    torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(IN, HIDDEN),
+            torch.nn.Tanh(),
+            torch.nn.Linear(HIDDEN, HIDDEN),
+            torch.nn.Tanh(),
+            torch.nn.Linear(HIDDEN, 1),
+        )
     return model.to(device)
 
 
@@ -100,8 +105,13 @@ class NvmlSampler(threading.Thread):
         if not self.samples:
             return {"samples": 0, "error": self.error}
         util = [u for u, _ in self.samples]
-        return {"samples": len(util), "util_mean_pct": round(sum(util) / len(util), 1), "util_max_pct": max(util),
-                "mem_max_bytes": max(m for _, m in self.samples), "error": self.error}
+        return {
+            "samples": len(util),
+            "util_mean_pct": round(sum(util) / len(util), 1),
+            "util_max_pct": max(util),
+            "mem_max_bytes": max(m for _, m in self.samples),
+            "error": self.error,
+        }
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:
@@ -130,7 +140,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         x, y = _global_batch(torch, step, w, dev)
         started = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(x[r * LOCAL_BATCH:(r + 1) * LOCAL_BATCH]), y[r * LOCAL_BATCH:(r + 1) * LOCAL_BATCH])
+        loss = loss_fn(ddp(x[r * LOCAL_BATCH : (r + 1) * LOCAL_BATCH]), y[r * LOCAL_BATCH : (r + 1) * LOCAL_BATCH])
         loss.backward()
         if dev.type == "cuda":
             torch.cuda.synchronize()
@@ -156,33 +166,56 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     digest = hashlib.sha256(str(flat.cpu().view(torch.int32).tolist()).encode()).hexdigest()
     ctx.shared["step_ms"] = step_ms
     ctx.shared["ddp"] = ddp
-    ctx.payload["ddp"] = {"param_sha256": digest, "losses": [round(v, 6) for v in losses_f],
-                          "step_ms": [round(v, 3) for v in step_ms], "nvml": sampler.summary() if sampler else None}
+    ctx.payload["ddp"] = {
+        "param_sha256": digest,
+        "losses": [round(v, 6) for v in losses_f],
+        "step_ms": [round(v, 3) for v in step_ms],
+        "nvml": sampler.summary() if sampler else None,
+    }
 
     checks = [
-        check("live.ddp.param_sync", "fail" if differing else "pass",
-              f"parameters differ from rank 0's on rank(s) {differing}" if differing else
-              f"parameters bitwise identical on all {w} ranks after {ctx.args.steps} steps",
-              observed={"param_sha256": digest}, expected={"identical_on_all_ranks": True},
-              cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
-              if differing else None,
-              remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
-              if differing else None),
+        check(
+            "live.ddp.param_sync",
+            "fail" if differing else "pass",
+            f"parameters differ from rank 0's on rank(s) {differing}"
+            if differing
+            else f"parameters bitwise identical on all {w} ranks after {ctx.args.steps} steps",
+            observed={"param_sha256": digest},
+            expected={"identical_on_all_ranks": True},
+            cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
+            if differing
+            else None,
+            remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
+            if differing
+            else None,
+        ),
     ]
     down, first, last = loss_went_down(losses_f)
-    checks.append(check("live.ddp.loss", "pass" if down else "fail",
-                        f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps" + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
-                        metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
-                        cause=None if down else "training did not make progress: gradients are wrong or not applied",
-                        remedy=None if down else "see live.ddp.grad_reference"))
+    checks.append(
+        check(
+            "live.ddp.loss",
+            "pass" if down else "fail",
+            f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps"
+            + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
+            metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
+            cause=None if down else "training did not make progress: gradients are wrong or not applied",
+            remedy=None if down else "see live.ddp.grad_reference",
+        )
+    )
     ok = worst <= ATOL
-    checks.append(check("live.ddp.grad_reference", "pass" if ok else "fail",
-                        f"DDP gradients match a single process on the global batch of {w * LOCAL_BATCH} "
-                        f"(worst {worst:.2e}, allowed {ATOL:g} + {RTOL:g}*|g|)" if ok else
-                        f"DDP gradients differ from the single-process reference by up to {worst:.2e} "
-                        f"(allowed {ATOL:g} + {RTOL:g}*|g|)",
-                        metrics={"grad_max_excess": worst}, expected={"atol": ATOL, "rtol": RTOL},
-                        cause=None if ok else "the gradient all_reduce returns wrong averages",
-                        remedy=None if ok else "run the collectives phase in isolation; check NCCL/driver versions"))
+    checks.append(
+        check(
+            "live.ddp.grad_reference",
+            "pass" if ok else "fail",
+            f"DDP gradients match a single process on the global batch of {w * LOCAL_BATCH} "
+            f"(worst {worst:.2e}, allowed {ATOL:g} + {RTOL:g}*|g|)"
+            if ok
+            else f"DDP gradients differ from the single-process reference by up to {worst:.2e} "
+            f"(allowed {ATOL:g} + {RTOL:g}*|g|)",
+            metrics={"grad_max_excess": worst},
+            expected={"atol": ATOL, "rtol": RTOL},
+            cause=None if ok else "the gradient all_reduce returns wrong averages",
+            remedy=None if ok else "run the collectives phase in isolation; check NCCL/driver versions",
+        )
+    )
     return checks
-

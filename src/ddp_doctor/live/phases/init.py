@@ -26,15 +26,26 @@ def _torch_facts() -> dict[str, Any]:
         nccl_version = None
     hip = getattr(torch.version, "hip", None)
     return {
-        "installed": True, "importable": True, "import_error": None,
-        "version": torch.__version__, "location": os.path.dirname(torch.__file__),
-        "cuda": torch.version.cuda, "hip": hip,
-        "cudnn": (torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-                  if torch.backends.cudnn.is_available() else None),  # type: ignore[no-untyped-call]
+        "installed": True,
+        "importable": True,
+        "import_error": None,
+        "version": torch.__version__,
+        "location": os.path.dirname(torch.__file__),
+        "cuda": torch.version.cuda,
+        "hip": hip,
+        "cudnn": (
+            torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
+            if torch.backends.cudnn.is_available()
+            else None
+        ),  # type: ignore[no-untyped-call]
         "flavour": "rocm" if hip else ("cuda" if torch.version.cuda else "cpu"),
         "arch_list": torch.cuda.get_arch_list() if torch.version.cuda or hip else [],
         "distributed": dist.is_available(),
-        "backends": {"nccl": dist.is_nccl_available(), "gloo": dist.is_gloo_available(), "mpi": dist.is_mpi_available()},
+        "backends": {
+            "nccl": dist.is_nccl_available(),
+            "gloo": dist.is_gloo_available(),
+            "mpi": dist.is_mpi_available(),
+        },
         "nccl_version": nccl_version,
         "numpy": _numpy_version(),
         "cuda_available": torch.cuda.is_available(),
@@ -51,8 +62,10 @@ def _numpy_version() -> str | None:
 
 
 def _env_check(ctx: Any) -> dict[str, Any]:
-    env = {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                           "MASTER_ADDR", "MASTER_PORT")}
+    env = {
+        k: os.environ.get(k)
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
     problems = []
     if not 0 <= ctx.rank < ctx.world_size:
         problems.append(f"RANK={ctx.rank} is outside 0..WORLD_SIZE-1 ({ctx.world_size})")
@@ -62,11 +75,20 @@ def _env_check(ctx: Any) -> dict[str, Any]:
     if expected and expected != ctx.world_size:
         problems.append(f"WORLD_SIZE={ctx.world_size}, expected {expected}")
     if problems:
-        return check("live.init.env", "fail", "; ".join(problems), observed=env,
-                     cause="torchrun's rank variables are inconsistent (something overrides RANK/WORLD_SIZE in the environment?)",
-                     remedy="do not set RANK, LOCAL_RANK or WORLD_SIZE yourself; let torchrun set them")
-    return check("live.init.env", "pass", f"RANK, LOCAL_RANK, WORLD_SIZE ({ctx.world_size}) and LOCAL_WORLD_SIZE ({ctx.local_world_size}) consistent",
-                 observed=env)
+        return check(
+            "live.init.env",
+            "fail",
+            "; ".join(problems),
+            observed=env,
+            cause="torchrun's rank variables are inconsistent (something overrides RANK/WORLD_SIZE in the environment?)",
+            remedy="do not set RANK, LOCAL_RANK or WORLD_SIZE yourself; let torchrun set them",
+        )
+    return check(
+        "live.init.env",
+        "pass",
+        f"RANK, LOCAL_RANK, WORLD_SIZE ({ctx.world_size}) and LOCAL_WORLD_SIZE ({ctx.local_world_size}) consistent",
+        observed=env,
+    )
 
 
 def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -76,32 +98,43 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         ctx.device = torch.device("cpu")
         return {"type": "cpu"}, check("live.init.device", "pass", "CPU rank (gloo)")
     if not torch.cuda.is_available():
-        raise PhaseError(f"backend nccl needs CUDA, but torch.cuda.is_available() is False on rank {ctx.rank} "
-                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, torch {torch.__version__}, "
-                         f"built for CUDA {torch.version.cuda})",
-                         cause="this rank sees no usable GPU: a CPU-only torch, CUDA_VISIBLE_DEVICES hiding the GPUs, "
-                               "or a container started without the NVIDIA runtime",
-                         remedy="docker run --gpus all ... (Kubernetes: resources.limits nvidia.com/gpu and "
-                                "runtimeClassName: nvidia); check CUDA_VISIBLE_DEVICES; or run on CPU with --backend gloo")
+        raise PhaseError(
+            f"backend nccl needs CUDA, but torch.cuda.is_available() is False on rank {ctx.rank} "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, torch {torch.__version__}, "
+            f"built for CUDA {torch.version.cuda})",
+            cause="this rank sees no usable GPU: a CPU-only torch, CUDA_VISIBLE_DEVICES hiding the GPUs, "
+            "or a container started without the NVIDIA runtime",
+            remedy="docker run --gpus all ... (Kubernetes: resources.limits nvidia.com/gpu and "
+            "runtimeClassName: nvidia); check CUDA_VISIBLE_DEVICES; or run on CPU with --backend gloo",
+        )
     count = torch.cuda.device_count()
     if ctx.local_rank >= count:
-        raise PhaseError(f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {count} GPU(s) are visible "
-                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
-                         f"per node (--nproc {count}) or make more GPUs visible",
-                         cause=f"more ranks per node ({ctx.local_world_size}) than visible GPUs ({count}): "
-                               "torch.cuda.set_device(LOCAL_RANK) would fail with 'invalid device ordinal', "
-                               "or two ranks would share a GPU",
-                         remedy=f"torchrun --nproc-per-node {count} (ddp-doctor check --nproc {count}); Kubernetes: "
-                                "nvidia.com/gpu limit = nprocPerNode; Slurm: --gpus-per-node = --nproc-per-node")
+        raise PhaseError(
+            f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {count} GPU(s) are visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
+            f"per node (--nproc {count}) or make more GPUs visible",
+            cause=f"more ranks per node ({ctx.local_world_size}) than visible GPUs ({count}): "
+            "torch.cuda.set_device(LOCAL_RANK) would fail with 'invalid device ordinal', "
+            "or two ranks would share a GPU",
+            remedy=f"torchrun --nproc-per-node {count} (ddp-doctor check --nproc {count}); Kubernetes: "
+            "nvidia.com/gpu limit = nprocPerNode; Slurm: --gpus-per-node = --nproc-per-node",
+        )
     torch.cuda.set_device(ctx.local_rank)
     ctx.device = torch.device("cuda", ctx.local_rank)
     props = torch.cuda.get_device_properties(ctx.local_rank)
-    info = {"type": "cuda", "index": ctx.local_rank, "name": props.name, "uuid": str(getattr(props, "uuid", "") or ""),
-            "pci_bus_id": f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
-                          f"{getattr(props, 'pci_device_id', 0):02x}",
-            "memory_bytes": props.total_memory, "compute_capability": f"{props.major}.{props.minor}"}
-    return info, check("live.init.device", "pass", f"each rank on its own cuda:LOCAL_RANK ({props.name})",
-                       observed=info)
+    info = {
+        "type": "cuda",
+        "index": ctx.local_rank,
+        "name": props.name,
+        "uuid": str(getattr(props, "uuid", "") or ""),
+        "pci_bus_id": f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+        f"{getattr(props, 'pci_device_id', 0):02x}",
+        "memory_bytes": props.total_memory,
+        "compute_capability": f"{props.major}.{props.minor}",
+    }
+    return info, check(
+        "live.init.device", "pass", f"each rank on its own cuda:LOCAL_RANK ({props.name})", observed=info
+    )
 
 
 def _store(ctx: Any, timeout_s: float) -> Any:
@@ -109,14 +142,21 @@ def _store(ctx: Any, timeout_s: float) -> Any:
 
     # The rendezvous store torchrun hosts for this worker group (TORCHELASTIC_USE_AGENT_STORE).
     store: Any = dist.TCPStore  # type: ignore[attr-defined]
-    return store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                 timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    return store(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
 
 
 def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
     """Count the ranks that reached init through the store, with a deadline, before any collective."""
     ctx.step("join")
-    prefix = f"ddp_doctor/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    prefix = (
+        f"ddp_doctor/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    )
     deadline = ctx.phase_deadline - 1.0
     store = _store(ctx, max(1.0, deadline - time.time()))
     me = {"rank": ctx.rank, "node": ctx.node, "pid": os.getpid(), "device": device}
@@ -130,12 +170,19 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     present = [r for r, k in enumerate(keys) if store.check([k])]
     if joined < ctx.world_size:
         missing = [r for r in range(ctx.world_size) if r not in present]
-        raise PeerError(f"{len(present)} of {ctx.world_size} ranks joined within {time.time() - started:.1f} s; "
-                        f"missing: {', '.join(f'rank {r}' for r in missing)}", missing)
+        raise PeerError(
+            f"{len(present)} of {ctx.world_size} ranks joined within {time.time() - started:.1f} s; "
+            f"missing: {', '.join(f'rank {r}' for r in missing)}",
+            missing,
+        )
     infos = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
     del store
-    return infos, check("live.init.join", "pass", f"{ctx.world_size} of {ctx.world_size} ranks joined",
-                        metrics={"join_s": round(time.time() - started, 3)})
+    return infos, check(
+        "live.init.join",
+        "pass",
+        f"{ctx.world_size} of {ctx.world_size} ranks joined",
+        metrics={"join_s": round(time.time() - started, 3)},
+    )
 
 
 def _duplicates(infos: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -147,11 +194,16 @@ def _duplicates(infos: dict[int, dict[str, Any]]) -> dict[str, Any]:
     shared = {f"{node}/{gpu}": ranks for (node, gpu), ranks in by_gpu.items() if len(ranks) > 1}
     if shared:
         text = "; ".join(f"ranks {', '.join(map(str, r))} share GPU {g}" for g, r in shared.items())
-        return check("live.init.duplicate_gpu", "fail", text, observed={"shared": shared},
-                     expected={"one_rank_per_gpu": True},
-                     cause="two ranks were mapped to the same GPU; NCCL would fail with 'Duplicate GPU detected'",
-                     remedy="run one rank per GPU: --nproc equal to the GPU count, and do not set CUDA_VISIBLE_DEVICES "
-                            "per rank to the same device")
+        return check(
+            "live.init.duplicate_gpu",
+            "fail",
+            text,
+            observed={"shared": shared},
+            expected={"one_rank_per_gpu": True},
+            cause="two ranks were mapped to the same GPU; NCCL would fail with 'Duplicate GPU detected'",
+            remedy="run one rank per GPU: --nproc equal to the GPU count, and do not set CUDA_VISIBLE_DEVICES "
+            "per rank to the same device",
+        )
     return check("live.init.duplicate_gpu", "pass", "every rank has its own GPU" if by_gpu else "no GPUs (CPU ranks)")
 
 
@@ -173,13 +225,20 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     if dup["status"] == "fail":
         raise RuntimeError(dup["summary"] + " (caught before NCCL's 'Duplicate GPU detected')")
     ctx.step("init_process_group")
-    kwargs: dict[str, Any] = {"backend": ctx.backend,
-                              "timeout": timedelta(seconds=max(5.0, ctx.deadline - time.time()))}
+    kwargs: dict[str, Any] = {
+        "backend": ctx.backend,
+        "timeout": timedelta(seconds=max(5.0, ctx.deadline - time.time())),
+    }
     if ctx.backend == "nccl":
         kwargs["device_id"] = ctx.device
     started = time.time()
     dist.init_process_group(**kwargs)
-    checks.append(check("live.init.process_group", "pass",
-                        f"init_process_group({ctx.backend}) with world size {dist.get_world_size()}",
-                        metrics={"init_s": round(time.time() - started, 3)}))
+    checks.append(
+        check(
+            "live.init.process_group",
+            "pass",
+            f"init_process_group({ctx.backend}) with world size {dist.get_world_size()}",
+            metrics={"init_s": round(time.time() - started, 3)},
+        )
+    )
     return checks

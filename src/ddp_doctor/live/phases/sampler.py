@@ -13,8 +13,9 @@ def _shards(ctx: Any, epoch: int, drop_last: bool) -> list[list[int]]:
     from torch.utils.data.distributed import DistributedSampler
 
     dataset: Any = range(DATASET_LEN)  # a Sequence is all DistributedSampler needs
-    sampler: DistributedSampler[int] = DistributedSampler(dataset, num_replicas=ctx.world_size, rank=ctx.rank,
-                                                          shuffle=True, seed=1234, drop_last=drop_last)
+    sampler: DistributedSampler[int] = DistributedSampler(
+        dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=1234, drop_last=drop_last
+    )
     sampler.set_epoch(epoch)
     mine = list(sampler)
     if len(mine) != len(sampler):
@@ -49,27 +50,46 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     epoch0 = _shards(ctx, 0, drop_last=False)
     problems = _verify(epoch0, world, drop_last=False)
     padding = -(-DATASET_LEN // world) * world - DATASET_LEN
-    checks.append(check("live.sampler.shards", "fail" if problems else "pass",
-                        "; ".join(problems) if problems else
-                        f"{world} shards of {len(epoch0[0])} disjoint up to {padding} padding samples, union covers all {DATASET_LEN}",
-                        observed={"shard_sizes": [len(s) for s in epoch0]}, expected={"dataset_len": DATASET_LEN},
-                        cause="DistributedSampler is not sharding consistently: ranks see different seeds or lengths"
-                        if problems else None,
-                        remedy="give every rank the same dataset and DistributedSampler(seed=...)" if problems else None))
+    checks.append(
+        check(
+            "live.sampler.shards",
+            "fail" if problems else "pass",
+            "; ".join(problems)
+            if problems
+            else f"{world} shards of {len(epoch0[0])} disjoint up to {padding} padding samples, union covers all {DATASET_LEN}",
+            observed={"shard_sizes": [len(s) for s in epoch0]},
+            expected={"dataset_len": DATASET_LEN},
+            cause="DistributedSampler is not sharding consistently: ranks see different seeds or lengths"
+            if problems
+            else None,
+            remedy="give every rank the same dataset and DistributedSampler(seed=...)" if problems else None,
+        )
+    )
     ctx.step("epoch1")
     epoch1 = _shards(ctx, 1, drop_last=False)
     problems = _verify(epoch1, world, drop_last=False)
     if epoch1 == epoch0:
         problems.append("set_epoch(1) produced the same order as epoch 0")
-    checks.append(check("live.sampler.set_epoch", "fail" if problems else "pass",
-                        "; ".join(problems) if problems else "set_epoch(1) reshuffles and the shards stay disjoint",
-                        cause="the sampler does not reshuffle between epochs" if problems else None,
-                        remedy="call sampler.set_epoch(epoch) at the start of every epoch" if problems else None))
+    checks.append(
+        check(
+            "live.sampler.set_epoch",
+            "fail" if problems else "pass",
+            "; ".join(problems) if problems else "set_epoch(1) reshuffles and the shards stay disjoint",
+            cause="the sampler does not reshuffle between epochs" if problems else None,
+            remedy="call sampler.set_epoch(epoch) at the start of every epoch" if problems else None,
+        )
+    )
     ctx.step("drop_last")
     dropped = _shards(ctx, 0, drop_last=True)
     problems = _verify(dropped, world, drop_last=True)
-    checks.append(check("live.sampler.drop_last", "fail" if problems else "pass",
-                        "; ".join(problems) if problems else
-                        f"drop_last=True: {world} disjoint shards of {DATASET_LEN // world}, {DATASET_LEN % world} dropped",
-                        observed={"shard_sizes": [len(s) for s in dropped]}))
+    checks.append(
+        check(
+            "live.sampler.drop_last",
+            "fail" if problems else "pass",
+            "; ".join(problems)
+            if problems
+            else f"drop_last=True: {world} disjoint shards of {DATASET_LEN // world}, {DATASET_LEN % world} dropped",
+            observed={"shard_sizes": [len(s) for s in dropped]},
+        )
+    )
     return checks
