@@ -82,7 +82,9 @@ class Matcher:
         self._pid_rank: dict[tuple[str | None, int], int] = {}  # (host, pid) -> rank, from NCCL comm lines
 
     # -- input ------------------------------------------------------------------------------
-    def line(self, source: str, lineno: int | None, raw: str) -> None:
+    def line(self, source: str, lineno: int | None, raw: str, owners: frozenset[str] | None = None) -> None:
+        """One candidate line; `owners`, when the multi-matcher gave them, are the signature ids (and
+        'generic') whose patterns it holds, so only those signatures are tried."""
         text = clean(raw)
         if not text.strip():
             return
@@ -116,7 +118,7 @@ class Matcher:
             self._attach_detail(source, lineno, text, where)
         matched = False
         for sig in self.signatures:
-            if sig.patterns and sig.matches(text):
+            if sig.patterns and (owners is None or sig.id in owners) and sig.matches(text):
                 self._record(sig.id, _Hit(self._order, source, lineno, text, where))
                 self._last_hit[source] = (sig.id, lineno or 0)
                 matched = True

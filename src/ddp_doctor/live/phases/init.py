@@ -35,9 +35,9 @@ def _torch_facts() -> dict[str, Any]:
         "hip": hip,
         "cudnn": (
             torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
-            if torch.backends.cudnn.is_available()
+            if torch.backends.cudnn.is_available()  # type: ignore[no-untyped-call]
             else None
-        ),  # type: ignore[no-untyped-call]
+        ),
         "flavour": "rocm" if hip else ("cuda" if torch.version.cuda else "cpu"),
         "arch_list": torch.cuda.get_arch_list() if torch.version.cuda or hip else [],
         "distributed": dist.is_available(),

@@ -1,0 +1,175 @@
+"""One compiled multi-pattern matcher over every pattern the reader looks for, run on whole blocks.
+
+Three engines, best first; all find the same lines (tests/diagnose/test_engines.py):
+  hyperscan  Intel's SIMD multi-regex engine: all patterns in one pass at ~GB/s, each hit with its id.
+  re2        google-re2: the union as one DFA finds the hit positions; a `re2.Set` says which patterns a
+             hit line matches.
+  re         the standard library: the literal every match must contain (`bytes.find`, memory speed)
+             finds candidate lines, each pattern's own regex confirms them (correct, slower).
+`DDP_DOCTOR_REGEX=re2|re` forces an engine (benchmarks, tests).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ddp_doctor.diagnose.prefilter import _scoped
+
+_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+class Engine(Protocol):
+    name: str
+
+    def positions(self, block: bytes | memoryview) -> list[int]:
+        """Sorted offsets, one inside each match in the block (several may share a line)."""
+        ...
+
+    def which(self, line: bytes) -> frozenset[int]:
+        """Indexes of the patterns that match this one line."""
+        ...
+
+
+def _split_flags(pattern: str) -> tuple[str, bool]:
+    m = _FLAGS.match(pattern)
+    if m:
+        return pattern[m.end() :], "i" in m.group(1)
+    return pattern, False
+
+
+class _Hyperscan:
+    name = "hyperscan"
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        import hyperscan
+
+        exprs, flags = [], []
+        for p in patterns:
+            body, ci = _split_flags(p)
+            exprs.append(body.encode())
+            flags.append(hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_CASELESS if ci else 0))
+        self._db = _cached_db(hyperscan, exprs, flags)
+
+    def positions(self, block: bytes | memoryview) -> list[int]:
+        ends: list[int] = []
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            ends.append(end - 1 if end > 0 else 0)  # the match's last byte lies on its line
+
+        self._db.scan(block, match_event_handler=on_match)
+        ends.sort()
+        return ends
+
+    def which(self, line: bytes) -> frozenset[int]:
+        ids: set[int] = set()
+
+        def on_match(pid: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
+            ids.add(pid)
+
+        self._db.scan(line, match_event_handler=on_match)
+        return frozenset(ids)
+
+
+def _cached_db(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
+    """Compiling the catalogue takes ~0.4 s, a third of reading 500 MB: keep the compiled database in the
+    user's cache, keyed by the patterns and the library version. The cache is only an optimisation: a
+    missing, stale or unwritable one means compiling again."""
+    import hashlib
+
+    key = hashlib.sha256(repr((exprs, flags, hyperscan.__version__)).encode()).hexdigest()[:24]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "ddp-doctor", f"hyperscan-{key}.db")
+    try:
+        with open(path, "rb") as f:
+            loaded = hyperscan.loadb(f.read(), mode=hyperscan.HS_MODE_BLOCK)
+        loaded.scratch = hyperscan.Scratch(loaded)  # a deserialised database comes without one
+        return loaded
+    except (OSError, hyperscan.error):
+        pass  # not cached yet, unreadable, or built for another CPU (hyperscan checks): compile below
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(hyperscan.dumpb(db))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: every run compiles, which is correct, only slower
+    return db
+
+
+class _Re2:
+    name = "re2"
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        import re2
+
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # bytes are bytes: invalid UTF-8 cannot break the scan
+        options.max_mem = 256 << 20
+        options.never_capture = True
+        options.posix_syntax = False
+        self._union = re2.compile("|".join(f"(?m:{_scoped(p)})" for p in patterns).encode(), options)
+        self._set = re2.Set.SearchSet(options)
+        for p in patterns:
+            self._set.Add(_scoped(p).encode())
+        self._set.Compile()
+
+    def positions(self, block: bytes | memoryview) -> list[int]:
+        return [m.start() for m in self._union.finditer(block)]
+
+    def which(self, line: bytes) -> frozenset[int]:
+        return frozenset(self._set.Match(line))
+
+
+class _Re:
+    name = "re"
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        from ddp_doctor.diagnose.literals import literal_filter
+
+        self._each = [re.compile(p.encode(), re.MULTILINE) for p in patterns]
+        self._literal = literal_filter(patterns)
+        self._union = (
+            None if self._literal else re.compile(b"|".join(_scoped(p).encode() for p in patterns), re.MULTILINE)
+        )
+
+    def positions(self, block: bytes | memoryview) -> list[int]:
+        block = bytes(block)
+        if self._literal is not None:
+            return [h.start() for h in self._literal.finditer(block)]
+        assert self._union is not None
+        return [m.start() for m in self._union.finditer(block)]
+
+    def which(self, line: bytes) -> frozenset[int]:
+        return frozenset(i for i, p in enumerate(self._each) if p.search(line))
+
+
+def available() -> list[str]:
+    names = []
+    for name, module in (("hyperscan", "hyperscan"), ("re2", "re2")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        names.append(name)
+    return [*names, "re"]
+
+
+def default_engine() -> str:
+    forced = os.environ.get("DDP_DOCTOR_REGEX")
+    names = available()
+    if forced in names:
+        return forced
+    return names[0]
+
+
+def compile_engine(patterns: Sequence[str], engine: str | None = None) -> Engine:
+    name = engine or default_engine()
+    cls: Any = {"hyperscan": _Hyperscan, "re2": _Re2, "re": _Re}[name]
+    result: Engine = cls(patterns)
+    return result
