@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ddp_doctor.env.probes import gpu, network, system, torch_probe
+from ddp_doctor.env.target import same_environment
 
 DEVICES = [{"index": i, "uuid": f"GPU-{i}aaa-{i}"} for i in range(4)]
 
@@ -43,15 +44,15 @@ def test_shebang_forms(tmp_path: Path) -> None:
     trampoline.write_text("#!/bin/sh\n'''exec' /very/long/path/env/bin/python \"$0\" \"$@\"\n' '''\nimport sys\n")
     via_env = tmp_path / "via_env"
     via_env.write_text("#!/usr/bin/env python3\n")
-    assert system._shebang_python(direct) == "/opt/env/bin/python3.12"
-    assert system._shebang_python(trampoline) == "/very/long/path/env/bin/python"
-    assert system._shebang_python(via_env)  # resolved on PATH (or left as the name)
+    assert system.shebang_python(direct) == "/opt/env/bin/python3.12"
+    assert system.shebang_python(trampoline) == "/very/long/path/env/bin/python"
+    assert system.shebang_python(via_env)  # resolved on PATH (or left as the name)
 
 
 def test_own_interpreter_counts_as_same_env() -> None:
-    assert system._same_interpreter(sys.executable) is True
+    assert same_environment(sys.executable, sys.executable) is True
     if sys.prefix != "/usr":
-        assert system._same_interpreter("/usr/bin/python3") in (False, None)
+        assert same_environment("/usr/bin/python3", sys.executable) in (False, None)
 
 
 def test_version_file_is_read_without_importing(tmp_path: Path) -> None:

@@ -121,9 +121,35 @@ def test_torchrun_of_another_environment_warns(tmp_path: Path) -> None:
     script = other / "torchrun"
     script.write_text("#!/usr/bin/python3\nimport sys\nsys.exit(0)\n")
     script.chmod(0o755)
-    _, report = static_json(env={"PATH": f"{other}:{BIN}:/usr/bin:/bin"})
-    r = by_id(report)["env.torchrun"]
+    # Without --python the torchrun's own interpreter would be the target (what `torchrun train.py`
+    # runs); with --python naming this venv, the foreign torchrun first on PATH is the finding.
+    proc = run_cli(
+        "check",
+        "--static",
+        "--format",
+        "json",
+        "--python",
+        sys.executable,
+        env={"PATH": f"{other}:{BIN}:/usr/bin:/bin"},
+    )
+    r = by_id(json.loads(proc.stdout))["env.torchrun"]
     assert r["status"] == "warn" and str(script) in r["summary"] and "/usr/bin/python3" in r["summary"], r
+
+
+def test_without_python_flag_the_torchrun_on_path_chooses_the_target(tmp_path: Path) -> None:
+    other = tmp_path / "otherenv" / "bin"
+    other.mkdir(parents=True)
+    script = other / "torchrun"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
+    script.chmod(0o755)
+    _, report = static_json(env={"PATH": f"{other}:/usr/bin:/bin"})
+    assert report["facts"]["target"] == {
+        "python": sys.executable,
+        "source": "torchrun",
+        "reason": f"the interpreter of the torchrun on PATH ({script})",
+        "own": True,
+    }
+    assert str(script) in report["target"]["python"]
 
 
 def _fake_torch(root: Path, body: str) -> Path:

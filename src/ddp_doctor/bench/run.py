@@ -30,6 +30,8 @@ class SweepSpec:
     backend: str
     timeout_s: float
     gpu_health: bool = False
+    python: str | None = None
+    """The target interpreter (env/target.py) whose torchrun runs the ranks."""
 
     def worker_config(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ def launch_spec(spec: SweepSpec) -> Any:
         backend=spec.backend,
         timeout_s=spec.timeout_s,
         env={},
+        python=spec.python,
     )
 
 

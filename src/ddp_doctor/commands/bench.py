@@ -48,7 +48,9 @@ def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str],
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.check import add_target_arguments
 
+    add_target_arguments(parser)
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument(
         "--ops",
@@ -159,7 +161,10 @@ def _validate(args: argparse.Namespace) -> None:
 
 def _measure(args: argparse.Namespace) -> Report:
     from ddp_doctor.bench.run import SweepSpec, run
+    from ddp_doctor.commands.check import resolve_target
 
+    report = Report.for_host("bench")
+    chosen = resolve_target(args, report)
     gpus = _gpu_count()
     backend = args.backend or ("nccl" if gpus else "gloo")
     if backend == "nccl" and not gpus:
@@ -181,8 +186,9 @@ def _measure(args: argparse.Namespace) -> Report:
         backend=backend,
         timeout_s=args.timeout,
         gpu_health=args.gpu_health,
+        python=chosen.python,
     )
-    return run(spec, Report.for_host("bench"))
+    return run(spec, report)
 
 
 def run(args: argparse.Namespace) -> Report:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from ddp_doctor.env import target
+from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report
 
@@ -18,6 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
     parser.add_argument("--static", action="store_true", help="only the checks that need no ranks (about a second)")
+    add_target_arguments(parser)
+    parser.add_argument(
+        "--expect-gpus",
+        type=int,
+        metavar="N",
+        help="GPUs this node must show to torch; fewer is a failure (default: judged from NVML, /dev/nvidia*, NVIDIA_VISIBLE_DEVICES)",
+    )
     live = parser.add_argument_group("live chain")
     live.add_argument(
         "--nproc",
@@ -71,6 +80,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the Python interpreter whose environment is examined (also $DDP_DOCTOR_PYTHON; default: the one "
+        "the torchrun on PATH runs, else a python3/python on PATH with torch, else ddp-doctor's own)",
+    )
+
+
+def resolve_target(args: argparse.Namespace, report: Report) -> Target:
+    """The target interpreter, named in the report's header with the reason it was chosen."""
+    chosen = target.resolve(getattr(args, "python", None))
+    report.target["python"] = f"{chosen.python} ({chosen.reason})"
+    return chosen
+
+
 def run(args: argparse.Namespace) -> Report:
     flags = list(args.engine_flags or [])
     args.engine_flags = flags[1:] if flags[:1] == ["--"] else flags
@@ -82,11 +107,15 @@ def run(args: argparse.Namespace) -> Report:
         return check_in_image(args)
     from ddp_doctor.env import checks, facts
 
+    if args.expect_gpus is not None and args.expect_gpus < 0:
+        raise UsageError(f"--expect-gpus must be 0 or more, got {args.expect_gpus}")
     report = Report.for_host("check")
+    chosen = resolve_target(args, report)
     if args.static:
-        report.facts = facts.gather()
+        report.facts = facts.gather(target=chosen)
+        report.facts["expect_gpus"] = args.expect_gpus
         report.extend(checks.evaluate(report.facts))
         return report
     from ddp_doctor.live.chain import run_check
 
-    return run_check(args, report)
+    return run_check(args, report, chosen)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.env import target as env_target
 from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
 
 NVML_TIMEOUT_S = 20.0
@@ -142,20 +143,29 @@ def _warm_up() -> None:
         pass
 
 
-def gather(probe_torch: bool = True) -> dict[str, Any]:
+def gather(probe_torch: bool = True, target: env_target.Target | None = None) -> dict[str, Any]:
+    """Every static fact about the target environment (default: `target.resolve()`, see env/target.py)."""
     started = time.monotonic()
-    meta = torch_probe.metadata()
-    torch_job = _Background("torch import", torch_probe.run_import) if probe_torch and meta["installed"] else None
+    target = target or env_target.resolve()
     gpu_job = _Background("NVML", gpu.probe)
-    nccl_candidates = nccl_probe.candidates(meta["location"])
+    described = env_target.describe(target)
+    meta = described["torch"]
+    torch_job = (
+        _Background("torch import", lambda: torch_probe.run_import(python=target.python))
+        if probe_torch and meta["installed"]
+        else None
+    )
+    packages = [(str(src), Path(path)) for src, path in described.get("nccl_packages") or []]
+    nccl_candidates = nccl_probe.candidates(meta["location"], packages)
     first = (nccl_candidates[0][0], str(nccl_candidates[0][1])) if nccl_candidates else None
     nccl_job = (
         _Background("NCCL load", lambda: nccl_probe.load(first[1])) if first is not None and torch_job is None else None
     )
 
     facts: dict[str, Any] = {
-        "python": system.python(),
-        "torchrun": system.torchrun(),
+        "target": target.to_dict(),
+        "python": described["python"],
+        "torchrun": system.torchrun(target.python),
         "shm": system.shm(),
         "ulimits": system.ulimits(),
         "container": system.container(),
@@ -192,5 +202,9 @@ def gather(probe_torch: bool = True) -> dict[str, Any]:
         loaded = nccl_probe.load(first[1])
     facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first, nccl_candidates)
     facts["nccl"]["candidates"] = [{"source": s, "path": str(p)} for s, p in nccl_candidates]
+    if facts["nccl"]["library"] is None and facts["nccl"]["version"] is None:
+        static = nccl_probe.static_in_torch(meta["location"])
+        if static:
+            facts["nccl"].update(library=static, source="statically linked into libtorch_cuda", loadable=None)
     facts["gather_s"] = round(time.monotonic() - started, 3)
     return facts

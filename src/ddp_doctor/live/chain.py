@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Plan, first_failure, merge
+from ddp_doctor.live.reconcile import reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.report import Evidence, Report, Result, Status
 
@@ -39,13 +41,10 @@ class _Background(threading.Thread):
             self.error = exc
 
 
-def _gather_facts() -> dict[str, Any]:
+def _gather_facts(target: Target | None) -> dict[str, Any]:
     from ddp_doctor.env import facts
 
-    try:
-        return facts.gather(probe_torch=False)
-    except TypeError:  # an older gather() without the keyword
-        return facts.gather()
+    return facts.gather(probe_torch=False, target=target)
 
 
 def visible_gpus() -> int:
@@ -57,7 +56,7 @@ def visible_gpus() -> int:
     return len(gpus.get("visible") or [])
 
 
-def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
+def plan_for(args: argparse.Namespace, target: Target | None = None) -> tuple[Plan, launcher.LaunchSpec]:
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout}")
     if args.nproc is not None and args.nproc < 1:
@@ -114,6 +113,7 @@ def plan_for(args: argparse.Namespace) -> tuple[Plan, launcher.LaunchSpec]:
         master_port=args.master_port,
         join_timeout_s=args.join_timeout,
         keep_run_dir=bool(args.keep_run_dir),
+        python=target.python if target is not None else None,
     )
     plan = Plan(
         backend=backend,
@@ -232,8 +232,8 @@ def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
     return r
 
 
-def run_check(args: argparse.Namespace, report: Report) -> Report:
-    plan, spec = plan_for(args)
+def run_check(args: argparse.Namespace, report: Report, target: Target | None = None) -> Report:
+    plan, spec = plan_for(args, target)
     # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
     from ddp_doctor.live.multinode import node as multinode
 
@@ -243,7 +243,7 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
             return multinode.blocked_report(mn, report)
         spec = mn.apply(spec)
     # -- end multi-node
-    facts_job = _Background(_gather_facts)
+    facts_job = _Background(lambda: _gather_facts(target))
     facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
         outcome = launcher.launch(_with_deadline(spec))
@@ -315,6 +315,7 @@ def run_check(args: argparse.Namespace, report: Report) -> Report:
                 evidence=[Evidence("torchrun.log", ln) for ln in outcome.logs.get("torchrun.log", [])[-10:]],
             )
         )
+    report.results = reconcile(report.results)
     if mn is not None:  # multi-node (helper G)
         mn.conclude(report, outcome)
     return report

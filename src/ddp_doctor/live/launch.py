@@ -71,6 +71,8 @@ class LaunchSpec:
     """Keep the run directory (per-rank logs, payloads, stacks); RunOutcome.run_dir names it."""
     launcher: tuple[str, ...] | None = None
     """The torchrun command to use; None: find it (see `find_torchrun`)."""
+    python: str | None = None
+    """The target interpreter (env/target.py): its torchrun runs the ranks; None: the doctor's own."""
 
 
 @dataclass
@@ -103,19 +105,41 @@ class RunOutcome:
     interrupted: bool = False
 
 
-def find_torchrun() -> tuple[tuple[str, ...], str]:
-    """torchrun on PATH; else the one beside this interpreter; else `python -m torch.distributed.run`."""
+def find_torchrun(python: str | None = None) -> tuple[tuple[str, ...], str]:
+    """The torchrun of the target interpreter `python`: the one on PATH when it runs that
+    interpreter, else the one beside it, else `python -m torch.distributed.run`. Without a
+    target, the torchrun on PATH whatever it runs (the doctor's own interpreter otherwise)."""
+    from ddp_doctor.env.target import same_environment, shebang_python
+
     on_path = shutil.which("torchrun")
     if on_path:
-        return (on_path,), "path"
-    beside = Path(sys.executable).with_name("torchrun")
+        runs = shebang_python(Path(on_path))
+        if python is None or (runs is not None and same_environment(runs, python)):
+            return (on_path,), "path"
+    python = python or sys.executable
+    beside = Path(python).with_name("torchrun")
     if beside.is_file() and os.access(beside, os.X_OK):
         return (str(beside),), "interpreter"
-    return (sys.executable, "-m", "torch.distributed.run"), "module"
+    return (python, "-m", "torch.distributed.run"), "module"
 
 
 def _is_local(host: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", "") or host == socket.gethostname()
+
+
+def package_dir(run_dir: str | Path) -> str:
+    """The directory that puts ddp_doctor (and nothing else) on the ranks' PYTHONPATH: the source
+    tree of a checkout, or RUN_DIR/pkg holding a link to the installed package (made by launch())."""
+    if Path(_SRC_DIR).name in ("site-packages", "dist-packages"):
+        return os.path.join(str(run_dir), "pkg")
+    return _SRC_DIR
+
+
+def _link_package(run_dir: Path) -> None:
+    pkg = Path(package_dir(run_dir))
+    if pkg != Path(_SRC_DIR):
+        pkg.mkdir(exist_ok=True)
+        (pkg / "ddp_doctor").symlink_to(Path(_SRC_DIR, "ddp_doctor"))
 
 
 def rank_tmp_dir(run_dir: str | Path) -> Path:
@@ -127,7 +151,7 @@ def rank_tmp_dir(run_dir: str | Path) -> Path:
 
 def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
     """The torchrun argv and the full environment for it; no side effects."""
-    launcher = spec.launcher or find_torchrun()[0]
+    launcher = spec.launcher or find_torchrun(spec.python)[0]
     run_dir = str(run_dir)
     argv = [
         *launcher,
@@ -178,8 +202,11 @@ def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dic
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set here to skip its banner
     env["PYTHONUNBUFFERED"] = "1"
     # The entry module must import in torchrun's interpreter even when that is another env.
+    # Only the ddp_doctor package: an installed doctor's site-packages (rich, PyYAML, maybe numpy)
+    # must not leak into the training environment the ranks are meant to test.
+    src = package_dir(run_dir)
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([_SRC_DIR, *[p for p in parts if p != _SRC_DIR]])
+    env["PYTHONPATH"] = os.pathsep.join([src, *[p for p in parts if p != src]])
     return argv, env
 
 
@@ -296,7 +323,8 @@ def launch(spec: LaunchSpec) -> RunOutcome:
     deadline = started + spec.timeout_s
     run_dir = Path(tempfile.mkdtemp(prefix="ddp-doctor-run-"))
     rank_tmp_dir(run_dir).mkdir(mode=0o700)  # the ranks' TMPDIR (build_command); removed in _finish
-    launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun()
+    _link_package(run_dir)
+    launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun(spec.python)
     spec_with_launcher = spec if spec.launcher else _with_launcher(spec, launcher)
     argv, env = build_command(spec_with_launcher, run_dir)
     outcome = RunOutcome(argv=argv, returncode=None, timed_out=False, duration_s=0.0, launcher_source=source)

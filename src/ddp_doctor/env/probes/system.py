@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import pwd
 import resource
 import shutil
@@ -13,68 +12,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.env.probes import interp_child
+from ddp_doctor.env.target import same_environment, shebang_python
+
 SHM_PATH = "/dev/shm"
 
 
 def python() -> dict[str, Any]:
-    prefix = sys.prefix
-    conda = os.environ.get("CONDA_DEFAULT_ENV")
-    if conda is None and Path(prefix, "conda-meta").is_dir():
-        conda = Path(prefix).name
-    return {
-        "version": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "executable": sys.executable,
-        "prefix": prefix,
-        "base_prefix": sys.base_prefix,
-        "venv": sys.prefix != sys.base_prefix,
-        "conda_env": conda,
-    }
+    """The doctor's own interpreter (the target's: `target.describe(t)["python"]`)."""
+    return interp_child.python_facts()
 
 
-def _shebang_python(script: Path) -> str | None:
-    """The interpreter a console script runs: its #! line, or the `exec' PY` trampoline pip
-    writes when the path is too long for #!."""
-    try:
-        with script.open("rb") as f:
-            head = f.read(1024).decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    if not head or not head[0].startswith("#!"):
-        return None
-    words = head[0][2:].strip().split()
-    if not words:
-        return None
-    if Path(words[0]).name == "env" and len(words) > 1:
-        return shutil.which(words[-1]) or words[-1]
-    if Path(words[0]).name in ("sh", "bash"):
-        for line in head[1:4]:
-            if "exec'" in line:
-                parts = line.split("exec'", 1)[1].strip().split()
-                return parts[0].strip("'\"") if parts else None
-        return None
-    return words[0]
-
-
-def _same_interpreter(candidate: str | None) -> bool | None:
-    if not candidate:
-        return None
-    cand = Path(candidate)
-    try:
-        if cand.resolve() == Path(sys.executable).resolve() and cand.parent.parent == Path(sys.prefix):
-            return True
-    except OSError:
-        return None
-    # A venv's python is a symlink to the base interpreter, so compare environments too.
-    return (
-        cand.parent.parent.resolve() == Path(sys.prefix).resolve()
-        or cand.parent.resolve() == Path(sys.executable).parent.resolve()
-    )
-
-
-def torchrun() -> dict[str, Any]:
+def torchrun(python: str | None = None) -> dict[str, Any]:
+    """The torchrun on PATH and whether it runs `python` (the target interpreter; default: the doctor's)."""
+    python = python or sys.executable
     path = shutil.which("torchrun")
-    own = Path(sys.executable).parent / "torchrun"
+    own = Path(python).parent / "torchrun"
     facts: dict[str, Any] = {
         "path": path,
         "shebang_python": None,
@@ -82,8 +35,8 @@ def torchrun() -> dict[str, Any]:
         "env_script": str(own) if own.is_file() else None,
     }
     if path:
-        facts["shebang_python"] = _shebang_python(Path(path))
-        facts["same_env"] = _same_interpreter(facts["shebang_python"])
+        facts["shebang_python"] = shebang_python(Path(path))
+        facts["same_env"] = same_environment(facts["shebang_python"], python) if facts["shebang_python"] else None
     return facts
 
 
@@ -179,6 +132,7 @@ def env_vars(
         "LD_LIBRARY_PATH",
         "LD_PRELOAD",
         "PYTHONPATH",
+        "NVIDIA_VISIBLE_DEVICES",
     ),
 ) -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k in names or k.startswith(prefixes)}

@@ -3,11 +3,8 @@ real import in a child interpreter under a deadline."""
 
 from __future__ import annotations
 
-import importlib.metadata as md
-import importlib.util
 import json
 import os
-import re
 import signal
 import sys
 from importlib import resources
@@ -15,74 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor import proc
+from ddp_doctor.env.probes import interp_child
 
 IMPORT_TIMEOUT_S = 90.0
 """A cold import of a CUDA build from network storage can take tens of seconds."""
 
-_VERSION_FIELD = re.compile(r"^(__version__|cuda|hip|git_version)\s*(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
-
-
-def _literal(text: str) -> str | None:
-    text = text.strip()
-    if text in ("None", ""):
-        return None
-    m = re.match(r"""^(['"])(.*)\1""", text)
-    return m.group(2) if m else None
-
 
 def read_version_file(torch_dir: Path) -> dict[str, str | None]:
     """torch/version.py holds the build's __version__, cuda, hip and git_version as literals."""
-    try:
-        text = (torch_dir / "version.py").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return {}
-    return {m.group(1): _literal(m.group(2)) for m in _VERSION_FIELD.finditer(text)}
-
-
-def _nccl_pin(requires: list[str] | None) -> str | None:
-    for req in requires or []:
-        m = re.match(r"^\s*(nvidia-nccl-cu\d+)\s*==\s*([\w.]+)", req)
-        if m:
-            return f"{m.group(1)}=={m.group(2)}"
-    return None
+    return interp_child.read_version_file(torch_dir)
 
 
 def metadata() -> dict[str, Any]:
-    """What can be known about torch from files alone."""
-    facts: dict[str, Any] = {
-        "installed": False,
-        "version": None,
-        "location": None,
-        "cuda": None,
-        "hip": None,
-        "git_version": None,
-        "nccl_requirement": None,
-        "distribution": None,
-    }
-    try:
-        dist = md.distribution("torch")
-    except md.PackageNotFoundError:
-        dist = None
-    if dist is not None:
-        facts["installed"] = True
-        facts["version"] = dist.version
-        facts["distribution"] = str(getattr(dist, "_path", "")) or None
-        facts["nccl_requirement"] = _nccl_pin(dist.requires)
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        torch_dir = Path(spec.origin).parent
-        facts["installed"] = True
-        facts["location"] = str(torch_dir)
-        fields = read_version_file(torch_dir)
-        facts["version"] = facts["version"] or fields.get("__version__")
-        facts["build_version"] = fields.get("__version__")
-        facts["cuda"] = fields.get("cuda")
-        facts["hip"] = fields.get("hip")
-        facts["git_version"] = fields.get("git_version")
-    return facts
+    """What can be known about torch from files alone, in the doctor's own interpreter
+    (another interpreter: `target.describe(t)["torch"]`, the same code run there)."""
+    return interp_child.torch_metadata()
 
 
 def _child_source() -> str:

@@ -1,0 +1,157 @@
+"""The target environment: which Python interpreter the doctor examines, and why.
+
+The doctor may live in a venv of its own (pipx, `uv tool install`) or in the system Python
+beside a training venv; its own interpreter is then not the one the job uses. Every torch /
+NCCL / CUDA fact, the live chain's torchrun and ranks, bench and every remedy use the target.
+
+Order (the first that applies):
+1. `--python PATH`, then the DDP_DOCTOR_PYTHON environment variable (an error if unusable);
+2. the interpreter the `torchrun` on PATH runs (its shebang): what `torchrun train.py` uses;
+3. a `python3` / `python` on PATH that has torch (what `python train.py` uses);
+4. the doctor's own interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor import proc
+from ddp_doctor.errors import UsageError
+
+ENV_VAR = "DDP_DOCTOR_PYTHON"
+PROBE_TIMEOUT_S = 20.0
+"""A cold interpreter on network storage reading package metadata: seconds, not minutes."""
+_HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"
+
+
+@dataclass(frozen=True)
+class Target:
+    python: str
+    """Absolute path of the interpreter examined (as given; symlinks are not resolved, a venv's
+    python is a symlink to the base interpreter and only its path says which environment it is)."""
+    source: str
+    """flag | env | torchrun | path | doctor"""
+    reason: str
+    """Why this interpreter was chosen, in words, for the report header."""
+
+    @property
+    def own(self) -> bool:
+        return same_environment(self.python, sys.executable)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"python": self.python, "source": self.source, "reason": self.reason, "own": self.own}
+
+
+def _prefix_of(python: str) -> Path:
+    """The environment directory of an interpreter path: .../venv/bin/python -> .../venv."""
+    return Path(os.path.abspath(python)).parent.parent
+
+
+def same_environment(a: str, b: str) -> bool:
+    """Two interpreter paths run the same environment (same venv, or the same real binary outside venvs)."""
+    pa, pb = Path(os.path.abspath(a)), Path(os.path.abspath(b))
+    if pa == pb or _prefix_of(a) == _prefix_of(b):
+        return True
+    venv_a = (_prefix_of(a) / "pyvenv.cfg").is_file()
+    venv_b = (_prefix_of(b) / "pyvenv.cfg").is_file()
+    if venv_a or venv_b:
+        return False  # a venv's python is a symlink to the base one, yet another environment
+    try:
+        return pa.resolve() == pb.resolve()
+    except OSError:
+        return False
+
+
+def shebang_python(script: Path) -> str | None:
+    """The interpreter a console script runs: its #! line, or the `exec' PY` trampoline pip
+    writes when the path is too long for #!."""
+    try:
+        with script.open("rb") as f:
+            head = f.read(1024).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    words = head[0][2:].strip().split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env" and len(words) > 1:
+        return shutil.which(words[-1]) or words[-1]
+    if Path(words[0]).name in ("sh", "bash"):
+        for line in head[1:4]:
+            if "exec'" in line:
+                parts = line.split("exec'", 1)[1].strip().split()
+                return parts[0].strip("'\"") if parts else None
+        return None
+    return words[0]
+
+
+def _usable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _explicit(value: str, where: str) -> Target:
+    found = value if os.sep in value else shutil.which(value)
+    if not found or not _usable(found):
+        raise UsageError(f"{where} {value!r}: no executable Python interpreter there")
+    source = "flag" if where == "--python" else "env"
+    return Target(os.path.abspath(found), source, f"given with {where}")
+
+
+def _has_torch(python: str) -> bool:
+    done = proc.run([python, "-c", _HAS_TORCH], timeout_s=PROBE_TIMEOUT_S)
+    return not done.timed_out and done.returncode == 0
+
+
+def resolve(flag: str | None = None) -> Target:
+    """Choose the interpreter to examine (see the module docstring for the order)."""
+    if flag:
+        return _explicit(flag, "--python")
+    if os.environ.get(ENV_VAR):
+        return _explicit(os.environ[ENV_VAR], ENV_VAR)
+    torchrun = shutil.which("torchrun")
+    if torchrun:
+        py = shebang_python(Path(torchrun))
+        if py and _usable(py):
+            return Target(py, "torchrun", f"the interpreter of the torchrun on PATH ({torchrun})")
+    for name in ("python3", "python"):
+        py = shutil.which(name)
+        if py and _usable(py) and _has_torch(py):
+            return Target(os.path.abspath(py), "path", f"the first `{name}` on PATH with torch (no torchrun on PATH)")
+    why = "no torchrun and no python3/python with torch on PATH"
+    return Target(sys.executable, "doctor", f"the doctor's own interpreter ({why})")
+
+
+def own() -> Target:
+    """The doctor's own interpreter, for code that examines files (images) rather than an environment."""
+    return Target(sys.executable, "doctor", "the doctor's own interpreter")
+
+
+def _child_source() -> str:
+    return resources.files(__package__ + ".probes").joinpath("interp_child.py").read_text(encoding="utf-8")
+
+
+def describe(target: Target) -> dict[str, Any]:
+    """python facts, torch metadata and NCCL package files of the target, as its own import system sees them."""
+    if target.own:
+        from ddp_doctor.env.probes import interp_child
+
+        return interp_child.collect()
+    done = proc.run([target.python, "-c", _child_source()], timeout_s=PROBE_TIMEOUT_S)
+    for line in reversed(done.stdout.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict):
+            return data
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    why = "did not answer in time" if done.timed_out else f"exited {done.returncode}: {tail}"
+    raise UsageError(f"the target interpreter {target.python} could not be examined: {why}")
