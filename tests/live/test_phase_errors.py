@@ -18,9 +18,17 @@ def test_nccl_without_cuda_fails_in_init_with_cause_and_remedy() -> None:
     proc = run_cli("check", "--backend", "nccl", "--format", "json", "--timeout", "90", timeout=150)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
-    failed = [r for r in report["results"] if r["status"] == "fail" and r["id"] == "live.init"]
-    assert sorted(r["rank"] for r in failed) == [0, 1]
-    for r in failed:
-        assert "backend nccl needs CUDA" in r["summary"]
-        assert "NVIDIA runtime" in r["cause"] and "--backend gloo" in r["remedy"]
+    # The truth per rank: a rank that reached the check failed it; torchrun ends the other rank as
+    # soon as the first one exits, so that one may never get there (it is then "ended by torchrun",
+    # a secondary SKIP, not a failure of its own). Which rank is first is a race; the verdict is not.
+    init = {r["rank"]: r for r in report["results"] if r["id"] == "live.init" and r.get("rank") is not None}
+    assert sorted(init) == [0, 1], init
+    failed = [r for r in init.values() if r["status"] == "fail"]
+    assert failed, "at least one rank must fail init with the cause"
+    for r in init.values():
+        if r["status"] == "fail":
+            assert "backend nccl needs CUDA" in r["summary"]
+            assert "NVIDIA runtime" in r["cause"] and "--backend gloo" in r["remedy"]
+        else:
+            assert r["status"] == "skip" and "ended by torchrun" in r["summary"], r
     assert report["root_cause"] == "live.init"
