@@ -45,6 +45,9 @@ def test_every_check_id_is_present_and_stable() -> None:
         "env.user",
         "env.env_vars",
         "env.network",
+        "env.gpus.expected",
+        "env.gpus.busy",
+        "env.dist_vars",
     ]
 
 

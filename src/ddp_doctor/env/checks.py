@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor.env import arch, knowledge
+from ddp_doctor.env import arch, knowledge, trust_checks
 from ddp_doctor.report import Result, Status
 
 MiB = 1 << 20
@@ -1105,6 +1105,9 @@ CHECKS: list[tuple[str, Callable[[dict[str, Any]], Result]]] = [
     ("env.user", check_user),
     ("env.env_vars", check_env_vars),
     ("env.network", check_network),
+    ("env.gpus.expected", trust_checks.check_gpus_expected),
+    ("env.gpus.busy", trust_checks.check_gpus_busy),
+    ("env.dist_vars", trust_checks.check_dist_vars),
 ]
 
 

@@ -101,6 +101,11 @@ def driver_floor(cuda_version: str) -> dict[str, Any] | None:
     }
 
 
+def load_mapping(name: str) -> dict[str, Any]:
+    """A whole knowledge file (a mapping), e.g. dist_vars.yaml."""
+    return _load(name)
+
+
 def env_rules() -> dict[str, Any]:
     return _load("env_vars.yaml")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 
@@ -106,6 +108,44 @@ def _nvlink_count(pynvml: Any, handle: Any) -> int | None:
     return active
 
 
+def _process(pid: int) -> dict[str, Any]:
+    """Name and container of a pid, when this pid namespace can see it (NVML reports host pids)."""
+    info: dict[str, Any] = {"name": None, "container": None}
+    try:
+        info["name"] = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip() or None
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")
+    except OSError:
+        return info
+    m = re.search(r"(?:docker|libpod|cri-containerd|crio)[-/]([0-9a-f]{12,64})", cgroup)
+    info["container"] = m.group(1)[:12] if m else None
+    return info
+
+
+def usage(pynvml: Any, handle: Any) -> dict[str, Any]:
+    """What is on the GPU right now: memory in use, utilisation, and the compute processes holding it."""
+    mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    util = _optional(pynvml.nvmlDeviceGetUtilizationRates, handle)
+    getter = (
+        getattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3", None) or pynvml.nvmlDeviceGetComputeRunningProcesses
+    )
+    procs = _optional(getter, handle)
+    return {
+        "memory_used_bytes": int(mem.used) if mem is not None else None,
+        "util_pct": float(util.gpu) if util is not None else None,
+        "processes": None
+        if procs is None
+        else [
+            {
+                "pid": int(p.pid),
+                # NVML reports None (NVML_VALUE_NOT_AVAILABLE) without the rights to see it.
+                "used_bytes": int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None,
+                **_process(int(p.pid)),
+            }
+            for p in procs
+        ],
+    }
+
+
 def probe() -> dict[str, Any]:
     facts: dict[str, Any] = {
         "driver_loaded": False,
@@ -154,6 +194,7 @@ def probe() -> dict[str, Any]:
                     "mig_mode": ("enabled" if mig[0] else "disabled") if mig else "not supported",
                     "pci_bus_id": _text(pci.busId) if pci is not None else None,
                     "nvlinks_active": _nvlink_count(pynvml, h),
+                    **usage(pynvml, h),
                 }
             )
         facts["physical_count"] = len(facts["all"])

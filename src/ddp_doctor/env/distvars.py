@@ -1,0 +1,201 @@
+"""NCCL_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_DEBUG / GLOO_* settings judged against the table in
+knowledge/dist_vars.yaml: invalid values (naming the accepted ones), names that are close to a
+real one ("did you mean"), variables this NCCL does not read (added later / removed), and valid
+values with a cost on this machine."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ddp_doctor.env import knowledge
+
+PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
+_TRUE_FALSE = ("0", "1")
+_OP_PREFIX = re.compile(r"^[A-Za-z]+:")
+
+
+@dataclass(frozen=True)
+class Finding:
+    status: str
+    """fail | warn"""
+    variable: str
+    text: str
+    remedy: str
+    source: str
+
+
+def table() -> dict[str, Any]:
+    return knowledge.load_mapping("dist_vars.yaml")
+
+
+def _spec_index() -> dict[str, dict[str, Any]]:
+    return {str(v["name"]): v for v in table()["variables"]}
+
+
+def accepted(spec: dict[str, Any]) -> str:
+    kind = spec["type"]
+    if kind == "bool":
+        return "0 or 1"
+    if kind == "int":
+        lo, hi = spec.get("min"), spec.get("max")
+        return f"an integer{f' >= {lo}' if lo is not None else ''}{f' and <= {hi}' if hi is not None else ''}"
+    values = ", ".join(str(v) for v in spec.get("values") or [])
+    if kind == "list":
+        return f"a comma-separated list of {values} (a leading ^ excludes)"
+    return f"one of {values}" + (" or a network plugin's name" if spec.get("open") else "")
+
+
+def _norm(value: str, spec: dict[str, Any]) -> str:
+    return value.lower() if spec.get("case") == "insensitive" else value
+
+
+def invalid(value: str, spec: dict[str, Any]) -> str | None:
+    """None when NCCL/torch accepts `value`, else the offending part."""
+    kind, v = spec["type"], value.strip()
+    allowed = {_norm(str(x), spec) for x in spec.get("values") or []}
+    if kind == "bool":
+        return None if v in _TRUE_FALSE else v
+    if kind == "int":
+        try:
+            n = int(v, 0)
+        except ValueError:
+            return v
+        lo, hi = spec.get("min"), spec.get("max")
+        return v if (lo is not None and n < lo) or (hi is not None and n > hi) else None
+    if kind == "enum":
+        if spec.get("open"):
+            return None if v else v  # a plugin name cannot be judged here; the live chain names it if init fails
+        return None if _norm(v, spec) in allowed else v
+    if kind == "list":
+        # NCCL >= 2.24 also takes per-collective lists: "allreduce:tree,ring;broadcast:ring".
+        for part in v.lstrip("^").split(";"):
+            for item in _OP_PREFIX.sub("", part.strip()).lstrip("^").split(","):
+                if item.strip() and _norm(item.strip(), spec) not in allowed:
+                    return item.strip()
+        return None
+    return None
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def _harmful_applies(rule: dict[str, Any], facts: dict[str, Any]) -> bool:
+    cond = rule.get("only_if", "always")
+    if cond == "nvlink":
+        gpus = (facts.get("gpus") or {}).get("all") or []
+        return any(int(g.get("nvlinks_active") or 0) > 0 for g in gpus)
+    if cond == "infiniband":
+        return bool(((facts.get("network") or {}).get("infiniband") or {}).get("devices"))
+    return True
+
+
+def _covered_elsewhere(name: str, value: str) -> bool:
+    """env.env_vars (env_vars.yaml) already warns about this exact setting: do not say it twice."""
+    return any(
+        r["name"] == name and r.get("status") == "warn" and r["when"] in ("set", value)
+        for r in knowledge.env_rules().get("rules", [])
+    )
+
+
+def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
+    specs = _spec_index()
+    data = table()
+    renamed: dict[str, str] = dict(data.get("renamed") or {})
+    src = data.get("sources") or {}
+    nccl = _version((facts.get("nccl") or {}).get("version") or (facts.get("torch") or {}).get("nccl_version"))
+    out: list[Finding] = []
+    for name, value in sorted(env.items()):
+        if not name.startswith(PREFIXES) or name in renamed:
+            continue
+        spec = specs.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(name, list(specs), n=1, cutoff=0.85)
+            if close:
+                out.append(
+                    Finding(
+                        "warn",
+                        name,
+                        f"{name} is not a variable NCCL or torch reads; did you mean {close[0]}?",
+                        f"rename it: {close[0]}={value}  ({accepted(specs[close[0]])})",
+                        str(src.get(specs[close[0]]["source"], "")),
+                    )
+                )
+            continue
+        source = str(src.get(spec["source"], spec["source"]))
+        bad = invalid(value, spec)
+        if bad is not None and spec["type"] not in ("string", "path", "ifname"):
+            out.append(
+                Finding(
+                    str(spec.get("invalid", "warn")),
+                    name,
+                    f"{name}={value}: {bad!r} is not accepted; {name} takes {accepted(spec)}",
+                    f"set {name} to {accepted(spec)}, or unset it to let NCCL choose",
+                    source,
+                )
+            )
+            continue
+        since, removed = _version(spec.get("since")), _version(spec.get("removed"))
+        if nccl and since and nccl < since:
+            out.append(
+                Finding(
+                    "warn",
+                    name,
+                    f"{name} was added in NCCL {spec['since']}; this NCCL ({'.'.join(map(str, nccl))}) ignores it",
+                    f"upgrade NCCL to >= {spec['since']} or unset {name}",
+                    source,
+                )
+            )
+        if nccl and removed and nccl >= removed:
+            out.append(
+                Finding(
+                    "warn",
+                    name,
+                    f"{name} was removed in NCCL {spec['removed']}; this NCCL ({'.'.join(map(str, nccl))}) ignores it",
+                    f"unset {name}",
+                    source,
+                )
+            )
+    for rule in data.get("harmful") or []:
+        name = str(rule["name"])
+        setting = env.get(name)
+        if setting is None or setting.strip().lower() != str(rule["when"]).lower():
+            continue
+        if _covered_elsewhere(name, setting) or not _harmful_applies(rule, facts):
+            continue
+        out.append(
+            Finding(
+                "warn",
+                name,
+                f"{name}={setting}: {rule['cost']}",
+                f"unset {name} unless you need it",
+                str(src.get(rule["source"], "")),
+            )
+        )
+    return out
+
+
+def root_cause_variable(env: dict[str, str], text: str) -> str | None:
+    """The variable a live failure points at: NCCL_NET / NCCL_ALGO / NCCL_PROTO / NCCL_SOCKET_IFNAME
+    set to a value this table rejects, or named in the error text itself."""
+    specs = _spec_index()
+    for name in (
+        "NCCL_NET",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "NCCL_SOCKET_FAMILY",
+    ):
+        if name not in env:
+            continue
+        if name in text or env[name] in text:
+            return name
+        spec = specs.get(name)
+        if spec and spec["type"] not in ("ifname", "string") and invalid(env[name], spec) is not None:
+            return name
+    return None
