@@ -21,6 +21,7 @@ from types import ModuleType
 from ddp_doctor import __version__
 from ddp_doctor.commands import Printed
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
+from ddp_doctor.output import write_text
 from ddp_doctor.render import FORMATS, render
 from ddp_doctor.report import Report
 
@@ -59,27 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write(text: str, output: str | None) -> None:
-    if not text.endswith("\n"):
-        text += "\n"
-    if output is None or output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    directory = os.path.dirname(os.path.abspath(output))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ddp-doctor-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        # mkstemp makes the file 0600; a report is an ordinary file, so honour the umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, output)
-    except OSError as exc:
-        raise DoctorError(f"cannot write {output}: {exc.strerror or exc}") from None
-
-
 def _crash_log(exc: BaseException) -> str:
     fd, path = tempfile.mkstemp(prefix="ddp-doctor-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -103,11 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         outcome: Report | Printed = args._module.run(args)
         if isinstance(outcome, Printed):
-            _write(outcome.text, getattr(args, "output", None))
+            write_text(outcome.text, getattr(args, "output", None))
             return outcome.exit_code
         report = outcome.finish(started)
         fmt = getattr(args, "format", "text")
-        _write(render(report, fmt, color=use_color(getattr(args, "output", None))), getattr(args, "output", None))
+        write_text(render(report, fmt, color=use_color(getattr(args, "output", None))), getattr(args, "output", None))
         return report.exit_code(strict=bool(getattr(args, "strict", False)))
     except DoctorError as exc:
         print(f"ddp-doctor: error: {exc}", file=sys.stderr)
