@@ -23,6 +23,8 @@ class Status(str, enum.Enum):
     WARN = "warn"
     FAIL = "fail"
     SKIP = "skip"
+    INFO = "info"
+    """Noted, not judged: a deliberate trade-off or a fact worth knowing; never changes the verdict."""
     ERROR = "error"  # the doctor's own probe broke: an unknown, never a pass
 
 
@@ -97,7 +99,7 @@ class Result:
         return cls(**kwargs)
 
 
-_SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 2}
+_SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.INFO: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 2}
 
 
 @dataclass

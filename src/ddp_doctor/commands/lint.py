@@ -19,10 +19,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ddp_doctor.cli import add_output_arguments
 
     parser.add_argument("files", nargs="+", metavar="FILE", help="files to lint (kind told by name and content)")
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="RULE[,RULE]",
+        help="skip these rules (latest_tag, or lint.k8s.latest_tag for one area); repeatable",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="lint config (default: the nearest .ddp-doctor.toml [lint] or pyproject.toml [tool.ddp-doctor.lint])",
+    )
     add_output_arguments(parser, formats=FORMATS)
 
 
-def lint(paths: list[str]) -> tuple[Report, list[str]]:
+def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report, list[str]]:
     """All files -> one Report, plus one message per file that could not be read."""
     from ddp_doctor.deploy.lint.engine import lint_file
 
@@ -32,7 +44,7 @@ def lint(paths: list[str]) -> tuple[Report, list[str]]:
     files: list[dict[str, Any]] = []
     for path in paths:
         try:
-            done = lint_file(path)
+            done = lint_file(path, ignore)
         except DoctorError as exc:
             unreadable.append(str(exc))
             report.add(
@@ -82,12 +94,18 @@ def _line_of(note: str) -> int | None:
 
 def run(args: argparse.Namespace) -> Printed:
     import time
+    from pathlib import Path
 
     from ddp_doctor.cli import use_color
+    from ddp_doctor.deploy.lint.config import load
     from ddp_doctor.render import render
 
     started = time.monotonic()
-    report, unreadable = lint(args.files)
+    config = load(list(args.ignore), args.config, Path.cwd())
+    report, unreadable = lint(args.files, config.ignore)
+    if config.ignore:
+        report.facts["ignored_rules"] = sorted(config.ignore)
+        report.facts["config"] = config.source
     report.finish(started)
     for message in unreadable:
         print(f"ddp-doctor: error: {message}", file=sys.stderr)

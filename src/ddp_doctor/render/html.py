@@ -10,7 +10,7 @@ from ddp_doctor.report import Report
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.35em .6em;text-align:left;vertical-align:top}
-.pass{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#777}.error{color:#8250df}
+.pass{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#777}.error{color:#8250df}.info{color:#0969da}
 code,pre{background:#f6f8fa;padding:.1em .3em}pre{padding:.6em;white-space:pre-wrap}
 details{margin:.3em 0 .8em}
 """

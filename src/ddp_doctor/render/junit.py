@@ -53,7 +53,7 @@ def render(report: Report, color: bool = False) -> str:
             el = ET.SubElement(case, tag, message=r.summary)
             if tag != "skipped":
                 el.text = _body(r)
-        elif r.status is Status.WARN:
-            ET.SubElement(case, "system-out").text = "WARN: " + _body(r)
+        elif r.status in (Status.WARN, Status.INFO):
+            ET.SubElement(case, "system-out").text = f"{r.status.value.upper()}: " + _body(r)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ddp_doctor.report import Report, Result, Status
 
-ICON = {Status.PASS: "✔", Status.WARN: "!", Status.FAIL: "✘", Status.SKIP: "–", Status.ERROR: "?"}
+ICON = {Status.PASS: "✔", Status.WARN: "!", Status.FAIL: "✘", Status.SKIP: "–", Status.ERROR: "?", Status.INFO: "i"}
 WORD = {s: s.value.upper() for s in Status}
 STYLE = {
     Status.PASS: "green",
@@ -12,6 +12,7 @@ STYLE = {
     Status.FAIL: "bold red",
     Status.SKIP: "dim",
     Status.ERROR: "magenta",
+    Status.INFO: "cyan",
 }
 VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
@@ -41,4 +42,4 @@ def counts(report: Report) -> str:
 
 def needs_detail(result: Result) -> bool:
     # A passing result carries a remedy only on purpose (e.g. the command to run an image with).
-    return result.status in (Status.WARN, Status.FAIL, Status.ERROR) or bool(result.remedy)
+    return result.status in (Status.WARN, Status.FAIL, Status.ERROR, Status.INFO) or bool(result.remedy)

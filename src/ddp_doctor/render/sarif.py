@@ -20,6 +20,7 @@ STATUS_LEVEL = {
     Status.ERROR: "error",
     Status.WARN: "warning",
     Status.PASS: "note",
+    Status.INFO: "note",
     Status.SKIP: "none",
 }
 

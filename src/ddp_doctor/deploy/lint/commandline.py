@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ddp_doctor.deploy.lint.model import At, Launch
@@ -18,70 +19,234 @@ TORCHRUN_FLAGS = {
     "--master_addr": "master_addr",
 }
 DOCTOR_FLAGS = {"--nproc": "nproc", "--nnodes": "nnodes", "--rdzv-endpoint": "rdzv_endpoint", "--backend": "backend"}
-SHELLS = {"sh", "bash", "dash", "zsh", "/bin/sh", "/bin/bash", "/usr/bin/env"}
+ACCELERATE_FLAGS = {
+    "--num_processes": "num_processes",
+    "--num-processes": "num_processes",
+    "--num_machines": "nnodes",
+    "--num-machines": "nnodes",
+    "--main_process_ip": "master_addr",
+    "--main-process-ip": "master_addr",
+}
+DEEPSPEED_FLAGS = {
+    "--num_gpus": "nproc",
+    "--num-gpus": "nproc",
+    "--num_nodes": "nnodes",
+    "--num-nodes": "nnodes",
+    "--master_addr": "master_addr",
+    "--master-addr": "master_addr",
+}
+# Flags of the training script that tell what it runs on / how many DataLoader workers it starts.
+BACKEND_FLAGS = ("--backend", "--dist-backend", "--dist_backend", "--ddp-backend", "--ddp_backend")
+WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataloader_num_workers", "--data-workers")
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 SCRIPT_DEPTH = 3
+TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
-def _flag_values(words: list[Word], table: dict[str, str]) -> dict[str, At[str]]:
+def _flag_values(words: list[Word], table: dict[str, str] | tuple[str, ...]) -> dict[str, At[str]]:
+    names = table if isinstance(table, dict) else {n: n for n in table}
     found: dict[str, At[str]] = {}
     for i, w in enumerate(words):
         name, eq, value = w.text.partition("=")
-        if name in table:
+        if name in names:
             if eq:
-                found[table[name]] = At(value, w.line)
-            elif i + 1 < len(words):
-                found[table[name]] = At(words[i + 1].text, words[i + 1].line)
+                found[names[name]] = At(value, w.line)
+            elif i + 1 < len(words) and not words[i + 1].text.startswith("--"):
+                found[names[name]] = At(words[i + 1].text, words[i + 1].line)
     return found
 
 
-def _is_torchrun(words: list[Word], i: int) -> bool:
+def _python_module(words: list[Word], i: int) -> str | None:
+    """`python [-u -O ...] -m MODULE` starting at words[i] -> MODULE."""
+    if not os.path.basename(words[i].text).startswith("python"):
+        return None
+    j = i + 1
+    while j < len(words) and words[j].text.startswith("-") and words[j].text != "-m":
+        j += 1
+    if j + 1 < len(words) and words[j].text == "-m":
+        return words[j + 1].text
+    if j < len(words) and words[j].text.startswith("-m") and len(words[j].text) > 2:
+        return words[j].text[2:]
+    return None
+
+
+def launcher_at(words: list[Word], i: int) -> tuple[str, int] | None:
+    """(tool, index of its first own argument) when words[i] starts a distributed launcher."""
     base = os.path.basename(words[i].text)
     if base == "torchrun":
-        return True
-    if base.startswith("python") and i + 2 < len(words) and words[i + 1].text == "-m":
-        return words[i + 2].text in ("torch.distributed.run", "torch.distributed.launch")
-    return False
+        return "torchrun", i + 1
+    if base in ("accelerate", "accelerate-launch") and (base != "accelerate" or _next(words, i) == "launch"):
+        return "accelerate", i + (2 if base == "accelerate" else 1)
+    if base == "deepspeed":
+        return "deepspeed", i + 1
+    if base == "tune" and _next(words, i) == "run":
+        return "tune", i + 2
+    if base == "ddp-doctor" and _next(words, i) == "check":
+        return "ddp-doctor", i + 2
+    module = _python_module(words, i)
+    if module is not None:
+        at = next(j for j in range(i, len(words)) if words[j].text in ("-m", f"-m{module}")) + 1
+        at += 1 if words[at - 1].text == "-m" else 0
+        if module in TORCH_RUN_MODULES:
+            return "torchrun", at
+        if module in ("accelerate.commands.launch",):
+            return "accelerate", at
+        if module == "deepspeed.launcher.runner":
+            return "deepspeed", at
+    return None
 
 
-def _with(launch: Launch, values: dict[str, At[str]]) -> Launch:
+def _next(words: list[Word], i: int) -> str:
+    return words[i + 1].text if i + 1 < len(words) else ""
+
+
+def _int_at(value: At[str] | None) -> At[int] | None:
+    if value is None:
+        return None
+    text = value.value.strip("'\"")
+    return At(int(text), value.line) if text.isdigit() else None
+
+
+def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] | None, At[int] | None]:
+    """(under srun, -N, --ntasks-per-node, GPUs per node) from the srun options before words[upto]."""
+    start = next((j for j in range(upto) if os.path.basename(words[j].text) == "srun"), None)
+    if start is None:
+        return False, None, None, None
+    opts = words[start + 1 : upto]
+    values = _flag_values(
+        opts,
+        {
+            "-N": "nodes",
+            "--nodes": "nodes",
+            "--ntasks-per-node": "tpn",
+            "--gres": "gres",
+            "--gpus-per-node": "gpn",
+            "--gpus-per-task": "gpt",
+        },
+    )
+    for w in opts:  # -N2 glued
+        if w.text.startswith("-N") and w.text[2:].isdigit():
+            values["nodes"] = At(w.text[2:], w.line)
+    gpus = _int_at(values.get("gpn")) or _int_at(values.get("gpt"))
+    if gpus is None and "gres" in values:
+        gpus = gres_gpus(values["gres"])
+    nodes = values.get("nodes")
+    node_count = _int_at(At(nodes.value.split("-")[-1], nodes.line)) if nodes else None
+    return True, node_count, _int_at(values.get("tpn")), gpus
+
+
+def gres_gpus(value: At[str]) -> At[int] | None:
+    """--gres=gpu:8, gpu:a100:8, gpu:a100:8(S:0-1), gpu -> GPUs per node."""
+    for item in value.value.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] != "gpu":
+            continue
+        if len(parts) == 1:
+            return At(1, value.line)
+        last = parts[-1]
+        return At(int(last), value.line) if last.isdigit() else (At(1, value.line) if len(parts) == 2 else None)
+    return None
+
+
+def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
+    rest = words[at:]
+    srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
+    launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
+    launch.srun_tasks_per_node, launch.srun_gpus = srun_tpn, srun_gpus
+    table: dict[str, str] = {
+        "torchrun": TORCHRUN_FLAGS,
+        "tune": TORCHRUN_FLAGS,
+        "ddp-doctor": DOCTOR_FLAGS,
+        "accelerate": ACCELERATE_FLAGS,
+        "deepspeed": DEEPSPEED_FLAGS,
+    }[tool]
+    values = _flag_values(rest, table)
+    if tool == "accelerate":
+        total, machines = _int_at(values.pop("num_processes", None)), _int_at(values.get("nnodes"))
+        if total is not None:
+            per = total.value // (machines.value if machines else 1)
+            values["nproc"] = At(str(per), total.line)
+        if any(w.text == "--cpu" for w in rest) or any(w.text.startswith("--mpirun_hostfile") for w in rest):
+            launch.device_hint = At("cpu", next(w.line for w in rest if w.text.startswith(("--cpu", "--mpirun"))))
+        elif any(w.text in ("--multi_gpu", "--multi-gpu", "--gpu_ids") for w in rest):
+            launch.device_hint = At(
+                "gpu", next(w.line for w in rest if w.text in ("--multi_gpu", "--multi-gpu", "--gpu_ids"))
+            )
+    if tool == "deepspeed":
+        launch.device_hint = At("gpu", words[i].line)
+        launch.spans_nodes = True
+    if tool == "accelerate" and any(w.text.startswith("--mpirun_hostfile") for w in rest):
+        launch.spans_nodes = True
     for attr, value in values.items():
         setattr(launch, attr, value)
+    launch.standalone = any(x.text == "--standalone" for x in rest)
+    if launch.backend is None:
+        backend = _flag_values(rest, BACKEND_FLAGS)
+        if backend:
+            launch.backend = next(iter(backend.values()))
+    workers = _flag_values(rest, WORKER_FLAGS)
+    if workers:
+        launch.workers = _int_at(next(iter(workers.values())))
+    if launch.device_hint is None:
+        for w in rest:
+            nxt = rest[rest.index(w) + 1].text if rest.index(w) + 1 < len(rest) else ""
+            if (
+                w.text in ("--no-cuda", "--no_cuda", "--use_cpu", "--use-cpu", "--cpu")
+                or (w.text in ("--device", "--accelerator") and nxt == "cpu")
+                or w.text in ("--device=cpu", "--accelerator=cpu")
+            ):
+                launch.device_hint = At("cpu", w.line)
+                break
     return launch
 
 
-def launches(words: list[Word], depth: int = 0) -> list[Launch]:
-    """Every torchrun / ddp-doctor check started by these words, looking inside `sh -c '...'`."""
+def launches(words: list[Word], depth: int = 0, resolve: Callable[[str], str] | None = None) -> list[Launch]:
+    """Every distributed launcher started by these words, looking inside `bash -c '...'` and `eval`."""
     found: list[Launch] = []
     for i, w in enumerate(words):
-        if _is_torchrun(words, i):
-            rest = words[i + 1 :]
-            values = _flag_values(rest, TORCHRUN_FLAGS)
-            standalone = any(x.text == "--standalone" for x in rest)
-            srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
-            launch = Launch("torchrun", w.line, standalone=standalone, under_srun=srun)
-            found.append(_with(launch, values))
+        known = launcher_at(words, i)
+        if known is not None:
+            found.append(_launch(words, i, *known))
             break
-        if os.path.basename(w.text) == "ddp-doctor" and i + 1 < len(words) and words[i + 1].text == "check":
-            values = _flag_values(words[i + 2 :], DOCTOR_FLAGS)
-            srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
-            found.append(_with(Launch("ddp-doctor", w.line, under_srun=srun), values))
-            break
-        if (
-            w.text == "-c"
-            and i > 0
-            and os.path.basename(words[i - 1].text) in {os.path.basename(s) for s in SHELLS}
-            and i + 1 < len(words)
-            and depth < SCRIPT_DEPTH
-        ):
-            script = words[i + 1]
-            for cmd in commands(script.text, first_line=script.line):
-                inner = launches(cmd.words, depth + 1)
-                srun = any(os.path.basename(x.text) == "srun" for x in words[:i])
-                for launch in inner:
+        script: Word | None = None
+        base = os.path.basename(w.text)
+        if base in SHELLS or (base == "env" and i + 1 < len(words) and words[i + 1].text in SHELLS):
+            # bash -c / -xc / -lc / -ec / -x -c 'script': the first word after the -c option group.
+            j = i + 1
+            while j < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--"):
+                if "c" in words[j].text[1:]:
+                    script = words[j + 1] if j + 1 < len(words) else None
+                    break
+                j += 1
+        elif base == "eval" and i + 1 < len(words):
+            script = Word(" ".join(x.text for x in words[i + 1 :]), words[i + 1].line)
+        if script is not None and depth < SCRIPT_DEPTH:
+            text = resolve(script.text) if resolve else script.text
+            srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
+            for cmd in commands(text, first_line=script.line):
+                inner_words = expand_words(cmd.words, resolve)
+                for launch in launches(inner_words, depth + 1, resolve):
                     launch.under_srun = launch.under_srun or srun
-                found.extend(inner)
+                    launch.srun_nodes = launch.srun_nodes or srun_nodes
+                    launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn
+                    launch.srun_gpus = launch.srun_gpus or srun_gpus
+                    found.append(launch)
             break
     return found
+
+
+def expand_words(words: list[Word], resolve: Callable[[str], str] | None) -> list[Word]:
+    """$VAR inside words resolved; a word that is one unquoted expansion of several words is split."""
+    if resolve is None:
+        return words
+    out: list[Word] = []
+    for w in words:
+        text = resolve(w.text)
+        if w.splat is not None and not w.quoted and text != w.text and len(text.split()) > 1:
+            out += [Word(t, w.line) for t in text.split()]
+        else:
+            out.append(Word(text, w.line, w.splat, w.quoted))
+    return out
 
 
 def nnodes_max(launch: Launch) -> int | None:

@@ -11,11 +11,12 @@ from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts
 from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
 from ddp_doctor.deploy.lint.model import Unit
 from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
+from ddp_doctor.deploy.lint.rules import severity as severity_of
 from ddp_doctor.errors import InputError
 from ddp_doctor.report import Evidence, Result, Status
 
 KINDS = ("k8s", "compose", "dockerfile", "shell", "slurm")
-STATUS = {"error": Status.FAIL, "warning": Status.WARN, "info": Status.PASS}
+STATUS = {"error": Status.FAIL, "warning": Status.WARN, "info": Status.INFO}
 _COMPOSE_NAME = re.compile(r"^(docker-)?compose(\.[\w-]+)?\.ya?ml$|\.compose\.ya?ml$", re.IGNORECASE)
 _DOCKERFILE_NAME = re.compile(r"^(Dockerfile|Containerfile)(\..+)?$|\.(Dockerfile|Containerfile)$", re.IGNORECASE)
 
@@ -87,7 +88,7 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
     return ("compose" if kinds_seen == {"compose"} else "k8s"), units, notes
 
 
-def lint_file(path_text: str) -> FileResult:
+def lint_file(path_text: str, ignore: frozenset[str] = frozenset()) -> FileResult:
     path = Path(path_text)
     text = read_text(path)
     kind = detect(path, text)
@@ -102,9 +103,63 @@ def lint_file(path_text: str) -> FileResult:
     else:
         units = scripts.units(text, path_text, slurm=(kind == "slurm"), notes=notes)
     lines = text.split("\n")
-    results = [to_result(u, hit, lines) for u in units for hit in evaluate(u)]
+    waived = suppressions(lines)
+    hits = [(u, hit) for u in units for hit in evaluate(u) if not _suppressed(u, hit, waived, ignore)]
+    results = merge([to_result(u, hit, lines) for u, hit in hits])
     results.sort(key=lambda r: (r.evidence[0].line or 0, r.id))
     return FileResult(path_text, kind, units, results, notes)
+
+
+_SUPPRESS = re.compile(r"#\s*ddp-doctor:\s*ignore(?:\[([^\]]*)\])?")
+
+
+def suppressions(lines: list[str]) -> dict[int, set[str] | None]:
+    """line -> rule names waived there (None: every rule), from `# ddp-doctor: ignore[rule, ...]`.
+    A comment on a line of its own waives the next line too, as a comment above a YAML key reads."""
+    out: dict[int, set[str] | None] = {}
+    for n, line in enumerate(lines, start=1):
+        m = _SUPPRESS.search(line)
+        if m is None:
+            continue
+        names = None if m.group(1) is None else {x.strip() for x in m.group(1).split(",") if x.strip()}
+        targets = [n, n + 1] if line.lstrip().startswith("#") else [n]
+        for target in targets:
+            have = out.get(target, set())
+            out[target] = None if names is None or have is None else have | names
+    return out
+
+
+def _matches(names: set[str] | frozenset[str] | None, u: Unit, hit: Hit) -> bool:
+    return names is None or hit.name in names or f"lint.{u.area}.{hit.name}" in names
+
+
+def _suppressed(u: Unit, hit: Hit, waived: dict[int, set[str] | None], ignore: frozenset[str]) -> bool:
+    if _matches(ignore, u, hit):
+        return True
+    return hit.line in waived and _matches(waived[hit.line], u, hit)
+
+
+def merge(results: list[Result]) -> list[Result]:
+    """One finding per mistake: the same rule with the same message apart from where it is (a Master
+    and a Worker with the same image) becomes one Result whose evidence lists every place."""
+    groups: dict[tuple[str, str, str], Result] = {}
+    out: list[Result] = []
+    for r in results:
+        where = str(r.observed.get("unit", ""))
+        text = re.sub(r"line \d+", "line N", r.summary.split(": ", 1)[-1].replace(where, "<where>"))
+        key = (r.id, text, r.remedy or "")
+        first = groups.get(key)
+        if first is None:
+            groups[key] = r
+            out.append(r)
+            continue
+        first.evidence.extend(e for e in r.evidence if e not in first.evidence)
+        places = first.observed.setdefault("also", [])
+        places.append(f"{where} (line {r.observed.get('line')})")
+    for r in out:
+        if r.observed.get("also"):
+            r.summary += f" (also: {', '.join(r.observed['also'])})"
+    return out
 
 
 _FIELD = re.compile(r"\{([a-z_]+)\}")
@@ -113,7 +168,8 @@ _FIELD = re.compile(r"\{([a-z_]+)\}")
 def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str:
     value = rule.get(key, "")
     if isinstance(value, dict):
-        value = value.get(area, next(iter(value.values())))
+        # Written for the launcher in the file first (torchrun / accelerate / tune), then for the kind of file.
+        value = value.get(str(ctx.get("tool")), value.get(area, next(iter(value.values()))))
     # Only {known_name} is a placeholder: the fixes quote YAML such as {medium: Memory}.
     return _FIELD.sub(lambda m: str(ctx[m.group(1)]) if m.group(1) in ctx else m.group(0), str(value))
 
@@ -121,7 +177,7 @@ def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str
 def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
     rule = catalogue()[hit.name]
     ctx = {"where": u.name, **hit.context}
-    severity = rule["severity"]
+    severity = severity_of(hit)
     source_line = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
     return Result(
         id=f"lint.{u.area}.{hit.name}",

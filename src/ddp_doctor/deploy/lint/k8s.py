@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_doctor.deploy.lint.commandline import launches
@@ -105,76 +106,218 @@ def _find_pod_specs(node: Any, budget: list[int]) -> list[YMap]:
     return []
 
 
-def workloads(doc: YMap) -> list[tuple[str, YMap, At[int] | None, At[str] | None, bool]]:
-    """(label, pod spec, nodes, declared nproc, is-training-operator) for each pod template of one object."""
+@dataclass
+class Workload:
+    """One pod template of an object, with what the object around it says about the job."""
+
+    label: str
+    pod: YMap
+    nodes: At[int] | None = None
+    nodes_what: str = ""
+    nproc: At[str] | None = None
+    operator: str | None = None
+    elastic: At[str] | None = None
+    rdzv_names: list[str] = field(default_factory=list)
+    template: bool = False
+    trains: bool = False
+    """The object itself is a training job (a PyTorchJob replica, a TrainJob's trainer)."""
+
+
+def _nodes(value: Any, line: int, what: str) -> tuple[At[int] | None, str]:
+    n = _int(value)
+    return (At(n, line), what) if n is not None else (None, "")
+
+
+def _pytorchjob(doc: YMap, label: str) -> list[Workload]:
+    spec = _map(doc, "spec")
+    replicas = spec.get("pytorchReplicaSpecs")
+    if not isinstance(replicas, YMap):
+        return []
+    counts = [_get(r, "replicas") for r in replicas.values() if isinstance(r, dict)]
+    ints = [1 if c is None else _int(c) for c in counts]
+    job_nodes = At(sum(i for i in ints if i is not None), replicas.line) if None not in ints else None
+    nproc: At[str] | None = None
+    elastic_map = _map(spec, "elasticPolicy")
+    elastic = None
+    if "elasticPolicy" in spec:
+        lo, hi = elastic_map.get("minReplicas"), elastic_map.get("maxReplicas")
+        elastic = At(f"{lo if lo is not None else '?'}:{hi if hi is not None else '?'}", spec.line_of("elasticPolicy"))
+    if spec.get("nprocPerNode") is not None:
+        nproc = At(str(spec["nprocPerNode"]), spec.line_of("nprocPerNode"))
+    elif elastic_map.get("nProcPerNode") is not None:
+        nproc = At(str(elastic_map["nProcPerNode"]), elastic_map.line_of("nProcPerNode"))
+    name = _get(doc, "metadata", "name") or "?"
+    out = []
+    for rtype, r in replicas.items():
+        pod = _get(r, "template", "spec")
+        if isinstance(pod, YMap):
+            out.append(
+                Workload(
+                    f"{label} {rtype}",
+                    pod,
+                    job_nodes,
+                    "replicas (all replica types)",
+                    nproc,
+                    "pytorchjob",
+                    elastic,
+                    [f"{name}-master-0"],
+                    trains=True,
+                )
+            )
+    return out
+
+
+def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[Workload]:
+    network = _map(spec, "network")
+    subdomain = network.get("subdomain") or js_name
+    jobs = spec.get("replicatedJobs")
+    out: list[Workload] = []
+    for job in jobs if isinstance(jobs, YList) else []:
+        if not isinstance(job, YMap):
+            continue
+        rjob = job.get("name", "?")
+        jspec = _map(_map(job, "template"), "spec")
+        pod = _get(jspec, "template", "spec")
+        if not isinstance(pod, YMap):
+            continue
+        replicas = _int(job.get("replicas", 1))
+        parallelism = _int(jspec.get("parallelism", 1))
+        nodes = None
+        what = ""
+        if replicas is not None and parallelism is not None:
+            line = jspec.line_of("parallelism") if "parallelism" in jspec else job.line
+            nodes = At(replicas * parallelism, line)
+            what = "replicas x parallelism" if replicas != 1 else "parallelism"
+        names = [f"{js_name}-{rjob}-0-0.{subdomain}", f"{js_name}-{rjob}-0-0"]
+        out.append(Workload(f"{label} replicatedJob {rjob}", pod, nodes, what, None, "jobset", None, names, template))
+    return out
+
+
+def _trainer_runtime(doc: YMap, label: str) -> list[Workload]:
+    spec = _map(doc, "spec")
+    ml = _map(spec, "mlPolicy")
+    name = _get(doc, "metadata", "name") or "?"
+    out = _jobset_jobs(_map(_map(spec, "template"), "spec"), name, label, template=True)
+    torch = ml.get("torch")
+    for w in out:
+        # The node replicatedJob (trainjob-ancestor-step: trainer) runs the training; its size comes from the TrainJob.
+        w.operator = "trainjob" if isinstance(torch, dict) else w.operator
+        nodes, what = _nodes(ml.get("numNodes"), ml.line_of("numNodes"), "mlPolicy.numNodes")
+        if nodes is not None and "replicatedJob node" in w.label:
+            w.nodes, w.nodes_what = nodes, what
+        proc = _get(ml, "torch", "numProcPerNode")
+        if proc is not None and isinstance(torch, YMap):
+            w.nproc = At(str(proc), torch.line_of("numProcPerNode"))
+    return out
+
+
+def _trainjob(doc: YMap, label: str) -> list[Workload]:
+    """A TrainJob has no pod template of its own: its trainer (command, image, resourcesPerNode, env,
+    numNodes) is checked as the container it becomes; shm and security come from the runtime."""
+    spec = _map(doc, "spec")
+    trainer = spec.get("trainer")
+    if not isinstance(trainer, YMap):
+        return []
+    name = _get(doc, "metadata", "name") or "?"
+    container = YMap(trainer)
+    container.line, container.key_lines, container.value_lines = trainer.line, dict(trainer.key_lines), {}
+    container["name"] = "trainer"
+    if "resourcesPerNode" in trainer:
+        container["resources"] = trainer["resourcesPerNode"]
+        container.key_lines["resources"] = trainer.line_of("resourcesPerNode")
+    pod = YMap({"containers": _ylist([container], trainer.line)})
+    pod.line, pod.key_lines, pod.value_lines = trainer.line, {}, {}
+    nodes, what = _nodes(trainer.get("numNodes"), trainer.line_of("numNodes"), "trainer.numNodes")
+    nproc = (
+        At(str(trainer["numProcPerNode"]), trainer.line_of("numProcPerNode")) if "numProcPerNode" in trainer else None
+    )
+    return [
+        Workload(
+            f"{label} trainer", pod, nodes, what, nproc, "trainjob", None, [f"{name}-node-0-0.{name}"], trains=True
+        )
+    ]
+
+
+def _ylist(items: list[Any], line: int) -> YList:
+    out = YList(items)
+    out.line, out.item_lines = line, [getattr(i, "line", line) for i in items]
+    return out
+
+
+def _lws(doc: YMap, label: str) -> list[Workload]:
+    lwt = _map(_map(doc, "spec"), "leaderWorkerTemplate")
+    nodes, what = _nodes(lwt.get("size", 1), lwt.line_of("size"), "leaderWorkerTemplate.size")
+    out = []
+    for key in ("leaderTemplate", "workerTemplate"):
+        pod = _get(lwt, key, "spec")
+        if isinstance(pod, YMap):
+            out.append(Workload(f"{label} {key}", pod, nodes, what, None, "lws"))
+    return out
+
+
+def workloads(doc: YMap) -> list[Workload]:
+    """Each pod template of one object, with the job-level facts around it."""
     kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
     label = f"{kind}/{name}"
     if kind == "PyTorchJob":
-        spec = _map(doc, "spec")
-        replicas = spec.get("pytorchReplicaSpecs")
-        if not isinstance(replicas, YMap):
-            return []
-        total = sum(_int(_get(r, "replicas")) or 1 for r in replicas.values() if isinstance(r, dict))
-        job_nodes = At(total, replicas.line)
-        nproc: At[str] | None = None
-        elastic = _map(spec, "elasticPolicy")
-        if spec.get("nprocPerNode") is not None:
-            nproc = At(str(spec["nprocPerNode"]), spec.line_of("nprocPerNode"))
-        elif elastic.get("nProcPerNode") is not None:
-            nproc = At(str(elastic["nProcPerNode"]), elastic.line_of("nProcPerNode"))
-        out: list[tuple[str, YMap, At[int] | None, At[str] | None, bool]] = []
-        for rtype, r in replicas.items():
-            pod = _get(r, "template", "spec")
-            if isinstance(pod, YMap):
-                out.append((f"{label} {rtype}", pod, job_nodes, nproc, True))
-        return out
+        return _pytorchjob(doc, label)
+    if kind == "JobSet":
+        return _jobset_jobs(_map(doc, "spec"), str(name), label, template=False)
+    if kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+        return _trainer_runtime(doc, label)
+    if kind == "TrainJob":
+        return _trainjob(doc, label)
+    if kind == "LeaderWorkerSet":
+        return _lws(doc, label)
     path = POD_PATHS.get(str(kind))
     if path is not None:
         pod = _get(doc, *path)
         if not isinstance(pod, YMap):
             return []
-        nodes: At[int] | None = None
         top = _map(doc, "spec")
-        count_key = {"Job": "completions", "StatefulSet": "replicas"}.get(str(kind))
-        indexed = kind != "Job" or top.get("completionMode") == "Indexed"
-        if count_key and indexed:
-            n = _int(top.get(count_key))
-            nodes = At(n, top.line_of(count_key)) if n else None
-        return [(label, pod, nodes, None, False)]
-    return [(label, pod, None, None, False) for pod in _find_pod_specs(doc, [MAX_SEARCH])]
+        nodes: At[int] | None = None
+        what = ""
+        if kind == "StatefulSet":
+            nodes, what = _nodes(top.get("replicas", 1), top.line_of("replicas"), "replicas")
+        elif kind == "Job":
+            key = "parallelism" if "parallelism" in top else "completions"
+            nodes, what = _nodes(top.get(key, 1), top.line_of(key), key)
+        return [Workload(label, pod, nodes, what)]
+    return [Workload(label, pod) for pod in _find_pod_specs(doc, [MAX_SEARCH])]
 
 
 def units(doc: YMap, source: str) -> list[Unit]:
     out: list[Unit] = []
-    for label, pod, nodes, nproc, operator in workloads(doc):
+    for w in workloads(doc):
+        pod = w.pod
         volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, YMap)}
         containers = pod.get("containers")
         if not isinstance(containers, YList):
             continue
         found = [
-            _container(c, containers.line_of(i), pod, volumes, label, nodes, nproc, operator, source)
+            _container(c, containers.line_of(i), pod, volumes, w, source)
             for i, c in enumerate(containers)
             if isinstance(c, YMap)
         ]
         names = [c.get("name") for c in containers if isinstance(c, YMap)]
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(At("pytorchjob_container_name", containers.line))
+        if doc.get("kind") == "TrainJob":
+            for u in found:
+                u.shm, u.root, u.persistent_volume = None, None, None
         out += found
     return out
 
 
-def _container(
-    c: YMap,
-    line: int,
-    pod: YMap,
-    volumes: dict[Any, YMap],
-    label: str,
-    nodes: At[int] | None,
-    nproc: At[str] | None,
-    operator: bool,
-    source: str,
-) -> Unit:
-    u = Unit("k8s", source, f"{label} container {c.get('name', '?')}", line, nodes=nodes)
+def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], w: Workload, source: str) -> Unit:
+    u = Unit("k8s", source, f"{w.label} container {c.get('name', '?')}", line, nodes=w.nodes)
+    u.nodes_what, u.operator, u.elastic, u.rdzv_names, u.template = (
+        w.nodes_what,
+        w.operator,
+        w.elastic,
+        w.rdzv_names,
+        w.template,
+    )
     if isinstance(c.get("image"), str):
         u.image = At(c["image"], c.line_of("image"))
     env_list = c.get("env")
@@ -182,8 +325,8 @@ def _container(
         if isinstance(item, YMap) and isinstance(item.get("name"), str) and item.get("value") is not None:
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
     u.launches = launches(_words(c))
-    u.nproc_declared = nproc or u.env.get("PET_NPROC_PER_NODE")
-    u.trains = operator or bool(u.launches)
+    u.nproc_declared = w.nproc or u.env.get("PET_NPROC_PER_NODE")
+    u.trains = w.trains or bool(u.launches)
 
     resources = _map(c, "resources")
     limits, requests = _map(resources, "limits"), _map(resources, "requests")
@@ -229,8 +372,8 @@ def _shm(u: Unit, c: YMap, pod: YMap, volumes: dict[Any, YMap], line: int) -> No
                 u.shm_bytes = size
                 at = empty.line_of("sizeLimit") if size is not None else empty.line_of("medium")
                 u.shm = At("tiny" if size is not None and size < 2**30 else "memory", at)
-            elif vol is not None and _get(vol, "hostPath", "path") == "/dev/shm":
-                u.shm = At("host", vol.line_of("hostPath"))
+            elif vol is not None and str(_get(vol, "hostPath", "path") or "").rstrip("/") == "/dev/shm":
+                u.shm = At("hostpath", vol.line_of("hostPath"))
             else:
                 u.shm = At("disk", vol.line if isinstance(vol, YMap) else where)
             return

@@ -22,18 +22,31 @@ class At(Generic[T]):
 
 @dataclass
 class Launch:
-    """What a command line starts: torchrun / ddp-doctor check and its distributed flags."""
+    """What a command line starts: a distributed launcher and its flags."""
 
     tool: str
-    """'torchrun' (also python -m torch.distributed.run / launch) or 'ddp-doctor'."""
+    """'torchrun' (also python -m torch.distributed.run / launch), 'accelerate', 'deepspeed', 'tune' or 'ddp-doctor'."""
     line: int
     nproc: At[str] | None = None
+    """Ranks per node (for accelerate: --num_processes divided by --num_machines, when both are numbers)."""
     nnodes: At[str] | None = None
     rdzv_endpoint: At[str] | None = None
     master_addr: At[str] | None = None
     backend: At[str] | None = None
+    """The process-group backend named on the command line (the launcher's or the training script's flag)."""
     standalone: bool = False
     under_srun: bool = False
+    srun_nodes: At[int] | None = None
+    """`srun -N/--nodes` of the step that starts the launcher."""
+    srun_tasks_per_node: At[int] | None = None
+    srun_gpus: At[int] | None = None
+    """GPUs per node that srun asks for (--gres=gpu:N, --gpus-per-node, --gpus-per-task)."""
+    workers: At[int] | None = None
+    """DataLoader workers per rank from the script's flags (--num_workers / --workers / -j)."""
+    spans_nodes: bool = False
+    """The launcher starts the ranks of the other nodes itself (deepspeed over pdsh, accelerate over mpirun)."""
+    device_hint: At[str] | None = None
+    """'cpu' / 'gpu' when a flag says so (--no-cuda, --device cpu, accelerate --cpu / --multi_gpu)."""
 
 
 @dataclass
@@ -75,3 +88,20 @@ class Unit:
     env: dict[str, At[str]] = field(default_factory=dict)
     structural: list[At[str]] = field(default_factory=list)
     """Rule names the parser found from the file's structure alone (e.g. a PyTorchJob without a `pytorch` container)."""
+    operator: str | None = None
+    """Who starts the pods and injects the rendezvous: 'pytorchjob' and 'trainjob' set PET_NNODES /
+    PET_NPROC_PER_NODE / PET_MASTER_ADDR for torchrun; 'jobset' and 'lws' give stable DNS names; None: nobody."""
+    nodes_what: str = ""
+    """How the node count was read, for messages: 'replicas', 'parallelism', '#SBATCH --nodes', 'srun -N'."""
+    elastic: At[str] | None = None
+    """The min:max node range of an elasticPolicy, when the job has one."""
+    rdzv_names: list[str] = field(default_factory=list)
+    """The host names the operator creates for the first pod (JobSet / TrainJob), when it is known."""
+    gpu_evidence: At[str] | None = None
+    """Why the workload is taken to need GPUs (the line and what it says), when something says so."""
+    cpu_evidence: At[str] | None = None
+    """Why the workload is taken to run on CPU (gloo, NVIDIA_VISIBLE_DEVICES=void, a CPU image...)."""
+    template: bool = False
+    """A runtime / template whose GPUs, nodes and command are filled in by the job that uses it."""
+    syntax: At[str] | None = None
+    """bash -n's message for a script bash cannot parse."""

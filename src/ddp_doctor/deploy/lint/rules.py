@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -12,7 +13,8 @@ from typing import Any
 import yaml
 
 from ddp_doctor.deploy.lint.commandline import nnodes_max
-from ddp_doctor.deploy.lint.model import Unit
+from ddp_doctor.deploy.lint.infer import describe, workload
+from ddp_doctor.deploy.lint.model import At, Unit
 from ddp_doctor.deploy.lint.quantity import human
 
 SEVERITIES = ("error", "warning", "info")
@@ -23,6 +25,9 @@ class Hit:
     name: str
     line: int
     context: dict[str, Any] = field(default_factory=dict)
+    severity: str | None = None
+    """Overrides the rule's severity where the same mistake is certain in one workload and only
+    possible in another (shm_default: an error with several ranks, a warning when the ranks are unknown)."""
 
 
 @functools.cache
@@ -51,20 +56,19 @@ def launcher(u: Unit) -> str:
     return u.launches[0].tool if u.launches else "a PyTorchJob"
 
 
-def _cpu_only(u: Unit) -> bool:
-    """The workload says it means CPU ranks (gloo backend), so no GPU is expected."""
-    if any(l.backend is not None and l.backend.value == "gloo" for l in u.launches):
-        return True
-    return any(v.value.lower() == "gloo" for k, v in u.env.items() if "BACKEND" in k.upper())
-
-
 @check
 def gpus_granted(u: Unit) -> Iterator[Hit]:
-    if not u.trains or u.gpus is not None or u.area not in ("k8s", "docker", "compose") or _cpu_only(u):
+    if not u.trains or u.gpus is not None or u.area not in ("k8s", "docker", "compose") or u.template:
+        return
+    w = workload(u)
+    if w.device is not None and w.device.value == "cpu":
         return
     expected = {"docker": "no --gpus", "compose": "no GPU device reservation"}.get(u.area, "")
     name = "gpu_limit_missing" if u.area == "k8s" else "gpus_missing"
-    yield Hit(name, u.line, {"launcher": launcher(u), "expected_flag": expected})
+    # Without anything that asks for CUDA/NCCL the job may well be a CPU one (gloo picked at run time):
+    # noted, not an error.
+    severity = None if w.device is not None else "info"
+    yield Hit(name, u.line, {"launcher": launcher(u), "expected_flag": expected, "inferred": describe(w)}, severity)
 
 
 @check
@@ -92,13 +96,16 @@ def _nproc(u: Unit) -> tuple[int, int] | None:
 
 @check
 def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
-    if u.gpus is None or u.gpus.value is None:
+    granted = u.gpus
+    if granted is None:
+        granted = next((At[int | None](l.srun_gpus.value, l.srun_gpus.line) for l in u.launches if l.srun_gpus), None)
+    if granted is None or granted.value is None:
         return
     found = _nproc(u)
     if found is None:
         return
     nproc, line = found
-    gpus = u.gpus.value
+    gpus = granted.value
     ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
@@ -122,7 +129,16 @@ def shm(u: Unit) -> Iterator[Hit]:
     if u.shm is None or not u.trains:
         return
     if u.shm.value == "default":
-        yield Hit("shm_default", u.shm.line, {"launcher": launcher(u)})
+        w = workload(u)
+        many = w.ranks is not None and w.ranks.value > 1 and (w.device is None or w.device.value == "gpu")
+        loaders = w.workers is not None and w.workers.value > 0
+        alone = w.ranks is not None and w.ranks.value == 1 and w.workers is not None and w.workers.value == 0
+        if alone:
+            return
+        ctx = {"launcher": launcher(u), "inferred": describe(w)}
+        yield Hit("shm_default", u.shm.line, ctx, None if (many or loaders) else "warning")
+    elif u.shm.value == "hostpath":
+        yield Hit("shm_host_path", u.shm.line)
     elif u.shm.value == "disk" and u.area == "k8s":
         yield Hit("shm_not_memory", u.shm.line)
     elif u.shm.value == "tiny":
@@ -171,6 +187,8 @@ def unpinned(image: str) -> str | None:
     """' (":latest")' / ' (no tag: latest)' for an unpinned image; None when pinned."""
     if "@sha256:" in image or "$" in image:
         return None
+    if image.startswith(("/", "./", "../", "~")) or image.endswith((".sqsh", ".sif", ".squashfs")):
+        return None  # an enroot / apptainer image file: pinned by being a file
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         return " (no tag, so :latest)"
@@ -240,14 +258,114 @@ def slurm_srun(u: Unit) -> Iterator[Hit]:
     if u.area != "slurm" or u.nodes is None or u.nodes.value <= 1:
         return
     for launch in u.launches:
-        if not launch.under_srun:
-            yield Hit("torchrun_without_srun", launch.line, {"nodes": u.nodes.value})
+        # deepspeed (pdsh) and accelerate --mpirun_hostfile (mpirun) start the other nodes themselves.
+        if not launch.under_srun and not launch.spans_nodes:
+            yield Hit("torchrun_without_srun", launch.line, {"nodes": u.nodes.value, "tool": launch.tool})
+
+
+def _nnodes_range(text: str) -> tuple[int, int] | None:
+    lo, _, hi = text.partition(":")
+    hi = hi or lo
+    return (int(lo), int(hi)) if lo.isdigit() and hi.isdigit() else None
+
+
+# Operators that hand torchrun its node count through PET_NNODES, so no --nnodes is needed.
+INJECTS_NNODES = ("pytorchjob", "trainjob")
+
+
+@check
+def world_size(u: Unit) -> Iterator[Hit]:
+    for launch in u.launches:
+        if launch.tool in ("ddp-doctor", "deepspeed"):
+            continue  # deepspeed reads its hostfile; ddp-doctor check is given --nnodes by its own launcher
+        step = launch.srun_nodes
+        what = "srun -N"
+        if step is None and (u.area != "slurm" or launch.under_srun):
+            step, what = u.nodes, u.nodes_what
+        if u.elastic is not None and launch.nnodes is not None and ":" not in launch.nnodes.value:
+            yield Hit(
+                "nnodes_fixed_elastic",
+                launch.nnodes.line,
+                {"tool": launch.tool, "nnodes": launch.nnodes.value, "range": u.elastic.value},
+            )
+            continue
+        if step is None:
+            continue
+        ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
+        if launch.nnodes is None:
+            if step.value > 1 and u.operator not in INJECTS_NNODES:
+                flag = "--num_machines" if launch.tool == "accelerate" else "--nnodes"
+                yield Hit("nnodes_mismatch", launch.line, {**ctx, "nnodes": f"no {flag} (default 1)"})
+            continue
+        span = _nnodes_range(launch.nnodes.value.strip("'\""))
+        if span is not None and not span[0] <= step.value <= span[1]:
+            yield Hit("nnodes_mismatch", launch.nnodes.line, {**ctx, "nnodes": launch.nnodes.value})
+
+
+def _rdzv_hosts(u: Unit) -> list[tuple[str, str, int]]:
+    found = []
+    for launch in u.launches:
+        if launch.rdzv_endpoint is not None:
+            found.append(("--rdzv-endpoint", launch.rdzv_endpoint.value.rsplit(":", 1)[0], launch.rdzv_endpoint.line))
+        if launch.master_addr is not None:
+            found.append(("--master-addr", launch.master_addr.value, launch.master_addr.line))
+    if "MASTER_ADDR" in u.env:
+        found.append(("MASTER_ADDR", u.env["MASTER_ADDR"].value, u.env["MASTER_ADDR"].line))
+    out = []
+    for fld, host, line in found:
+        m = re.fullmatch(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", host)
+        if m:  # $(MASTER_ADDR) in a pod spec, $MASTER_ADDR in its script: the env entry, when the file sets it
+            name = m.group(1) or m.group(2)
+            if name not in u.env:
+                continue
+            host = u.env[name].value
+        out.append((fld, host.strip("'\""), line))
+    return out
+
+
+@check
+def rendezvous_names(u: Unit) -> Iterator[Hit]:
+    if u.operator != "jobset" or not u.rdzv_names or node_count(u) <= 1:
+        return
+    for fld, host, line in _rdzv_hosts(u):
+        if "$" in host or is_local(host) or _is_ip(host):
+            continue
+        if host not in u.rdzv_names and not any(n.startswith(host + ".") for n in u.rdzv_names):
+            yield Hit("rdzv_host_unknown", line, {"field": fld, "value": host, "names": " or ".join(u.rdzv_names[:1])})
+            return
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
+@check
+def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
+    if u.area != "slurm" or not u.trains or u.gpus is not None or any(l.srun_gpus for l in u.launches):
+        return
+    w = workload(u)
+    if w.device is not None and w.device.value == "gpu":
+        yield Hit("slurm_gpus_missing", u.line, {"inferred": describe(w)})
+
+
+@check
+def shell_syntax(u: Unit) -> Iterator[Hit]:
+    if u.syntax is not None:
+        yield Hit("syntax_error", u.syntax.line, {"message": u.syntax.value})
 
 
 @check
 def structure(u: Unit) -> Iterator[Hit]:
     for found in u.structural:
         yield Hit(found.value, found.line, {"names": "?"})
+
+
+def severity(hit: Hit) -> str:
+    return hit.severity or str(catalogue()[hit.name]["severity"])
 
 
 def evaluate(u: Unit) -> list[Hit]:

@@ -3,13 +3,14 @@ torchrun / ddp-doctor command, and for an sbatch script one for the job as a who
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
-from ddp_doctor.deploy.lint.commandline import RunCommand, launches, run_command
+from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
 from ddp_doctor.deploy.lint.model import At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import docker_bytes
-from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Word, commands
+from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Command, Word, bash_syntax, commands
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
 
@@ -110,84 +111,229 @@ def _count(text: str) -> int | None:
     return int(last) if last.isdigit() else None
 
 
-def sbatch_directives(text: str) -> dict[str, At[int]]:
+_DIRECTIVES = (
+    ("nodes", ("--nodes", "-N")),
+    ("gpus_per_node", ("--gpus-per-node",)),
+    ("gpus_per_task", ("--gpus-per-task",)),
+    ("gres", ("--gres",)),
+    ("gpus", ("--gpus", "-G")),
+    ("tasks_per_node", ("--ntasks-per-node",)),
+    ("ntasks", ("--ntasks", "-n")),
+    ("image", ("--container-image",)),
+)
+
+
+def _directive_tokens(line: str) -> list[str]:
+    """#SBATCH arguments as sbatch reads them: a `#` starts a comment only at the start of a word,
+    so a pyxis image `nvcr.io#nvidia/pytorch:24.01-py3` stays whole."""
+    body = re.sub(r"(^|\s)#.*$", "", line[len("#SBATCH") :])
+    try:
+        return shlex.split(body)
+    except ValueError:
+        return body.split()
+
+
+def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
     """#SBATCH lines up to the first command (where sbatch itself stops reading them)."""
     found: dict[str, At[int]] = {}
-    for n, raw in enumerate(text.split("\n"), start=1):
+    for n, raw in enumerate(text.split("\n"), start=first_line):
         line = raw.strip()
         if not line or (line.startswith("#") and not line.startswith("#SBATCH")):
             continue
         if not line.startswith("#SBATCH"):
             break
-        try:
-            tokens = shlex.split(line[len("#SBATCH") :], comments=True)
-        except ValueError:
-            continue
+        tokens = _directive_tokens(line)
         for i in range(len(tokens)):
-            for key, names in (
-                ("nodes", ("--nodes", "-N")),
-                ("gpus_per_node", ("--gpus-per-node",)),
-                ("gres", ("--gres",)),
-                ("gpus", ("--gpus", "-G")),
-                ("tasks_per_node", ("--ntasks-per-node",)),
-            ):
+            for key, names in _DIRECTIVES:
                 value = _directive_value(tokens, i, names)
-                if value is None:
+                if value is None or key == "image":
                     continue
                 if key == "nodes":
                     count = _count(value.split("-")[-1])
                 elif key == "gres":
-                    gpu = next((g for g in value.split(",") if g.startswith("gpu")), None)
-                    count, key = (_count(gpu) if gpu and ":" in gpu else (1 if gpu else None)), "gpus_per_node"
+                    gres = gres_gpus(At(value, n))
+                    count, key = (gres.value if gres else None), "gpus_per_node"
                 else:
                     count = _count(value)
                 if count is not None:
                     found[key] = At(count, n)
+    nodes = found.get("nodes", At(1, 0)).value or 1
+    if "tasks_per_node" not in found and "ntasks" in found:
+        found["tasks_per_node"] = At(max(1, found["ntasks"].value // nodes), found["ntasks"].line)
+    if "gpus_per_node" not in found and "gpus_per_task" in found:
+        tasks = found.get("tasks_per_node", At(1, 0)).value
+        found["gpus_per_node"] = At(found["gpus_per_task"].value * tasks, found["gpus_per_task"].line)
     if "gpus_per_node" not in found and "gpus" in found:
-        nodes = found.get("nodes", At(1, 0)).value or 1
         found["gpus_per_node"] = At(found["gpus"].value // nodes, found["gpus"].line)
     return found
 
 
-def units(text: str, source: str, slurm: bool, notes: list[str] | None = None) -> list[Unit]:
-    env: dict[str, At[str]] = {}
+def sbatch_image(text: str, first_line: int = 1) -> At[str] | None:
+    for n, raw in enumerate(text.split("\n"), start=first_line):
+        line = raw.strip()
+        if line.startswith("#SBATCH"):
+            tokens = _directive_tokens(line)
+            for i in range(len(tokens)):
+                value = _directive_value(tokens, i, ("--container-image",))
+                if value is not None:
+                    return At(value, n)
+        elif line and not line.startswith("#"):
+            break
+    return None
+
+
+PREFIXES = {"exec", "sudo", "time", "nohup", "env", "command", "nice", "stdbuf", "!"}
+
+
+def strip_prefixes(words: list[Word]) -> list[Word]:
+    """`sudo -E podman run ...`, `exec env A=1 docker run ...` -> the command they run."""
+    i = 0
+    while i < len(words):
+        text = words[i].text
+        if os.path.basename(text) in PREFIXES:
+            i += 1
+            while i < len(words) and (words[i].text.startswith("-") or "=" in words[i].text.split("/")[0]):
+                i += 1
+            continue
+        break
+    return words[i:]
+
+
+class Env:
+    """The script's own variables as bash would have them at each point: scalars and arrays,
+    values expanded when assigned (as bash does), `${X:-default}` taking the default when X is unset."""
+
+    def __init__(self) -> None:
+        self.scalars: dict[str, At[str]] = {}
+        self.arrays: dict[str, list[Word]] = {}
+        self.gpu_counted: set[int] = set()
+        """Lines where a variable named for GPUs ($GPUS_PER_NODE, $NGPU) was expanded."""
+
+    def _note(self, w: Word) -> None:
+        if _GPU_VAR.search(w.text):
+            self.gpu_counted.add(w.line)
+
+    def resolve(self, value: str, depth: int = 0) -> str:
+        def one(m: re.Match[str]) -> str:
+            name, index, default = m.group(1), m.group(2), m.group(3)
+            if name in self.arrays and (index in ("[@]", "[*]") or not index):
+                items = self.arrays[name] if index else self.arrays[name][:1]
+                return " ".join(w.text for w in items)
+            if name in self.scalars and not index:
+                return self.scalars[name].value
+            if default is not None:
+                return default.strip("\"'")
+            return m.group(0)
+
+        out = _VAR_FULL.sub(one, value)
+        return self.resolve(out, depth + 1) if out != value and "$" in out and depth < 3 else out
+
+    def assign(self, cmd: Command) -> None:
+        for name, w in cmd.assignments.items():
+            self._note(w)
+            self.scalars[name] = At(self.resolve(w.text), w.line)
+            self.arrays.pop(name, None)
+        for name, items in cmd.arrays.items():
+            expanded: list[Word] = []
+            for w in items:
+                self._note(w)
+                if w.splat is not None and w.splat in self.arrays:
+                    expanded += self.arrays[w.splat]
+                else:
+                    expanded.append(Word(self.resolve(w.text), w.line))
+            self.arrays[name] = expanded
+
+    def expand(self, words: list[Word]) -> list[Word]:
+        """Arrays and unquoted multi-word variables become words (each array element keeps its own line)."""
+        out: list[Word] = []
+        for w in words:
+            self._note(w)
+            if w.splat is not None and w.splat in self.arrays and ("[" in w.text or not w.quoted):
+                out += self.arrays[w.splat]
+            elif w.splat is not None and w.splat in self.scalars and not w.quoted:
+                value = self.scalars[w.splat]
+                try:
+                    parts = shlex.split(value.value)
+                except ValueError:
+                    parts = value.value.split()
+                out += [Word(p, value.line) for p in parts]
+            else:
+                out.append(Word(self.resolve(w.text), w.line, w.splat, w.quoted))
+        return out
+
+    def flat(self) -> dict[str, At[str]]:
+        return dict(self.scalars)
+
+
+_GPU_VAR = re.compile(r"\$\{?\w*GPU", re.IGNORECASE)
+_VAR_FULL = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(?:(?::?[-=])([^}]*))?\}?")
+_SLURM_NODES_VARS = ("$SLURM_JOB_NUM_NODES", "$SLURM_NNODES", "${SLURM_JOB_NUM_NODES}", "${SLURM_NNODES}")
+
+
+def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
+    env = Env()
     out: list[Unit] = []
     bare: list[tuple[Launch, dict[str, At[str]]]] = []
     images: list[At[str]] = []
-    found = commands(text)
+    found = commands(text, first_line)
     if found.truncated_at is not None and notes is not None:
-        notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} command lines; the rest is not checked")
+        notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} commands; the rest is not checked")
+    nested: list[Unit] = []
     for cmd in found:
-        env.update({k: At(w.text, w.line) for k, w in cmd.assignments.items()})
-        run = run_command(cmd.words)
-        if run is not None:
-            out.append(_docker_unit(run, env, source))
+        env.assign(cmd)
+        if not cmd.words:
             continue
-        for w in cmd.words:
+        words = env.expand(cmd.words)
+        if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":
+            # `sbatch <<EOF ... EOF`: the body is a batch script of its own, with the outer variables.
+            body = cmd.heredoc
+            nested += units(env.resolve(body.text), source, slurm=True, notes=notes, first_line=body.line)
+            continue
+        run = run_command(strip_prefixes(words))
+        if run is not None:
+            out.append(_docker_unit(run, env.flat(), source))
+            continue
+        for w in words:
             if w.text.startswith("--container-image="):
                 images.append(At(w.text.split("=", 1)[1], w.line))
-        for launch in launches(cmd.words):
-            _resolve_launch(launch, env)
-            bare.append((launch, dict(env)))
+        for i, w in enumerate(words[:-1]):
+            if w.text == "--container-image" and os.path.basename(words[0].text) == "srun":
+                images.append(At(words[i + 1].text, words[i + 1].line))
+        for launch in launches(words, resolve=env.resolve):
+            _resolve_launch(launch, env.flat())
+            if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
+                launch.device_hint = At("gpu", launch.nproc.line)
+            bare.append((launch, env.flat()))
     for u in out:
         for launch in u.launches:
             _resolve_launch(launch, u.env)
+    syntax = bash_syntax(text) if first_line == 1 else None
     if slurm:
-        d = sbatch_directives(text)
-        u = Unit("slurm", source, "sbatch script", 1, launches=[b[0] for b in bare], trains=bool(bare), env=dict(env))
+        d = sbatch_directives(text, first_line)
+        u = Unit("slurm", source, "sbatch script", first_line, launches=[b[0] for b in bare], trains=bool(bare))
+        u.env = env.flat()
         if "gpus_per_node" in d:
             u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
         u.nodes = d.get("nodes")
+        u.nodes_what = "#SBATCH --nodes"
         u.tasks_per_node = d.get("tasks_per_node")
-        u.image = images[0] if images else None
+        u.image = sbatch_image(text, first_line) or (images[0] if images else None)
         out.append(u)
     else:
         for launch, launch_env in bare:
             out.append(Unit("shell", source, launch.tool, launch.line, launches=[launch], trains=True, env=launch_env))
-    return out
+    if syntax is not None:
+        target = out[-1] if out else Unit("slurm" if slurm else "shell", source, "script", 1)
+        target.syntax = At(syntax.message, syntax.line)
+        if not out:
+            out.append(target)
+    return out + nested
 
 
 def _resolve_launch(launch: Launch, env: dict[str, At[str]]) -> None:
+    if launch.nproc is not None and launch.device_hint is None and re.search(r"\$\{?\w*GPU", launch.nproc.value):
+        # --nproc_per_node=$GPUS_PER_NODE: the script counts its ranks in GPUs.
+        launch.device_hint = At("gpu", launch.nproc.line)
     for attr in ("nproc", "nnodes", "rdzv_endpoint", "master_addr"):
         value = getattr(launch, attr)
         if value is not None and "$" in value.value:

@@ -1,162 +1,260 @@
-"""Shell text -> simple commands (lists of words with their line), via shlex.
+"""Shell text -> simple commands and assignments in source order, read by tree-sitter-bash.
 
-Enough shell for launch scripts: backslash continuations, quotes spanning lines, comments,
-`;` `&&` `||` `|` `&` separators, leading `VAR=value` assignments, `export`, `exec`, `sudo`.
-Anything shlex cannot read (an unclosed quote at the end of the file) degrades to a
-whitespace split of that line; nothing here raises on odd input.
+A real bash grammar (tree-sitter-bash from PyPI) rather than a tokenizer of our own: arrays,
+`[[ ]]`, `(( ))`, `case`, functions, heredocs and `#` inside a word (a pyxis image
+`nvcr.io#nvidia/pytorch:24.01`) are read as bash reads them. tree-sitter never raises: a part it
+cannot read becomes an ERROR node and the rest of the script is still read. Whether bash itself
+accepts the script is `bash -n`'s call (`syntax_error`).
+
+Words keep `$VAR` / `${...}` / `$(...)` as written; the caller expands them from the script's own
+assignments (scripts.py), because which assignment is in force depends on the order of statements.
 """
 
 from __future__ import annotations
 
-import bisect
-import io
+import functools
 import re
-import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
-SEPARATORS = {";", "&&", "||", "|", "&", "|&", ";;", "(", ")", "{", "}"}
-PREFIXES = {"exec", "sudo", "time", "nohup", "env", "command", "then", "do", "else", "!"}
-MAX_JOINED_LINES = 200
+MAX_COMMANDS = 5000
+"""Commands kept per text; a launch script has tens. Past this the rest is left unread."""
+MAX_TEXT = 16 * 1024 * 1024
+SYNTAX_TIMEOUT_S = 5.0
+
+# Expansions that can stand for several words: $X, ${X}, ${X[@]}, ${X[*]} (quoted or not).
+_SPLAT = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(\[[@*]\])?\}?$")
 
 
 @dataclass(frozen=True)
 class Word:
     text: str
     line: int
+    splat: str | None = None
+    """The variable name when the whole word is one expansion ($X, "${X[@]}"): it may stand for several words."""
+    quoted: bool = False
 
 
 @dataclass
 class Command:
     words: list[Word]
     assignments: dict[str, Word] = field(default_factory=dict)
-    """VAR=value words before the command, and `export VAR=value`."""
+    """VAR=value before the command, a bare VAR=value statement, `export`/`declare VAR=value`, `: ${VAR:=value}`."""
+    arrays: dict[str, list[Word]] = field(default_factory=dict)
+    """NAME=(...) / declare -a NAME=(...): the elements, each with its own line."""
+    heredoc: Word | None = None
+    """The body of a `<<EOF` given to this command, with the line it starts on."""
 
     @property
     def line(self) -> int:
-        return self.words[0].line if self.words else min((w.line for w in self.assignments.values()), default=0)
+        if self.words:
+            return self.words[0].line
+        lines = [w.line for w in self.assignments.values()] + [ws[0].line for ws in self.arrays.values() if ws]
+        return min(lines, default=0)
 
     def texts(self) -> list[str]:
         return [w.text for w in self.words]
 
 
-# Quoted strings, escapes and comments, left to right; a lone quote left over is an open quote.
-_QUOTING = re.compile(r"""\\.|'[^']*'|"(?:\\.|[^"\\])*"|(?:^|(?<=\s))#[^\n]*|['"]""", re.DOTALL)
-# Only lines that can start a container or a launcher, or assign a variable, are tokenized:
-# shlex is pure Python and a big script is mostly other commands.
-_RELEVANT = re.compile(r"docker|podman|torchrun|torch\.distributed|ddp-doctor|srun|[A-Za-z_][A-Za-z0-9_]*=")
-MAX_COMMAND_CHARS = 65536
-"""A launch command longer than this is not a real one; such a line is left unread."""
-
-
-def _closed(text: str) -> bool:
-    return not any(m.group(0) in ("'", '"') for m in _QUOTING.finditer(text))
-
-
-def logical_lines(text: str, first_line: int = 1) -> list[tuple[str, list[tuple[int, int]]]]:
-    """(logical line, [(offset in it, physical line)]) with continuations and open quotes joined."""
-    physical = text.split("\n")
-    out: list[tuple[str, list[tuple[int, int]]]] = []
-    i = 0
-    while i < len(physical):
-        buf, marks = physical[i], [(0, first_line + i)]
-        i += 1
-        joined = 0
-        while i < len(physical) and joined < MAX_JOINED_LINES:
-            stripped = buf.rstrip()
-            continued = stripped.endswith("\\") and (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
-            if continued:
-                buf = stripped[:-1] + " "
-            elif _closed(buf):
-                break
-            else:
-                buf += "\n"
-            marks.append((len(buf), first_line + i))
-            buf += physical[i]
-            i += 1
-            joined += 1
-        out.append((buf, marks))
-    return out
-
-
-def _tokens(buf: str, marks: list[tuple[int, int]]) -> list[Word]:
-    offsets = [m[0] for m in marks]
-
-    def line_at(pos: int) -> int:
-        return marks[max(0, bisect.bisect_right(offsets, pos) - 1)][1]
-
-    stream = io.StringIO(buf)
-    lex = shlex.shlex(stream, posix=True, punctuation_chars=";&|()")
-    lex.whitespace_split = True
-    words: list[Word] = []
-    try:
-        while True:
-            start = stream.tell()
-            token = lex.get_token()
-            if token is None or token == lex.eof:
-                break
-            # The token starts after any whitespace skipped from `start`.
-            while start < len(buf) and buf[start].isspace():
-                start += 1
-            words.append(Word(token, line_at(start)))
-    except ValueError:  # unclosed quote: keep going with a plain split of this line
-        words = []
-        pos = 0
-        for raw in buf.split():
-            pos = buf.find(raw, pos)
-            if raw.startswith("#"):
-                break
-            words.append(Word(raw, line_at(pos)))
-            pos += len(raw)
-    return words
-
-
-MAX_COMMANDS = 5000
-"""Command lines tokenized per text; a launch script has tens. Past this the rest is left unread."""
-
-
 class Commands(list):  # type: ignore[type-arg]
     truncated_at: int | None = None
-    """The line where reading stopped after MAX_COMMANDS command lines, else None."""
+    """The line where reading stopped after MAX_COMMANDS commands, else None."""
+
+
+@functools.cache
+def _parser() -> Any:
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def word_text(node: Any) -> str:
+    """The word as the command receives it, expansions left as written, quotes removed."""
+    raw: str = node.text.decode("utf-8", "replace")
+    kind = node.type
+    if kind == "raw_string":
+        return raw[1:-1]
+    if kind == "ansi_c_string":
+        return raw[2:-1]
+    if kind == "string":
+        return _unescape(raw[1:-1]) if raw.endswith('"') and len(raw) >= 2 else _unescape(raw.lstrip('"'))
+    if kind == "concatenation":
+        return "".join(word_text(c) for c in node.children)
+    if kind == "word":
+        return _unescape(raw)
+    return raw  # expansions, command substitutions, numbers: as written
+
+
+def _word(node: Any, first_line: int) -> Word:
+    text = word_text(node)
+    raw: str = node.text.decode("utf-8", "replace")
+    inner = raw[1:-1] if node.type == "string" and len(raw) >= 2 else raw
+    m = _SPLAT.match(inner)
+    return Word(text, node.start_point[0] + first_line, splat=m.group(1) if m else None, quoted=node.type == "string")
+
+
+_VALUE_NODES = {
+    "word",
+    "string",
+    "raw_string",
+    "ansi_c_string",
+    "concatenation",
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "number",
+    "arithmetic_expansion",
+    "process_substitution",
+    "translated_string",
+}
+_DEFAULT_ASSIGN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^}]*)\}")
+
+
+class _Full(Exception):
+    """MAX_COMMANDS reached: stop walking the tree."""
+
+
+class _Reader:
+    def __init__(self, first_line: int) -> None:
+        self.first_line = first_line
+        self.out = Commands()
+
+    def add(self, cmd: Command) -> None:
+        if len(self.out) >= MAX_COMMANDS:
+            self.out.truncated_at = cmd.line
+            raise _Full
+        self.out.append(cmd)
+
+    def assignment(self, node: Any, cmd: Command) -> None:
+        name_node = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if name_node is None:
+            return
+        name = name_node.text.decode("utf-8", "replace")
+        name = name.split("[", 1)[0]
+        line = node.start_point[0] + self.first_line
+        if value is not None and value.type == "array":
+            cmd.arrays[name] = [_word(c, self.first_line) for c in value.named_children if c.type in _VALUE_NODES]
+        else:
+            cmd.assignments[name] = _word(value, self.first_line) if value is not None else Word("", line)
+
+    def visit(self, node: Any) -> None:
+        kind = node.type
+        if kind in ("comment", "command_substitution", "process_substitution", "heredoc_body"):
+            return
+        if kind == "variable_assignment":
+            cmd = Command([])
+            self.assignment(node, cmd)
+            self.add(cmd)
+            return
+        if kind == "declaration_command":
+            cmd = Command([])
+            for c in node.named_children:
+                if c.type == "variable_assignment":
+                    self.assignment(c, cmd)
+            if cmd.assignments or cmd.arrays:
+                self.add(cmd)
+            return
+        if kind == "command":
+            self.command(node, None)
+            return
+        if kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            heredoc = None
+            for c in node.children:
+                if c.type == "heredoc_redirect":
+                    for h in c.children:
+                        if h.type == "heredoc_body":
+                            heredoc = Word(h.text.decode("utf-8", "replace"), h.start_point[0] + self.first_line)
+            if body is not None and body.type == "command":
+                self.command(body, heredoc)
+                for c in node.children:
+                    if c is not body:
+                        self.visit(c)
+                return
+        for c in node.children:
+            self.visit(c)
+
+    def command(self, node: Any, heredoc: Word | None) -> None:
+        cmd = Command([], heredoc=heredoc)
+        for c in node.children:
+            if c.type == "variable_assignment":
+                self.assignment(c, cmd)
+            elif c.type == "command_name":
+                cmd.words += [_word(n, self.first_line) for n in c.children if n.type in _VALUE_NODES]
+            elif c.type in _VALUE_NODES:
+                cmd.words.append(_word(c, self.first_line))
+            elif c.type == "herestring_redirect":
+                continue
+        if cmd.words and cmd.words[0].text == ":":
+            # `: "${X:=8}"` assigns X when unset: the idiom for defaults in batch scripts.
+            for w in cmd.words[1:]:
+                for m in _DEFAULT_ASSIGN.finditer(w.text):
+                    cmd.assignments[m.group(1)] = Word(m.group(2).strip("\"'"), w.line)
+            cmd.words = []
+        if cmd.words or cmd.assignments or cmd.arrays:
+            self.add(cmd)
 
 
 def commands(text: str, first_line: int = 1) -> Commands:
-    out = Commands()
-    read = 0
-    for buf, marks in logical_lines(text, first_line):
-        if len(buf) > MAX_COMMAND_CHARS or not _RELEVANT.search(buf):
-            continue
-        read += 1
-        if read > MAX_COMMANDS:
-            out.truncated_at = marks[0][1]
-            break
-        current: list[Word] = []
-        for word in [*_tokens(buf, marks), Word(";", 0)]:
-            if word.text in SEPARATORS:
-                if current:
-                    out.append(_command(current))
-                current = []
-            else:
-                current.append(word)
-    return out
+    """Every simple command and assignment of the script, in source order. Never raises."""
+    reader = _Reader(first_line)
+    if len(text) > MAX_TEXT:
+        reader.out.truncated_at = first_line
+        return reader.out
+    tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
+    stack = [tree.root_node]
+    # Iterative over the top level, recursive below: real scripts nest a few levels; a pathological
+    # one is bounded by tree-sitter's own depth and MAX_TEXT.
+    try:
+        for node in stack:
+            reader.visit(node)
+    except _Full:
+        pass
+    except RecursionError:
+        reader.out.truncated_at = reader.out[-1].line if reader.out else first_line
+    return reader.out
 
 
-def _command(words: list[Word]) -> Command:
-    assignments: dict[str, Word] = {}
-    i = 0
-    while i < len(words):
-        text = words[i].text
-        name, eq, value = text.partition("=")
-        if eq and name.isidentifier():
-            assignments[name] = Word(value, words[i].line)
-        elif text == "export":
-            for w in words[i + 1 :]:
-                n, e, v = w.text.partition("=")
-                if e and n.isidentifier():
-                    assignments[n] = Word(v, w.line)
-            return Command([], assignments)
-        elif text in PREFIXES or (text.startswith("-") and i > 0 and words[i - 1].text in ("sudo", "env")):
-            pass
-        else:
-            break
-        i += 1
-    return Command(words[i:], assignments)
+@dataclass(frozen=True)
+class SyntaxProblem:
+    line: int
+    message: str
+
+
+_BASH_ERROR = re.compile(r"line (\d+): (.*)$")
+
+
+def bash_syntax(text: str) -> SyntaxProblem | None:
+    """`bash -n` on the text: the first syntax error bash reports, None when it parses (or no bash here)."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return None
+    try:
+        done = subprocess.run(
+            [bash, "-n", "/dev/stdin"],
+            input=text.encode("utf-8", "surrogatepass"),
+            capture_output=True,
+            timeout=SYNTAX_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode == 0:
+        return None
+    for raw in done.stderr.decode("utf-8", "replace").splitlines():
+        m = _BASH_ERROR.search(raw)
+        if m:
+            return SyntaxProblem(int(m.group(1)), m.group(2).strip())
+    first = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return SyntaxProblem(1, first[0] if first else f"bash -n exited {done.returncode}")
