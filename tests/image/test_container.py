@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from ddp_doctor.checks import table
 from ddp_doctor.errors import UsageError
 from ddp_doctor.image import container
 from tests.conftest import run_cli
 from tests.image.conftest import Podman
 
 VENV_PATH = f"PATH={Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+
+SHM = table.shm().docker_size(None)  # the shared /dev/shm rule, for an unknown GPU count
 
 
 def args(**kw: object) -> argparse.Namespace:
@@ -50,7 +53,7 @@ def test_plan_uses_recommended_flags_unless_given() -> None:
         "--device",
         "nvidia.com/gpu=all",
         "--shm-size",
-        "8g",
+        SHM,
         "--ulimit",
         "memlock=-1:-1",
         "--ulimit",
@@ -68,7 +71,7 @@ def test_plan_uses_recommended_flags_unless_given() -> None:
     assert docker.flags[:2] == ["--gpus", "all"]
     assert "--gpus" not in container.plan(args(), "docker", "/l", "/o", gpu=False).flags
     kept, dropped = container.without_ulimits(p.flags)
-    assert kept == ["--device", "nvidia.com/gpu=all", "--shm-size", "8g"] and dropped[:2] == (
+    assert kept == ["--device", "nvidia.com/gpu=all", "--shm-size", SHM] and dropped[:2] == (
         "--ulimit",
         "memlock=-1:-1",
     )
@@ -112,7 +115,7 @@ def test_shm_64m_fails_where_2g_passes(podman: Podman) -> None:
     assert rc == 1 and small["target"] == {"image": "/:O", "engine": "podman"}
     assert by_id["image.container"]["observed"]["flags"] == ["--shm-size", "64m", "-e", VENV_PATH]
     assert "--shm-size 64m" in by_id["image.container"]["summary"]
-    assert "--shm-size 8g" in by_id["image.container"]["remedy"]
+    assert f"--shm-size {SHM}" in by_id["image.container"]["remedy"]
     assert by_id["env.torch.installed"]["status"] == "pass"  # the container's python is the venv's, with torch
     assert by_id["env.shm"]["status"] == "fail" and "64 MiB" in by_id["env.shm"]["summary"]
     assert [r["status"] for r in small["results"] if r["id"] == "live.dataloader"][:1] == ["fail"]
@@ -131,14 +134,14 @@ def test_default_flags_are_recorded(podman: Podman) -> None:
     _, report = _check(podman, "--static")
     by_id = {r["id"]: r for r in report["results"]}
     facts = report["facts"]["container"]
-    assert facts["defaults_used"] and facts["flags"][facts["flags"].index("--shm-size") + 1] == "8g"
+    assert facts["defaults_used"] and facts["flags"][facts["flags"].index("--shm-size") + 1] == SHM
     result = by_id["image.container"]
     assert "recommended flags" in result["summary"]
     if facts["dropped_flags"]:  # a host whose engine cannot raise hard limits (this sandbox): said, not hidden
         assert result["status"] == "warn" and "refused --ulimit memlock=-1:-1" in result["cause"]
     else:
         assert result["status"] == "pass"
-    assert by_id["env.shm"]["status"] == "pass" and "8.0 GiB" in by_id["env.shm"]["summary"]
+    assert by_id["env.shm"]["status"] == "pass" and f"{SHM[:-1]}.0 GiB" in by_id["env.shm"]["summary"]
     _no_containers_left(podman)
 
 

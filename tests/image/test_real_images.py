@@ -83,7 +83,7 @@ def test_text_report_names_the_run_command(real_images: dict[str, dict[str, Path
     assert "image.nccl" in proc.stdout and "verdict: PASS" in proc.stdout
     proc = run_cli("image", str(real_images["good"]["docker-archive"]), "--format", "json")
     remedy = {r["id"]: r for r in json.loads(proc.stdout)["results"]}["image.run_command"]["remedy"]
-    assert "docker run --rm --gpus all --shm-size=8g" in remedy and "localhost/ddp-doctor-test/good:1" in remedy
+    assert "docker run --rm --gpus all --shm-size=32g" in remedy and "localhost/ddp-doctor-test/good:1" in remedy
     assert "medium: Memory" in remedy and "nvidia.com/gpu" in remedy
 
 

@@ -11,14 +11,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.checks import table
 from ddp_doctor.errors import InputError, UsageError
 
 GIB = 1024**3
 MIB = 1024**2
 
 # Defaults, documented in docs/launch.md. Per GPU so that a 1-GPU spec stays small and
-# an 8-GPU node gets room for 8 ranks' DataLoader workers and NCCL's shared-memory rings.
-SHM_PER_GPU = 4 * GIB
+# an 8-GPU node gets room for 8 ranks' DataLoader workers and NCCL's shared-memory rings; the
+# size is the shared /dev/shm rule that check, image and lint advise (checks/knowledge.yaml).
+SHM_PER_GPU = table.shm().per_gpu_bytes
 MEMORY_PER_GPU = 16 * GIB
 CPUS_PER_GPU = 8
 DEFAULT_GPUS = 8

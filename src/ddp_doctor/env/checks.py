@@ -11,31 +11,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ddp_doctor.checks import shm, table, user
+from ddp_doctor.checks.facts import ShmFacts, UserFacts
 from ddp_doctor.env import arch, knowledge, trust_checks
 from ddp_doctor.report import Result, Status
 
-MiB = 1 << 20
-GiB = 1 << 30
-SHM_FAIL_BYTES = 256 * MiB
-SHM_WARN_BYTES = 1 * GiB
 NOFILE_WARN = 4096
-
-SHM_REMEDY = """give the container a bigger /dev/shm:
-docker run --shm-size=8g ...   (or --ipc=host to share the host's /dev/shm)
-podman run --shm-size=8g ...
-Kubernetes: mount a memory-backed emptyDir at /dev/shm:
-  volumes:
-    - name: dshm
-      emptyDir: {medium: Memory, sizeLimit: 8Gi}
-  containers:
-    - volumeMounts:
-        - {name: dshm, mountPath: /dev/shm}"""
-
-NON_ROOT_REMEDY = """run as an unprivileged user:
-Dockerfile:  RUN useradd --create-home --uid 1000 trainer
-             USER trainer
-Kubernetes:  securityContext: {runAsNonRoot: true, runAsUser: 1000, allowPrivilegeEscalation: false}
-docker run --user 1000:1000 ..."""
 
 GPU_RUNTIME_REMEDY = """start the container with the NVIDIA runtime so the driver libraries are mounted in:
 docker run --gpus all ...   (needs nvidia-container-toolkit on the host)
@@ -48,12 +29,7 @@ def _section(facts: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "unknown"
-    if n >= GiB:
-        return f"{n / GiB:.1f} GiB"
-    return f"{n / MiB:.0f} MiB"
+_size = table.size_text
 
 
 def _python(facts: dict[str, Any]) -> str:
@@ -802,56 +778,7 @@ def check_gpu_topology(facts: dict[str, Any]) -> Result:
 
 
 def check_shm(facts: dict[str, Any]) -> Result:
-    s = _section(facts, "shm")
-    title = "/dev/shm size"
-    size, free = s.get("size_bytes"), s.get("free_bytes")
-    observed = {"size_bytes": size, "free_bytes": free}
-    expected = {"size_bytes": f">= {SHM_WARN_BYTES}"}
-    if size is None:
-        return Result(
-            "env.shm",
-            title,
-            Status.FAIL,
-            f"/dev/shm is not available ({s.get('error')}); expected a tmpfs of >= 1 GiB",
-            cause="DataLoader workers and NCCL's shared-memory transport need /dev/shm",
-            remedy=SHM_REMEDY,
-            observed=observed,
-            expected=expected,
-        )
-    metrics = {"shm_bytes": float(size), "shm_free_bytes": float(free or 0)}
-    if size < SHM_FAIL_BYTES or (free is not None and free < SHM_FAIL_BYTES):
-        return Result(
-            "env.shm",
-            title,
-            Status.FAIL,
-            f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB (below 256 MiB fails; Docker's default is 64 MiB)",
-            cause="DataLoader workers pass batches through /dev/shm and NCCL uses it between ranks; a small one dies with "
-            "'bus error' (SIGBUS) or 'No space left on device'",
-            remedy=SHM_REMEDY,
-            observed=observed,
-            expected=expected,
-            metrics=metrics,
-        )
-    if size < SHM_WARN_BYTES:
-        return Result(
-            "env.shm",
-            title,
-            Status.WARN,
-            f"/dev/shm is {_size(size)} ({_size(free)} free); expected >= 1 GiB",
-            cause="enough for small batches; larger batches or more DataLoader workers will exhaust it",
-            remedy=SHM_REMEDY,
-            observed=observed,
-            expected=expected,
-            metrics=metrics,
-        )
-    return Result(
-        "env.shm",
-        title,
-        Status.PASS,
-        f"/dev/shm is {_size(size)} ({_size(free)} free)",
-        observed=observed,
-        metrics=metrics,
-    )
+    return shm.CHECK.run(ShmFacts.from_env(facts), "env")
 
 
 def check_ulimits(facts: dict[str, Any]) -> Result:
@@ -924,26 +851,7 @@ def check_container(facts: dict[str, Any]) -> Result:
 
 
 def check_user(facts: dict[str, Any]) -> Result:
-    u = _section(facts, "user")
-    title = "user"
-    if u.get("root"):
-        return Result(
-            "env.user",
-            title,
-            Status.WARN,
-            "running as root (uid 0); expected an unprivileged user",
-            cause="a training job as root can overwrite anything the container or node mounts, and many clusters reject root pods",
-            remedy=NON_ROOT_REMEDY,
-            observed={"uid": 0},
-            expected={"uid": "!= 0"},
-        )
-    return Result(
-        "env.user",
-        title,
-        Status.PASS,
-        f"running as {u.get('name') or 'uid'} (uid {u.get('uid')})",
-        observed={"uid": u.get("uid")},
-    )
+    return user.CHECK.run(UserFacts.from_env(facts), "env")
 
 
 def _ifname_matches(value: str, names: list[str]) -> tuple[bool, str]:

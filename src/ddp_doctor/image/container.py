@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor import proc
+from ddp_doctor.checks import table
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report, Result, Status
 
@@ -72,7 +73,15 @@ def has_gpu() -> bool:
 def recommended_flags(engine: str, gpu: bool, multinode: bool = False) -> list[str]:
     """What a DDP job needs from the engine: GPUs, a large /dev/shm, unlimited locked memory."""
     flags = (["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]) if gpu else []
-    flags += ["--shm-size", "8g", "--ulimit", "memlock=-1:-1", "--ulimit", "stack=67108864:67108864"]
+    # /dev/shm sized by the shared rule (checks/knowledge.yaml): "all" GPUs is a count we do not know
+    flags += [
+        "--shm-size",
+        table.shm().docker_size(None),
+        "--ulimit",
+        "memlock=-1:-1",
+        "--ulimit",
+        "stack=67108864:67108864",
+    ]
     if multinode:
         flags += ["--network", "host"]
     return flags

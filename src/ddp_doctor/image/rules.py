@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ddp_doctor.checks import table
+from ddp_doctor.checks import user as user_check
+from ddp_doctor.checks.facts import UserFacts
 from ddp_doctor.report import Result, Status
 
 Facts = dict[str, Any]
-GPU_FLAGS = "--gpus all --shm-size=8g --ulimit memlock=-1 --ulimit stack=67108864"
+
+
+def gpu_flags() -> str:
+    return f"--gpus all --shm-size={table.shm().docker_size(None)} --ulimit memlock=-1 --ulimit stack=67108864"
 
 
 def _knowledge() -> Any:
@@ -300,24 +306,7 @@ def torchrun(f: Facts) -> Result:
 
 
 def user(f: Facts) -> Result:
-    cfg = f["image"].get("config")
-    if cfg is None:
-        return Result(
-            "image.user", "Image user", Status.SKIP, "a rootfs has no config: the user comes from the run command"
-        )
-    u = cfg.get("User") or ""
-    if u.split(":")[0] in ("", "root", "0"):
-        return Result(
-            "image.user",
-            "Image user",
-            Status.WARN,
-            f"the image runs as root (User={u!r})",
-            cause="a compromised or buggy training job owns the whole container; many clusters refuse root pods",
-            remedy="add a user in the Dockerfile (RUN useradd -m -u 1000 train; USER train) or run with --user 1000:1000 / securityContext.runAsUser",
-            observed={"User": u},
-            expected={"User": "a non-root user"},
-        )
-    return Result("image.user", "Image user", Status.PASS, f"runs as {u}", observed={"User": u})
+    return user_check.CHECK.run(UserFacts.from_image(f), "image")
 
 
 def env(f: Facts) -> Result:
@@ -376,14 +365,14 @@ def run_command(f: Facts) -> Result:
     launcher = f["torchrun"].get("on_path") and "torchrun" or f["torchrun"].get("path") or "torchrun"
     ep = (f["image"].get("config") or {}).get("Entrypoint")
     entry = " --entrypoint ''" if ep else ""
-    docker = f"docker run --rm{entry} {GPU_FLAGS} {name} \\\n  {launcher} --standalone --nproc-per-node=gpu train.py"
+    docker = f"docker run --rm{entry} {gpu_flags()} {name} \\\n  {launcher} --standalone --nproc-per-node=gpu train.py"
     k8s = (
         "containers:\n"
         f"- name: train\n  image: {name}\n"
         f'  command: ["{launcher}", "--standalone", "--nproc-per-node=gpu", "train.py"]\n'
         "  resources:\n    limits:\n      nvidia.com/gpu: 8\n"
         "  volumeMounts:\n  - {name: dshm, mountPath: /dev/shm}\n"
-        "volumes:\n- name: dshm\n  emptyDir: {medium: Memory, sizeLimit: 8Gi}"
+        "volumes:\n- name: dshm\n  emptyDir: {medium: Memory, sizeLimit: " + table.shm().k8s_size(None) + "}"
     )
     remedy = (
         f"{docker}\n\npodman: replace --gpus all with --device nvidia.com/gpu=all (CDI)\n\nKubernetes:\n{k8s}\n\n"

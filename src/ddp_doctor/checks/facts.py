@@ -1,0 +1,260 @@
+"""Typed facts the checks read. Each subject builds them its own way (env.facts on a host,
+image.findings from a rootfs); the `from_*` adapters are the only code that knows the JSON shapes
+of the report's `facts` section, which stays the documented contract (docs/report-schema.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = facts.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class ShmFacts:
+    size_bytes: int | None
+    """None: /dev/shm is not there (or could not be read, see `error`)."""
+    free_bytes: int | None
+    error: str | None = None
+    gpus: int | None = None
+    """Visible GPUs (one rank each); None when the subject cannot know (sizes for a full node)."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> ShmFacts:
+        s = _section(facts, "shm")
+        visible = _section(facts, "gpus").get("visible")
+        return cls(
+            size_bytes=_int(s.get("size_bytes")),
+            free_bytes=_int(s.get("free_bytes")),
+            error=_str(s.get("error")),
+            gpus=len(visible) if isinstance(visible, list) and visible else None,
+        )
+
+
+@dataclass(frozen=True)
+class UserFacts:
+    subject: str
+    """Who runs: 'this process', 'the image'."""
+    root: bool | None
+    """None: not known from this subject (a rootfs has no config)."""
+    how: str
+    """What shows it: 'uid 0', "User='' in the image config"."""
+    observed: Mapping[str, Any] = field(default_factory=dict)
+    unknown_why: str = ""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> UserFacts:
+        u = _section(facts, "user")
+        uid = _int(u.get("uid"))
+        root = bool(u.get("root")) if u.get("root") is not None else (uid == 0 if uid is not None else None)
+        name = _str(u.get("name"))
+        how = f"uid {uid}" if root else f"{name or 'uid'} (uid {uid})"
+        return cls("this process", root, how, {"uid": 0 if root else uid})
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> UserFacts:
+        cfg = _section(facts, "image").get("config")
+        if not isinstance(cfg, Mapping):
+            return cls("the image", None, "", unknown_why="a rootfs has no config: the user comes from the run command")
+        user = str(cfg.get("User") or "")
+        root = user.split(":")[0] in ("", "root", "0")
+        return cls("the image", root, f"User={user!r} in the image config" if root else user, {"User": user})
+
+
+@dataclass(frozen=True)
+class InstallTarget:
+    """Where an install remedy points: this interpreter, its Python version, the driver's CUDA."""
+
+    python: str
+    """The interpreter to run `-m pip` with (a host path, or the image's interpreter)."""
+    python_version: str | None = None
+    driver_cuda: str | None = None
+    """The newest CUDA the driver runs; None when unknown (an image, no driver)."""
+    has_gpus: bool = False
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> InstallTarget:
+        py, gpus = _section(facts, "python"), _section(facts, "gpus")
+        return cls(
+            python=str(py.get("executable") or sys.executable),
+            python_version=_str(py.get("version")),
+            driver_cuda=_str(gpus.get("cuda_driver_version")),
+            has_gpus=bool(gpus.get("driver_loaded") and gpus.get("physical_count")),
+        )
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> InstallTarget:
+        py = _section(facts, "python")
+        interpreters = py.get("interpreters") or []
+        executable = py.get("executable") or (interpreters[0] if interpreters else None)
+        # An image is built for GPU nodes whose driver it cannot know.
+        return cls(python=str(executable or "python3"), has_gpus=True)
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    """The torch build as the subject sees it (imported on a host, read from version.py in an image)."""
+
+    installed: bool
+    version: str | None
+    """The imported torch.__version__ (a host) or torch/version.py's (an image): '2.5.1+cu124'."""
+    install: InstallTarget
+    metadata_version: str | None = None
+    source: str | None = None
+    """'import' when `version` came from importing torch; then a different `metadata_version` is a shadow copy."""
+    location: str | None = None
+    flavour: str | None = None
+    """'cuda' | 'rocm' | 'cpu'; None when unknown."""
+    cuda: str | None = None
+    hip: str | None = None
+    cudnn: int | str | None = None
+    importable: bool | None = None
+    """None: not probed here (an image is read, never run)."""
+    distributed: bool | None = None
+    backends: Mapping[str, bool | None] = field(default_factory=dict)
+    nccl_version: str | None = None
+    run_module: bool | None = None
+    """`python -m torch.distributed.run` imports; None when not probed."""
+    requires: tuple[str, ...] = ()
+    """torch's METADATA Requires-Dist (an image reads them; names the NCCL wheel torch expects)."""
+    gpus_expected: str | None = None
+    """Where GPUs are expected, as words ('on a machine with 2 visible GPU(s)'); None: no GPU here."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> TorchFacts:
+        t, gpus = _section(facts, "torch"), _section(facts, "gpus")
+        count = _int(gpus.get("count")) or 0
+        return cls(
+            installed=bool(t.get("installed")),
+            version=_str(t.get("version")),
+            install=InstallTarget.from_env(facts),
+            metadata_version=_str(t.get("metadata_version")),
+            source=_str(t.get("source")),
+            location=_str(t.get("location")),
+            flavour=_str(t.get("flavour")),
+            cuda=_str(t.get("cuda")),
+            hip=_str(t.get("hip")),
+            cudnn=t.get("cudnn") if isinstance(t.get("cudnn"), (int, str)) else None,
+            importable=t.get("importable") if isinstance(t.get("importable"), bool) else None,
+            distributed=t.get("distributed") if isinstance(t.get("distributed"), bool) else None,
+            backends=dict(_section(t, "backends")),
+            nccl_version=_str(t.get("nccl_version")),
+            run_module=t.get("run_module") if isinstance(t.get("run_module"), bool) else None,
+            gpus_expected=f"on a machine with {count} visible GPU(s)" if count else None,
+        )
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> TorchFacts:
+        t = _section(facts, "torch")
+        return cls(
+            installed=bool(t.get("installed")),
+            version=_str(t.get("version")),
+            install=InstallTarget.from_image(facts),
+            location=_str(t.get("location")),
+            flavour=_str(t.get("flavour")),
+            cuda=_str(t.get("cuda")),
+            hip=_str(t.get("hip")),
+            backends=dict(_section(t, "backends")),
+            nccl_version=_str(t.get("nccl_version")),
+            requires=tuple(str(r) for r in t.get("requires") or []),
+            gpus_expected="in an image for GPU training",
+        )
+
+
+@dataclass(frozen=True)
+class NcclFacts:
+    torch: TorchFacts
+    library: str | None
+    source: str | None
+    """Where the library came from: 'torch/lib', 'nvidia-nccl-cu12', 'static in libtorch_cuda', 'system'."""
+    version: str | None
+    loadable: bool | None = None
+    """None: not loaded here (an image)."""
+    error: str | None = None
+    package: str | None = None
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> NcclFacts:
+        n = _section(facts, "nccl")
+        return cls(
+            torch=TorchFacts.from_env(facts),
+            library=_str(n.get("library")),
+            source=_str(n.get("source")),
+            version=_str(n.get("version")),
+            loadable=n.get("loadable") if isinstance(n.get("loadable"), bool) else None,
+            error=_str(n.get("error")),
+        )
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> NcclFacts:
+        n = _section(facts, "nccl")
+        package = n.get("package")
+        return cls(
+            torch=TorchFacts.from_image(facts),
+            library=_str(n.get("library")),
+            source=_str(n.get("source")),
+            version=_str(n.get("version")),
+            package=_str(package.get("name")) if isinstance(package, Mapping) else _str(package),
+        )
+
+
+@dataclass(frozen=True)
+class TorchrunFacts:
+    torch: TorchFacts
+    bin_dir: str
+    """The bin directory of the Python that has torch: where its torchrun belongs."""
+    on_path: str | None
+    """The torchrun that PATH finds."""
+    script: str | None
+    """A torchrun script of this environment, found on PATH or not."""
+    shebang_python: str | None = None
+    shebang_exists: bool | None = None
+    same_env: bool | None = None
+    """The shebang's Python is the one that has torch; None when it could not be read."""
+    path_var: str | None = None
+    path_fixed: bool = False
+    """True for an image: its config's PATH is what every container gets, so a miss is a failure."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> TorchrunFacts:
+        r = _section(facts, "torchrun")
+        torch = TorchFacts.from_env(facts)
+        return cls(
+            torch=torch,
+            bin_dir=torch.install.python.rsplit("/", 1)[0],
+            on_path=_str(r.get("path")),
+            script=_str(r.get("env_script")) or _str(r.get("path")),
+            shebang_python=_str(r.get("shebang_python")),
+            same_env=r.get("same_env") if isinstance(r.get("same_env"), bool) else None,
+        )
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> TorchrunFacts:
+        r = _section(facts, "torchrun")
+        torch = TorchFacts.from_image(facts)
+        expected = _str(r.get("expected"))
+        return cls(
+            torch=torch,
+            bin_dir=expected.rsplit("/", 1)[0] if expected else torch.install.python.rsplit("/", 1)[0],
+            on_path=_str(r.get("on_path")),
+            script=_str(r.get("path")),
+            shebang_python=_str(r.get("shebang_python")),
+            shebang_exists=r.get("shebang_exists") if isinstance(r.get("shebang_exists"), bool) else None,
+            same_env=r.get("same_env") if isinstance(r.get("same_env"), bool) else None,
+            path_var=_str(_section(facts, "image").get("path_env")),
+            path_fixed=True,
+        )

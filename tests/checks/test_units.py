@@ -1,0 +1,75 @@
+"""The shared check units on typed facts: thresholds and wording from the one knowledge table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ddp_doctor.checks import ALL, shm, table, user
+from ddp_doctor.checks.docs import render
+from ddp_doctor.checks.facts import ShmFacts, UserFacts
+from ddp_doctor.report import Status
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def test_shm_thresholds_come_from_the_table() -> None:
+    rule = table.shm()
+    assert rule.fail_below_bytes == 256 * MiB and rule.warn_below_bytes == 1 * GiB
+    verdicts = {
+        size: shm.CHECK.run(ShmFacts(size, size), "env").status for size in (64 * MiB, 512 * MiB, 2 * GiB, None)
+    }
+    assert verdicts == {64 * MiB: Status.FAIL, 512 * MiB: Status.WARN, 2 * GiB: Status.PASS, None: Status.FAIL}
+    # free space below the fail threshold fails a big /dev/shm too
+    assert shm.CHECK.run(ShmFacts(8 * GiB, 100 * MiB), "env").status is Status.FAIL
+
+
+def test_shm_remedy_sizes_per_gpu_and_for_a_full_node_when_unknown() -> None:
+    two = shm.CHECK.run(ShmFacts(64 * MiB, 64 * MiB, gpus=2), "env")
+    assert "--shm-size=8g" in (two.remedy or "") and "sizeLimit: 8Gi" in (two.remedy or "")
+    unknown = shm.CHECK.run(ShmFacts(64 * MiB, 64 * MiB), "env")
+    assert "--shm-size=32g" in (unknown.remedy or "") and "4 GiB per GPU" in (unknown.remedy or "")
+
+
+def test_launch_default_is_the_shared_rule() -> None:
+    from ddp_doctor.deploy.spec import SHM_PER_GPU
+
+    assert SHM_PER_GPU == table.shm().per_gpu_bytes
+
+
+def test_user_same_words_for_a_process_and_an_image() -> None:
+    host = user.CHECK.run(UserFacts.from_env({"user": {"uid": 0, "name": "root", "root": True}}), "env")
+    image = user.CHECK.run(UserFacts.from_image({"image": {"config": {"User": ""}}}), "image")
+    assert (host.id, image.id) == ("env.user", "image.user")
+    assert host.status is image.status is Status.WARN
+    assert host.cause == image.cause == table.non_root().why
+    assert host.remedy == image.remedy == table.non_root().remedy()
+    assert host.summary == "this process runs as root (uid 0); expected a non-root user"
+    assert image.summary == "the image runs as root (User='' in the image config); expected a non-root user"
+    rootfs = user.CHECK.run(UserFacts.from_image({"image": {"config": None}}), "image")
+    assert rootfs.status is Status.SKIP
+    fine = user.CHECK.run(UserFacts.from_image({"image": {"config": {"User": "1000:1000"}}}), "image")
+    assert fine.status is Status.PASS
+
+
+def test_a_judge_that_breaks_is_an_error_not_a_pass() -> None:
+    broken = shm.CHECK.run(ShmFacts("big", 1), "env")  # type: ignore[arg-type]
+    assert broken.status is Status.ERROR and broken.id == "env.shm"
+
+
+def test_every_check_is_documented_and_the_page_is_current() -> None:
+    from ddp_doctor.checks.docs import PAGE
+
+    for c in ALL:
+        assert c.doc, f"{c.name}: the judge's docstring is its documentation"
+        assert f'<a id="{c.name}"></a>' in render()
+    assert PAGE.read_text(encoding="utf-8") == render(), "run: python -m ddp_doctor.checks.docs"
+
+
+def test_docs_check_mode_detects_a_stale_page(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    stale = tmp_path / "checks.md"
+    stale.write_text("old\n")
+    cmd = [sys.executable, "-m", "ddp_doctor.checks.docs", "--check", "--output", str(stale)]
+    assert subprocess.run(cmd, capture_output=True, check=False).returncode == 1
+    stale.write_text(render())
+    assert subprocess.run(cmd, capture_output=True, check=False).returncode == 0
