@@ -1,0 +1,282 @@
+"""lint reads launch commands the way bash and the launchers do, infers the workload before judging
+it, and reports one finding per mistake; info is its own status; findings can be waived."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.cli import main
+from ddp_doctor.deploy.lint.engine import lint_file
+from ddp_doctor.deploy.lint.shellparse import commands
+from ddp_doctor.render import render
+from ddp_doctor.report import Report, Status
+
+
+def _lint(tmp_path: Path, name: str, text: str) -> dict[str, list[tuple[int, str]]]:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in lint_file(str(path)).results:
+        out.setdefault(r.id.split(".")[-1], []).append((r.evidence[0].line or 0, str(r.observed["severity"])))
+    return out
+
+
+def test_shell_grammar_arrays_tests_and_hash_inside_words() -> None:
+    text = 'A=(\n --x=1 # c\n --y\n)\nif [[ $B == 1 ]]; then srun --container-image nvcr.io#nvidia/pytorch:24.01-py3 torchrun "${A[@]}" t.py; fi\n'
+    found = list(commands(text))
+    assert [w.text for w in found[0].arrays["A"]] == ["--x=1", "--y"]
+    assert [w.line for w in found[0].arrays["A"]] == [2, 3]
+    srun = found[1]
+    assert srun.words[2].text == "nvcr.io#nvidia/pytorch:24.01-py3" and srun.words[3].text == "torchrun"
+    assert srun.words[4].splat == "A" and srun.line == 5
+
+
+def test_torchrun_args_from_arrays_and_variables_in_slurm(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "job.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=4
+        #SBATCH --gres=gpu:a100:4
+        GPUS=8
+        declare -a ARGS=(
+            --nproc_per_node=$GPUS
+            --nnodes=2
+        )
+        srun torchrun "${ARGS[@]}" train.py
+        """,
+    )
+    assert found["nproc_exceeds_gpus"] == [(6, "error")]  # 8 ranks on gpu:a100:4, at the array line
+    assert found["nnodes_mismatch"] == [(7, "error")]  # 4 nodes, --nnodes=2
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "python -u -m torch.distributed.run --nproc_per_node 8 t.py",
+        "python3 -m torch.distributed.launch --nproc-per-node=8 t.py",
+        "/opt/venv/bin/torchrun --nproc-per-node 8 t.py",
+        "tune run --nproc_per_node 8 full_finetune_distributed --config c",
+        "accelerate launch --num_processes 8 t.py",
+        "bash -xc 'torchrun --nproc_per_node=8 t.py'",
+        'bash -lc "cd /w && torchrun --nproc_per_node=8 t.py"',
+    ],
+)
+def test_every_spelling_of_the_launchers(tmp_path: Path, launch: str) -> None:
+    found = _lint(tmp_path, "j.sbatch", f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gpus-per-node=4\nsrun {launch}\n")
+    assert "nproc_exceeds_gpus" in found, launch
+
+
+def test_gpus_per_task_and_launcher_in_a_variable(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "j.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --ntasks-per-node=1
+        #SBATCH --gpus-per-task=8
+        LAUNCHER="accelerate launch --num_processes 16 --num_machines 2 --main_process_ip head"
+        srun bash -c "$LAUNCHER train.py"
+        """,
+    )
+    assert "nproc_exceeds_gpus" not in found and "nnodes_mismatch" not in found and "slurm_gpus_missing" not in found
+
+
+def test_heredoc_sbatch_is_read_as_a_batch_script(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "submit.sh",
+        """
+        #!/bin/bash
+        sbatch <<EOF
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=8
+        torchrun --nnodes=2 --nproc_per_node=8 train.py
+        EOF
+        """,
+    )
+    assert found["torchrun_without_srun"] == [(6, "error")]
+
+
+def test_syntax_error_is_an_error(tmp_path: Path) -> None:
+    found = _lint(tmp_path, "run.sh", '#!/bin/bash\nX="open\ntorchrun --nproc_per_node=2 t.py\n')
+    assert found["syntax_error"][0][1] == "error"
+
+
+def test_cpu_jobs_need_no_gpu_and_unknown_ones_are_info(tmp_path: Path) -> None:
+    pod = """
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: p}}
+        spec:
+          containers:
+          - name: t
+            image: {image}
+            env: [{{name: NVIDIA_VISIBLE_DEVICES, value: "{visible}"}}]
+            command: [torchrun, --nproc_per_node=1, t.py, {extra}]
+        """
+    cpu = _lint(tmp_path, "a.yaml", pod.format(image="img:1", visible="void", extra="--workers=0"))
+    assert "gpu_limit_missing" not in cpu
+    assert "shm_default" not in cpu  # one rank, no DataLoader workers
+    unknown = _lint(tmp_path, "b.yaml", pod.format(image="img:1", visible="all", extra="x"))
+    assert unknown["gpu_limit_missing"] == [(6, "info")]
+    assert unknown["shm_default"][0][1] == "warning"
+    gpu = _lint(tmp_path, "c.yaml", pod.format(image="img:1", visible="all", extra="--backend=nccl"))
+    assert gpu["gpu_limit_missing"][0][1] == "error"
+
+
+def test_shm_error_where_ranks_share_the_container(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "p.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers:
+          - name: t
+            image: img:1
+            command: [torchrun, --nproc_per_node=4, t.py]
+            resources: {limits: {nvidia.com/gpu: 4}}
+        """,
+    )
+    assert found["shm_default"] == [(6, "error")]
+
+
+def test_jobset_without_nnodes_and_a_wrong_master_name(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "js.yaml",
+        """
+        apiVersion: jobset.x-k8s.io/v1alpha2
+        kind: JobSet
+        metadata: {name: train}
+        spec:
+          replicatedJobs:
+          - name: workers
+            template:
+              spec:
+                parallelism: 2
+                completions: 2
+                template:
+                  spec:
+                    containers:
+                    - name: t
+                      image: img:1
+                      env: [{name: MASTER_ADDR, value: "trainer-workers-0-0.train"}]
+                      command: [torchrun, --nproc_per_node=1, t.py]
+        """,
+    )
+    assert found["nnodes_mismatch"] == [(17, "error")]
+    assert found["rdzv_host_unknown"] == [(16, "warning")]
+
+
+def test_fixed_nnodes_under_elastic_policy_and_hostpath_shm(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "pj.yaml",
+        """
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: e}
+        spec:
+          elasticPolicy: {minReplicas: 1, maxReplicas: 4}
+          pytorchReplicaSpecs:
+            Worker:
+              replicas: 2
+              template:
+                spec:
+                  volumes: [{name: shm, hostPath: {path: /dev/shm}}]
+                  containers:
+                  - name: pytorch
+                    image: img:1
+                    command: [torchrun, --nnodes=2, --nproc_per_node=1, t.py]
+                    volumeMounts: [{name: shm, mountPath: /dev/shm}]
+        """,
+    )
+    assert found["nnodes_fixed_elastic"] == [(15, "error")]
+    assert found["shm_host_path"] == [(11, "warning")]
+
+
+def test_trainjob_and_lws_are_checked(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "tj.yaml",
+        """
+        apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainJob
+        metadata: {name: t}
+        spec:
+          runtimeRef: {name: torch-distributed}
+          trainer:
+            numNodes: 2
+            numProcPerNode: 8
+            command: [torchrun, train.py]
+            resourcesPerNode: {limits: {nvidia.com/gpu: 4}}
+        ---
+        apiVersion: leaderworkerset.x-k8s.io/v1
+        kind: LeaderWorkerSet
+        metadata: {name: l}
+        spec:
+          leaderWorkerTemplate:
+            size: 2
+            workerTemplate:
+              spec:
+                containers:
+                - name: w
+                  image: img:1
+                  command: [torchrun, --nproc_per_node=1, t.py]
+        """,
+    )
+    assert found["nproc_exceeds_gpus"] == [(8, "error")]  # numProcPerNode 8 on 4 GPUs
+    assert "nnodes_mismatch" in found and found["nnodes_mismatch"][0][0] == 23  # LWS: PET_* not injected
+
+
+def test_one_finding_per_mistake_lists_every_place(tmp_path: Path) -> None:
+    path = Path(__file__).parents[1] / "fixtures" / "lint-corpus" / "kubeflow-pytorchjob-mnist-nccl.yaml"
+    latest = [r for r in lint_file(str(path)).results if r.id == "lint.k8s.latest_tag"]
+    assert len(latest) == 1
+    assert [e.line for e in latest[0].evidence] == [14, 26] and "also:" in latest[0].summary
+
+
+def test_inline_ignore_and_flags_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: t\n"
+        "    image: img:latest  # ddp-doctor: ignore[latest_tag]\n"
+        "    command: [torchrun, --nproc_per_node=1, t.py]\n"
+    )
+    ids = {r.id for r in lint_file(str(path)).results}
+    assert "lint.k8s.latest_tag" not in ids and "lint.k8s.run_as_root" in ids
+    assert main(["lint", "--format", "json", "--ignore", "run_as_root,lint.k8s.no_log_volume", str(path)]) == 0
+    ids = {r["id"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert "lint.k8s.run_as_root" not in ids and "lint.k8s.no_log_volume" not in ids
+    config = tmp_path / ".ddp-doctor.toml"
+    config.write_text('[lint]\nignore = ["shm_default"]\n')
+    main(["lint", "--format", "json", "--config", str(config), str(path)])
+    assert "lint.k8s.shm_default" not in {r["id"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert main(["lint", "--ignore", "no_such_rule", str(path)]) == 2
+    assert "unknown lint rule no_such_rule" in capsys.readouterr().err
+
+
+def test_info_is_its_own_status_in_every_renderer(tmp_path: Path) -> None:
+    path = Path(__file__).parents[1] / "fixtures" / "lint-corpus" / "jobset-tpu-jax-workload.yaml"
+    report = Report(command="lint", target={"file": str(path)})
+    report.extend(lint_file(str(path)).results)
+    info = [r for r in report.results if r.id == "lint.k8s.host_network"]
+    assert info and info[0].status is Status.INFO
+    assert "INFO" in render(report, "text") and "✔ PASS" not in render(report, "text")
+    sarif = json.loads(render(report, "sarif"))
+    levels = {r["ruleId"]: r["level"] for r in sarif["runs"][0]["results"]}
+    assert levels["lint.k8s.host_network"] == "note"
+    assert "INFO" in render(report, "markdown") and 'class="info"' in render(report, "html")
+    assert "INFO: " in render(report, "junit")
+    assert Report.from_dict(json.loads(render(report, "json"))).results[0].status in set(Status)
