@@ -108,7 +108,7 @@ def workload(u: Unit) -> Workload:
     return Workload(device, why, ranks, ranks_why, workers)
 
 
-def describe(w: Workload) -> str:
+def describe(w: Workload, per: str = "container") -> str:
     """'GPU job (8 GPU(s) granted, line 40); 8 rank(s) per container (torchrun nproc 8, line 22)'."""
     parts = []
     if w.device is not None:
@@ -116,7 +116,7 @@ def describe(w: Workload) -> str:
     else:
         parts.append("GPU or CPU not stated")
     if w.ranks is not None:
-        parts.append(f"{w.ranks.value} rank(s) per container ({w.ranks_why}, line {w.ranks.line})")
+        parts.append(f"{w.ranks.value} rank(s) per {per} ({w.ranks_why}, line {w.ranks.line})")
     if w.workers is not None:
         parts.append(f"{w.workers.value} DataLoader worker(s) per rank (line {w.workers.line})")
     return "; ".join(parts)

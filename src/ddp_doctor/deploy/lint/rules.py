@@ -349,7 +349,7 @@ def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
         return
     w = workload(u)
     if w.device is not None and w.device.value == "gpu":
-        yield Hit("slurm_gpus_missing", u.line, {"inferred": describe(w)})
+        yield Hit("slurm_gpus_missing", u.launches[0].line, {"inferred": describe(w, "node")})
 
 
 @check
