@@ -280,3 +280,51 @@ def test_info_is_its_own_status_in_every_renderer(tmp_path: Path) -> None:
     assert "INFO" in render(report, "markdown") and 'class="info"' in render(report, "html")
     assert "INFO: " in render(report, "junit")
     assert Report.from_dict(json.loads(render(report, "json"))).results[0].status in set(Status)
+
+
+def test_backend_of_the_training_script_beside_the_config(tmp_path: Path) -> None:
+    job = """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers:
+          - name: t
+            image: img:1
+            command: [torchrun, --nproc_per_node=1, train.py]
+        """
+    (tmp_path / "train.py").write_text('import torch.distributed as dist\ndist.init_process_group(backend="gloo")\n')
+    assert "gpu_limit_missing" not in _lint(tmp_path, "cpu.yaml", job)
+    (tmp_path / "train.py").write_text('import torch.distributed as dist\ndist.init_process_group("nccl")\n')
+    assert _lint(tmp_path, "gpu.yaml", job)["gpu_limit_missing"] == [(6, "error")]
+
+
+def test_pytorchjob_master_addr_that_is_not_the_operators(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "pj.yaml",
+        """
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: mnist}
+        spec:
+          pytorchReplicaSpecs:
+            Master:
+              replicas: 1
+              template:
+                spec:
+                  containers:
+                  - name: pytorch
+                    image: img:1
+                    command: [torchrun, --master_addr=trainer-0, t.py]
+            Worker:
+              replicas: 1
+              template:
+                spec:
+                  containers:
+                  - name: pytorch
+                    image: img:1
+                    command: [torchrun, --master_addr=mnist-master-0, t.py]
+        """,
+    )
+    assert found["rdzv_host_unknown"] == [(13, "warning")]

@@ -180,6 +180,8 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     for attr, value in values.items():
         setattr(launch, attr, value)
     launch.standalone = any(x.text == "--standalone" for x in rest)
+    script = next((x for x in rest if x.text.endswith(".py") and not x.text.startswith("-")), None)
+    launch.script = At(script.text, script.line) if script is not None else None
     if launch.backend is None:
         backend = _flag_values(rest, BACKEND_FLAGS)
         if backend:

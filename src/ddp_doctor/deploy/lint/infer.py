@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ddp_doctor.deploy.lint.model import At, Unit
 
@@ -27,8 +28,36 @@ class Workload:
     """DataLoader workers per rank, when the command says."""
 
 
+MAX_SCRIPT_BYTES = 1 << 20
+_INIT_BACKEND = re.compile(r"init_process_group\(\s*(?:backend\s*=\s*)?[\"'](nccl|gloo)[\"']")
+_DEFAULT_BACKEND = re.compile(r"[\"']--?(?:dist[-_])?backend[\"'][^)]*?default\s*=\s*[\"'](nccl|gloo)[\"']", re.DOTALL)
+
+
+def script_backend(config: str, script: At[str] | None) -> At[str] | None:
+    """The backend the training script picks, when the script sits beside the config in the repository:
+    init_process_group("gloo") / (backend="nccl"), or the default of its --backend flag."""
+    if script is None or "$" in script.value:
+        return None
+    base = Path(config).resolve().parent
+    for candidate in (base / script.value, base / Path(script.value).name):
+        try:
+            if candidate.is_file() and candidate.stat().st_size <= MAX_SCRIPT_BYTES:
+                text = candidate.read_text(encoding="utf-8", errors="replace")
+            else:
+                continue
+        except OSError:
+            continue
+        m = _INIT_BACKEND.search(text) or _DEFAULT_BACKEND.search(text)
+        if m:
+            return At(f"{m.group(1)} in {candidate.name} (init_process_group / --backend default)", script.line)
+    return None
+
+
 def _cpu(u: Unit) -> At[str] | None:
     for launch in u.launches:
+        found = script_backend(u.file, launch.script)
+        if found is not None and found.value.startswith("gloo"):
+            return At(f"the backend {found.value}", found.line)
         if launch.backend is not None and launch.backend.value.lower() == "gloo":
             return At(f"the gloo backend ({launch.backend.value})", launch.backend.line)
         if launch.device_hint is not None and launch.device_hint.value == "cpu":
@@ -52,6 +81,9 @@ def _gpu(u: Unit) -> At[str] | None:
     for launch in u.launches:
         if launch.backend is not None and launch.backend.value.lower() == "nccl":
             return At("the nccl backend", launch.backend.line)
+        found = script_backend(u.file, launch.script)
+        if found is not None and found.value.startswith("nccl") and launch.backend is None:
+            return At(f"the backend {found.value}", found.line)
         if launch.device_hint is not None and launch.device_hint.value == "gpu":
             return At(f"{launch.tool} is told to use GPUs", launch.device_hint.line)
         if launch.srun_gpus is not None:

@@ -160,7 +160,7 @@ def _pytorchjob(doc: YMap, label: str) -> list[Workload]:
                     nproc,
                     "pytorchjob",
                     elastic,
-                    [f"{name}-master-0"],
+                    [f"{name}-master-0", f"{name}-worker-0"],
                     trains=True,
                 )
             )

@@ -43,6 +43,8 @@ class Launch:
     """GPUs per node that srun asks for (--gres=gpu:N, --gpus-per-node, --gpus-per-task)."""
     workers: At[int] | None = None
     """DataLoader workers per rank from the script's flags (--num_workers / --workers / -j)."""
+    script: At[str] | None = None
+    """The training script the launcher runs (the first *.py argument), as written."""
     spans_nodes: bool = False
     """The launcher starts the ranks of the other nodes itself (deepspeed over pdsh, accelerate over mpirun)."""
     device_hint: At[str] | None = None

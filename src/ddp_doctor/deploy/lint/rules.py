@@ -325,13 +325,15 @@ def _rdzv_hosts(u: Unit) -> list[tuple[str, str, int]]:
 
 @check
 def rendezvous_names(u: Unit) -> Iterator[Hit]:
-    if u.operator != "jobset" or not u.rdzv_names or node_count(u) <= 1:
+    if u.operator not in ("jobset", "pytorchjob", "trainjob") or not u.rdzv_names or node_count(u) <= 1:
         return
     for fld, host, line in _rdzv_hosts(u):
         if "$" in host or is_local(host) or _is_ip(host):
             continue
-        if host not in u.rdzv_names and not any(n.startswith(host + ".") for n in u.rdzv_names):
-            yield Hit("rdzv_host_unknown", line, {"field": fld, "value": host, "names": " or ".join(u.rdzv_names[:1])})
+        short = host.split(".", 1)[0]
+        if host not in u.rdzv_names and not any(n.split(".", 1)[0] == short for n in u.rdzv_names):
+            names = " or ".join(u.rdzv_names[:2] if u.operator == "pytorchjob" else u.rdzv_names[:1])
+            yield Hit("rdzv_host_unknown", line, {"field": fld, "value": host, "names": names, "operator": u.operator})
             return
 
 
