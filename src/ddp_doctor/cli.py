@@ -25,7 +25,7 @@ from ddp_doctor.output import write_text
 from ddp_doctor.render import FORMATS, render
 from ddp_doctor.report import Report
 
-COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render")
+COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render", "run")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         outcome: Report | Printed = args._module.run(args)
         if isinstance(outcome, Printed):
-            write_text(outcome.text, getattr(args, "output", None))
+            if outcome.text:  # `run` has already written its report to stderr: stdout is the job's
+                write_text(outcome.text, getattr(args, "output", None))
             return outcome.exit_code
         report = outcome.finish(started)
         fmt = getattr(args, "format", "text")

@@ -414,6 +414,15 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
         "nproc_per_node": plan.nproc,
         "ranks_joined": len({r for r in beats} | set(payloads)),
         "phases": {r: {rec["name"]: rec.get("status") for rec in p.get("phases", [])} for r, p in payloads.items()},
+        # Per-rank phase start / duration: the HTML report draws them as a timeline per rank.
+        "phase_times": {
+            r: [
+                {k: rec.get(k) for k in ("name", "started", "duration_s", "status")}
+                for rec in p.get("phases", [])
+                if rec.get("started") is not None
+            ]
+            for r, p in payloads.items()
+        },
         "heartbeats": {
             r: {"phase": b.get("phase"), "step": b.get("step"), "time": b.get("time")} for r, b in beats.items()
         },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from ddp_doctor.render.html_charts import sections
 from ddp_doctor.render.labels import ICON, WORD, counts, target_line, where
 from ddp_doctor.report import Report
 
@@ -43,6 +44,6 @@ def render(report: Report, color: bool = False) -> str:
         f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"
         f'<h1>ddp-doctor {escape(report.command)}: <span class="{verdict}">{verdict.upper()}</span></h1>'
         f"<p>{escape(target_line(report))} · {escape(counts(report))} · {report.duration_s:.1f} s · {escape(report.started)}</p>"
-        f"{root}<table><tr><th>status</th><th>check</th><th>summary</th></tr>{''.join(rows)}</table>"
+        f"{root}{sections(report)}<table><tr><th>status</th><th>check</th><th>summary</th></tr>{''.join(rows)}</table>"
         "</body></html>\n"
     )

@@ -1,0 +1,169 @@
+"""`ddp-doctor run [options] -- COMMAND...`: run the user's own distributed job and watch it.
+
+The job's stdin/stdout/stderr, argv and exit status are its own. The report goes to stderr (or
+--output), never into the job's stdout, and is kept in the run directory as report.json and
+report.html. Exit status: the job's own (default) or, with --exit-code verdict, a class an
+orchestrator can act on (0 ok, 1 job failed, 10 hang, 11 infrastructure, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ddp_doctor.commands import Printed
+from ddp_doctor.errors import UsageError
+
+if TYPE_CHECKING:
+    from ddp_doctor.jobwatch.config import WatchConfig
+
+HELP = "run your own distributed job (torchrun, python, accelerate, deepspeed) and say which rank failed or hung, where and why"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ddp_doctor.cli import add_output_arguments
+
+    parser.add_argument(
+        "--run-dir", metavar="DIR", help="keep the run's evidence here (default: ./ddp-doctor-runs/<time>-<pid>)"
+    )
+    parser.add_argument(
+        "--hang-after",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="examine the ranks after S s without output (default 180)",
+    )
+    parser.add_argument(
+        "--on-hang",
+        choices=("report", "kill"),
+        default="report",
+        help="after a hang: report and keep waiting, or end the job",
+    )
+    parser.add_argument(
+        "--stacks",
+        choices=("auto", "py-spy", "faulthandler", "off"),
+        default="auto",
+        help="how rank stacks are taken (auto: py-spy, else the startup hook's faulthandler)",
+    )
+    parser.add_argument(
+        "--no-hook",
+        action="store_true",
+        help="no startup hook in the job's Python processes (no output capture, no faulthandler, no error files from ranks)",
+    )
+    parser.add_argument(
+        "--no-error-files", action="store_true", help="do not set TORCHELASTIC_ERROR_FILE or write error files"
+    )
+    parser.add_argument("--no-flight-recorder", action="store_true", help="do not turn on the NCCL flight recorder")
+    parser.add_argument("--no-nccl-debug", action="store_true", help="do not set NCCL_DEBUG=WARN / NCCL_DEBUG_FILE")
+    parser.add_argument(
+        "--sample-hz", type=float, default=1.0, metavar="HZ", help="NVML timeline rate, 0 = off (default 1)"
+    )
+    parser.add_argument(
+        "--stack-sample",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="sample every rank's stack every S s for the straggler verdict, 0 = off (default 1)",
+    )
+    parser.add_argument("--live", action="store_true", help="a live table of the ranks and GPUs on stderr")
+    parser.add_argument(
+        "--exit-code",
+        choices=("job", "verdict"),
+        default="job",
+        help="exit with the job's status (default) or the verdict class",
+    )
+    parser.add_argument("--nnodes", type=int, default=1, help="nodes in the job (for --gather)")
+    parser.add_argument("--node-rank", type=int, default=0, help="this node's rank (0 gathers the report)")
+    parser.add_argument(
+        "--gather", metavar="HOST:PORT", help="node 0 listens here and joins every node's evidence into one report"
+    )
+    parser.add_argument(
+        "--gather-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="how long node 0 waits for the other nodes after its job ended",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by your launch command")
+    add_output_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> WatchConfig:
+    from ddp_doctor.jobwatch.config import WatchConfig
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(
+            "no command to run: give it after '--', e.g. ddp-doctor run -- torchrun --nproc-per-node 2 train.py"
+        )
+    if args.hang_after <= 0 or args.sample_hz < 0 or args.stack_sample < 0:
+        raise UsageError("--hang-after must be > 0, --sample-hz and --stack-sample >= 0")
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise UsageError(f"--node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
+    if args.gather and (":" not in args.gather or not args.gather.rpartition(":")[2].isdigit()):
+        raise UsageError(f"--gather wants HOST:PORT, got {args.gather!r}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.run_dir) if args.run_dir else Path("ddp-doctor-runs") / f"{stamp}-{os.getpid()}"
+    return WatchConfig(
+        command=tuple(command),
+        run_dir=run_dir.resolve(),
+        hang_after_s=args.hang_after,
+        on_hang=args.on_hang,
+        stacks=args.stacks,
+        hook=not args.no_hook,
+        error_files=not args.no_error_files,
+        flight_recorder=not args.no_flight_recorder,
+        nccl_debug=not args.no_nccl_debug,
+        sample_hz=args.sample_hz,
+        stack_sample_s=args.stack_sample,
+        live=args.live,
+        node_rank=args.node_rank,
+        nnodes=args.nnodes,
+        gather=args.gather,
+        gather_timeout_s=args.gather_timeout,
+    )
+
+
+def run(args: argparse.Namespace) -> Printed:
+    from ddp_doctor.cli import use_color
+    from ddp_doctor.jobwatch import exitcodes, gather
+    from ddp_doctor.jobwatch.results import build_report
+    from ddp_doctor.jobwatch.supervise import watch
+    from ddp_doctor.render import render
+
+    cfg = config_from_args(args)
+    started = time.monotonic()
+    server = gather.Server.start(cfg) if cfg.gather and cfg.nnodes > 1 and cfg.node_rank == 0 else None
+    try:
+        outcome = watch(cfg)
+        report = build_report(outcome)
+        if cfg.gather and cfg.nnodes > 1:
+            if server is not None:
+                gather.join(report, server.wait(cfg.nnodes - 1, cfg.gather_timeout_s), cfg.nnodes)
+            else:
+                gather.send(cfg, report)
+    finally:
+        if server is not None:
+            server.close()
+    report.finish(started)
+    (cfg.run_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
+    (cfg.run_dir / "report.html").write_text(render(report, "html"), encoding="utf-8")
+    text = render(report, args.format, color=args.output in (None, "-") and use_color(None) and sys.stderr.isatty())
+    if args.output in (None, "-"):
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.write(f"ddp-doctor: evidence and report in {cfg.run_dir}\n")
+        sys.stderr.flush()
+        text = ""
+    if args.exit_code == "verdict":
+        code = exitcodes.code(str(report.facts["run"]["exit_class"]))
+    else:
+        code = outcome.returncode if outcome.returncode is not None else 1
+        code = code if code >= 0 else 128 - code  # a launcher killed by a signal: the shell's convention
+    return Printed(text=text, exit_code=code)

@@ -1,0 +1,194 @@
+"""What the job leaves in the run directory, read back by the doctor while it runs and after.
+
+rank-N.pid / .exit / .error.json / .stack / .log come from the startup hook; proc-PID.log is the
+output of the job's other Python processes (the launcher's agent); fr-*.pickle are NCCL flight
+recorder dumps; nccl.HOST.PID.log are NCCL's warnings.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_RANK_FILE = re.compile(r"^rank-(\d+)\.(pid|exit|error\.json|stack|log)$")
+_STEP = re.compile(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?(\d+)")
+MAX_LOG_LINES = 4000
+
+
+def rank_files(run_dir: Path, kind: str) -> dict[int, Path]:
+    found: dict[int, Path] = {}
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return found
+    for name in names:
+        m = _RANK_FILE.match(name)
+        if m and m.group(2) == kind:
+            found[int(m.group(1))] = run_dir / name
+    return found
+
+
+def read_json(p: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(p.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_rank_json(run_dir: Path, kind: str) -> dict[int, dict[str, Any]]:
+    out = {r: read_json(p) for r, p in rank_files(run_dir, kind).items()}
+    return {r: v for r, v in out.items() if v is not None}
+
+
+def error_message(record: dict[str, Any]) -> tuple[str, str, float | None]:
+    """(one-line message, traceback, timestamp) of a torchelastic error file."""
+    msg = record.get("message")
+    if isinstance(msg, dict):
+        extra = msg.get("extraInfo") or {}
+        stamp = extra.get("timestamp")
+        return (
+            str(msg.get("message", "")).strip().splitlines()[-1:][0] if msg.get("message") else "",
+            str(extra.get("py_callstack", "")),
+            float(stamp) if stamp and str(stamp).isdigit() else None,
+        )
+    return str(msg or ""), "", None
+
+
+@dataclass
+class Followed:
+    offset: int = 0
+    last_growth: float = 0.0
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    partial: str = ""
+
+
+class LogFollower:
+    """Reads what every rank-N.log / proc-PID.log gained since the last call; steps from the lines."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.files: dict[str, Followed] = {}
+        self.last_output = time.monotonic()
+
+    def poll(self, now: float) -> bool:
+        """True when any log grew."""
+        grew = False
+        try:
+            names = [n for n in os.listdir(self.run_dir) if n.endswith(".log") and n.startswith(("rank-", "proc-"))]
+        except OSError:
+            return False
+        for name in names:
+            state = self.files.setdefault(name, Followed(last_growth=now))
+            try:
+                size = os.stat(self.run_dir / name).st_size
+            except OSError:
+                continue
+            if size <= state.offset:
+                continue
+            grew = True
+            state.last_growth = now
+            with open(self.run_dir / name, "rb") as f:
+                f.seek(state.offset)
+                data = f.read(size - state.offset)
+            state.offset = size
+            if name.startswith("rank-"):
+                text = state.partial + data.decode("utf-8", "replace")
+                lines = text.split("\n")
+                state.partial = lines.pop()
+                for line in lines:
+                    m = _STEP.search(line)
+                    if m:
+                        state.steps.append((now, int(m.group(1))))
+                        del state.steps[:-2000]
+        if grew:
+            self.last_output = now
+        return grew
+
+    def rank_output_age(self, now: float) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for name, state in self.files.items():
+            m = re.match(r"^rank-(\d+)\.log$", name)
+            if m:
+                out[int(m.group(1))] = now - state.last_growth
+        return out
+
+    def steps(self) -> dict[int, list[tuple[float, int]]]:
+        out: dict[int, list[tuple[float, int]]] = {}
+        for name, state in self.files.items():
+            m = re.match(r"^rank-(\d+)\.log$", name)
+            if m and state.steps:
+                out[int(m.group(1))] = list(state.steps)
+        return out
+
+
+def tail_lines(p: Path, lines: int = MAX_LOG_LINES) -> list[str]:
+    try:
+        with open(p, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 1024 * 1024))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def logs(run_dir: Path) -> dict[str, list[str]]:
+    """Every captured log (ranks, the launcher's agent, NCCL's warnings) -> its last lines."""
+    out: dict[str, list[str]] = {}
+    for p in sorted(run_dir.glob("*.log")):
+        out[p.name] = tail_lines(p)
+    return out
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Flight-recorder dumps are plain dicts and lists; refuse anything that would run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refusing {module}.{name} in a flight-recorder dump")
+
+
+def read_flight_recorder(p: Path) -> dict[str, Any] | None:
+    try:
+        data = p.read_bytes()
+        value = json.loads(data) if data[:1] == b"{" else _NoGlobals(io.BytesIO(data)).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """rank -> {last_started_seq, last_completed_seq, pending: 'all_reduce #12', entries}."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in sorted(run_dir.glob("fr-*rank-*")):
+        if p.name.endswith(".tmp"):
+            continue
+        m = re.search(r"rank-(\d+)", p.name)
+        dump = read_flight_recorder(p)
+        if not m or dump is None:
+            continue
+        entries = [e for e in dump.get("entries") or [] if isinstance(e, dict)]
+        seqs = [int(e.get("collective_seq_id") or 0) for e in entries]
+        last = entries[seqs.index(max(seqs))] if seqs else None
+        # NCCL marks entries started / completed; gloo's stay "scheduled", so only the sequence number counts there.
+        started = [e for e in entries if e.get("state") == "started"]
+        out[int(m.group(1))] = {
+            "file": p.name,
+            "entries": len(entries),
+            "last_seq": max(seqs) if seqs else None,
+            "last": f"{last.get('profiling_name', '?')} #{last.get('collective_seq_id')} ({last.get('state')})"
+            if last
+            else None,
+            "pending": f"{started[0].get('profiling_name', '?')} #{started[0].get('collective_seq_id')}"
+            if started
+            else None,
+        }
+    return out

@@ -1,0 +1,167 @@
+"""Is a quiet job hung? A pure judgement over what every rank was doing in two stack samples.
+
+A rank *waits* when its main thread is inside torch.distributed (or in autograd without using the
+CPU: DDP's all-reduce), or the flight recorder shows a collective it started and has not finished.
+A rank is *busy* when it is not waiting and used CPU or moved between the two samples (compiling,
+loading data, checkpointing). Hung: some rank waits and a rank it waits for is neither waiting nor
+busy; or every rank waits and nothing moved; or a rank sits in a CUDA synchronisation point for the
+whole window (stuck in GPU work). A rank that is busy with no collective pending is never hung.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddp_doctor.jobwatch.stacks import Activity
+
+BUSY_CPU_PER_S = 0.05
+"""CPU seconds per second above which a rank counts as working (gloo waits and sleeps use ~0)."""
+
+
+@dataclass(frozen=True)
+class RankObs:
+    rank: int
+    activity: Activity
+    same_stack: bool
+    """The main thread's stack did not change between the two samples."""
+    cpu_per_s: float
+    """CPU of the rank and its children over the window, in cores."""
+    pending: str | None = None
+    """The collective the flight recorder shows as started and not completed (NCCL)."""
+    last_seq: int | None = None
+    """The highest collective sequence number this rank reached (flight recorder)."""
+    last: str | None = None
+    """That collective, e.g. 'gloo:all_reduce #5 (scheduled)'."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    """hang | busy | moving."""
+    kind: str = ""
+    """collective | cuda | stalled (for a hang)."""
+    behind: tuple[int, ...] = ()
+    message: str = ""
+    states: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _waiting(o: RankObs) -> bool:
+    if o.pending is not None:
+        return True
+    return o.activity.kind == "collective" or (o.activity.kind == "backward" and o.cpu_per_s < BUSY_CPU_PER_S)
+
+
+def _busy(o: RankObs) -> bool:
+    return not _waiting(o) and (o.cpu_per_s >= BUSY_CPU_PER_S or not o.same_stack)
+
+
+def describe(o: RankObs) -> dict[str, Any]:
+    f = o.activity.frame
+    return {
+        "state": "waiting" if _waiting(o) else "busy" if _busy(o) else "idle",
+        "activity": o.activity.kind,
+        "doing": o.activity.label,
+        "where": f.where() if f else None,
+        "source": f.source() if f else None,
+        "cpu_cores": round(o.cpu_per_s, 3),
+        "same_stack": o.same_stack,
+        "pending_collective": o.pending,
+        "last_collective": o.last,
+    }
+
+
+def _lag(o: RankObs, waiting: list[RankObs]) -> str:
+    ahead = [w.last_seq for w in waiting if w.last_seq is not None]
+    if o.last_seq is None or not ahead or o.last_seq >= max(ahead):
+        return ""
+    return f" (its last collective is {o.last}; the others reached #{max(ahead)})"
+
+
+def _verb(ranks: list[RankObs]) -> str:
+    return "waits" if len(ranks) == 1 else "wait"
+
+
+def _names(ranks: list[int]) -> str:
+    return ", ".join(f"rank {r}" for r in ranks)
+
+
+def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
+    states = {o.rank: describe(o) for o in obs}
+    if not obs:
+        return Judgement("moving", message="no rank is running yet", states=states)
+    waiting = [o for o in obs if _waiting(o)]
+    others = [o for o in obs if not _waiting(o)]
+    busy = [o for o in others if _busy(o)]
+    cuda = [o for o in others if o.activity.kind == "cuda" and o.same_stack]
+    quiet = f"no output for {quiet_s:.0f} s"
+
+    if waiting and others:
+        in_what = sorted({o.pending or o.activity.label for o in waiting})
+        idle = [o for o in others if o not in busy or o in cuda]
+        if not idle:
+            doing = "; ".join(f"rank {o.rank} {o.activity.label}" for o in busy)
+            return Judgement(
+                "busy",
+                message=f"{quiet}, but not hung: {doing}; {_names([o.rank for o in waiting])} {_verb(waiting)} for it",
+                states=states,
+            )
+        behind = tuple(o.rank for o in idle)
+        doing = "; ".join(f"rank {o.rank} is {o.activity.label}" + _lag(o, waiting) for o in idle)
+        kind = "cuda" if all(o in cuda for o in idle) else "collective"
+        return Judgement(
+            "hang",
+            kind,
+            behind,
+            f"{quiet}: {_names([o.rank for o in waiting])} {_verb(waiting)}: {' / '.join(in_what)}; "
+            f"{_names(list(behind))} never joined it: {doing}",
+            states,
+        )
+    if waiting:
+        if not all(o.same_stack for o in waiting):
+            return Judgement("moving", message="ranks move between collectives", states=states)
+        seqs = {o.rank: o.last_seq for o in waiting if o.last_seq is not None}
+        if len(seqs) >= 2 and min(seqs.values()) < max(seqs.values()):
+            low = min(seqs.values())
+            behind = tuple(r for r, s in seqs.items() if s == low)
+            return Judgement(
+                "hang",
+                "collective",
+                behind,
+                f"{quiet}: every rank waits in a collective; {_names(list(behind))} lag(s) behind at collective "
+                f"#{low} while others completed #{max(seqs.values())} (flight recorder)",
+                states,
+            )
+        return Judgement(
+            "hang",
+            "collective",
+            (),
+            f"{quiet}: every rank on this node waits in {' / '.join(sorted({o.activity.label for o in waiting}))}; "
+            "none is behind here: the missing peer is on another node, or the ranks called different collectives",
+            states,
+        )
+    if cuda:
+        behind = tuple(o.rank for o in cuda)
+        return Judgement(
+            "hang",
+            "cuda",
+            behind,
+            f"{quiet}: {_names(list(behind))} stuck in CUDA work, not in a collective: "
+            + "; ".join(f"rank {o.rank} {o.activity.label}" for o in cuda),
+            states,
+        )
+    if busy:
+        doing = "; ".join(f"rank {o.rank} {o.activity.label}" for o in busy)
+        return Judgement("busy", message=f"{quiet}, but not hung (no collective pending): {doing}", states=states)
+    io_bound = [o for o in others if o.activity.kind in ("data", "checkpoint", "compile")]
+    if io_bound and len(io_bound) == len(others):
+        doing = "; ".join(f"rank {o.rank} {o.activity.label}" for o in io_bound)
+        return Judgement("busy", message=f"{quiet}, but not hung: {doing}", states=states)
+    return Judgement(
+        "hang",
+        "stalled",
+        tuple(o.rank for o in others),
+        f"{quiet}: no rank used CPU or moved, none is in a collective: "
+        + "; ".join(f"rank {o.rank} is {o.activity.label}" for o in others),
+        states,
+    )

@@ -1,0 +1,349 @@
+"""WatchOutcome -> Report: the job's end, its first failure, hangs, balance, what the doctor added."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from ddp_doctor import diagnose
+from ddp_doctor.jobwatch import balance, evidence, exitcodes
+from ddp_doctor.jobwatch.envplan import describe
+from ddp_doctor.jobwatch.stacks import phase_of_traceback
+from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
+from ddp_doctor.live.launch import parse_exit_codes
+from ddp_doctor.report import Evidence, Report, Result, Status
+
+MAX_TIMELINE_SAMPLES = 900
+_CLEANUP_SIGNALS = (-15, -2, 143, 130)  # the launcher's SIGTERM / Ctrl-C on the way out: consequences
+
+
+def _exit_codes(out: WatchOutcome, logs: dict[str, list[str]]) -> dict[str, int]:
+    codes: dict[str, int] = {}
+    for name, lines in logs.items():
+        if name.startswith("proc-"):
+            codes.update(parse_exit_codes("\n".join(lines)))
+    if out.returncode is not None:
+        codes["launcher"] = out.returncode
+    return codes
+
+
+def _rank_story(out: WatchOutcome, codes: dict[str, int]) -> dict[int, dict[str, Any]]:
+    """rank -> {pid, started_s, ended_s, end: exit|exception|signal|gone|running, detail, traceback}."""
+    exits = evidence.read_rank_json(out.run_dir, "exit")
+    errors = evidence.read_rank_json(out.run_dir, "error.json")
+    story: dict[int, dict[str, Any]] = {}
+    for r, rec in sorted(out.ranks.items()):
+        s: dict[str, Any] = {
+            "pid": rec.get("pid"),
+            "started_s": round(float(rec.get("time", 0)) - out.started_epoch, 2),
+        }
+        ex = exits.get(r)
+        code = codes.get(f"rank {r}")
+        if r in errors:
+            message, tb, _ = evidence.error_message(errors[r])
+            s.update(end="exception", detail=message, traceback=tb[-6000:])
+            s["ended_s"] = round(float((ex or {}).get("time", out.gone_at.get(r, 0))) - out.started_epoch, 2)
+        elif ex is not None:
+            s.update(end="exit", detail=None)
+            s["ended_s"] = round(float(ex.get("time", 0)) - out.started_epoch, 2)
+        elif r in out.gone_at:
+            s.update(end="signal" if code is not None and code < 0 else "gone", detail=_signal_text(code))
+            s["ended_s"] = round(out.gone_at[r] - out.started_epoch, 2)
+        else:
+            s.update(end="running", detail=None, ended_s=round(out.duration_s, 2))
+        if code is not None:
+            s["exitcode"] = code
+        story[r] = s
+    return story
+
+
+def _signal_text(code: int | None) -> str:
+    import signal
+
+    if code is None:
+        return "ended without Python's exit path (a signal, os._exit or a crash; the launcher did not say which)"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def _is_consequence(s: dict[str, Any]) -> bool:
+    if s.get("end") == "signal" and s.get("exitcode") in _CLEANUP_SIGNALS:
+        return True
+    if s.get("end") == "exception":
+        found = diagnose.diagnose({"error": [str(s.get("detail") or "")]}, {})
+        tiers = [(diagnose.signature(r.id) or {}).get("tier") for r in found]
+        return bool(tiers) and all(t in ("symptom", "cascade") for t in tiers)
+    return False
+
+
+def first_failure(story: dict[int, dict[str, Any]]) -> int | None:
+    failed = {r: s for r, s in story.items() if s["end"] in ("exception", "signal", "gone")}
+    if not failed:
+        return None
+    primary = {r: s for r, s in failed.items() if not _is_consequence(s)} or failed
+    return min(primary, key=lambda r: (primary[r].get("ended_s") or 0.0, r))
+
+
+def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: list[Result]) -> Result | None:
+    rank = first_failure(story)
+    if rank is None and (out.returncode in (0, None) or out.interrupted):
+        return None
+    if rank is None:
+        return Result(
+            id="run.failure",
+            title="The job failed",
+            status=Status.FAIL,
+            summary=f"the launcher exited {out.returncode}; no rank reported a failure",
+            cause=diag[0].cause if diag else None,
+            remedy=diag[0].remedy if diag else "Read the job's output above; the run directory keeps every rank's log.",
+        )
+    s = story[rank]
+    tb = str(s.get("traceback") or "")
+    phase = phase_of_traceback(tb) if tb else "unknown (no traceback: the process was killed)"
+    own = [d for d in diag if d.status is Status.FAIL and (d.rank == rank or rank in d.observed.get("ranks", []))]
+    match = own[0] if own else (diag[0] if diag and diag[0].status is Status.FAIL else None)
+    what = s.get("detail") or s["end"]
+    evidence_lines = [Evidence(f"rank-{rank}.error.json", line) for line in tb.strip().splitlines()[-8:]]
+    return Result(
+        id="run.failure",
+        title="First failing rank",
+        status=Status.FAIL,
+        summary=f"rank {rank} failed first ({s['ended_s']:.1f} s after start), in {phase}: {what}",
+        cause=match.cause if match else f"rank {rank}: {what}",
+        remedy=match.remedy
+        if match
+        else "Read rank {rank}'s traceback (below, and rank-{rank}.log in the run directory).",
+        rank=rank,
+        phase=phase,
+        evidence=evidence_lines or (match.evidence[:4] if match else []),
+        observed={"diagnosis": match.id if match else None, "end": s["end"]},
+    )
+
+
+def _hang_result(event: HangEvent, index: int) -> Result:
+    j = event.judgement
+    ev = []
+    for r, st in sorted(j.states.items()):
+        ev.append(
+            Evidence(f"rank {r}", f"{st['state']}: {st['doing']}" + (f" at {st['where']}" if st["where"] else ""))
+        )
+    remedy = {
+        "collective": "Make every rank reach the same collectives in the same order: the behind rank's stack shows "
+        "where it stopped (a rank-dependent branch, a data loader that ran dry, an exception swallowed on one rank). "
+        "Set a shorter init_process_group(timeout=...) so the watchdog ends a real hang sooner.",
+        "cuda": "The GPU never finishes the work the rank waits for: check the kernel (an endless loop, a spin-wait "
+        "on memory another rank never writes), run compute-sanitizer on a small input, and check `nvidia-smi -q` "
+        "for Xid errors on this GPU.",
+        "stalled": "Nothing moved: read the stacks below (a deadlock on a lock, a blocking read, input() on a "
+        "non-interactive job).",
+    }[j.kind]
+    return Result(
+        id="run.hang",
+        title="The job hung",
+        status=Status.FAIL,
+        summary=j.message + (" (job ended by --on-hang kill)" if event.killed else ""),
+        cause=f"hang in {j.kind}: "
+        + (f"behind: {', '.join(f'rank {r}' for r in j.behind)}" if j.behind else "no rank behind on this node"),
+        remedy=remedy,
+        rank=j.behind[0] if len(j.behind) == 1 else None,
+        phase=j.kind,
+        evidence=ev,
+        observed={"behind": list(j.behind), "kind": j.kind, "at_s": event.at_s, "index": index},
+        metrics={"detected_after_s": event.at_s},
+    )
+
+
+def _balance_results(out: WatchOutcome) -> list[Result]:
+    results: list[Result] = []
+    st = balance.straggler(out.waits)
+    if out.hangs:
+        st = balance.Straggler(None, st.shares, {}, None, "not judged: the job hung (see run.hang)")
+    results.append(
+        Result(
+            id="run.balance.straggler",
+            title="Straggler rank",
+            status=Status.SKIP
+            if not st.shares or min(st.samples.values() or [0]) < balance.MIN_SAMPLES
+            else Status.WARN
+            if st.rank is not None
+            else Status.PASS,
+            summary=st.message,
+            cause="In synchronous training every rank waits for the slowest one at each collective; this rank "
+            "rarely waits, so the others wait for it."
+            if st.rank is not None
+            else None,
+            remedy="Look at what the straggler does outside the collectives (its hot spot is named): uneven data, "
+            "a slower GPU or CPU, extra work on one rank (logging, eval, checkpointing on rank 0 only)."
+            if st.rank is not None
+            else None,
+            rank=st.rank,
+            metrics={f"wait_share_rank_{r}": round(v, 3) for r, v in st.shares.items()},
+            observed={"samples": {str(r): n for r, n in st.samples.items()}, "hot_spot": st.where},
+        )
+    )
+    rates = balance.step_rates(out.steps)
+    results.append(
+        Result(
+            id="run.balance.steps",
+            title="Step rate per rank",
+            status=Status.PASS if rates else Status.SKIP,
+            summary=", ".join(f"rank {r} {v['steps_per_s']:.2f} steps/s" for r, v in sorted(rates.items()))
+            if rates
+            else "the job's output shows no step numbers ('step N', 'iter N')",
+            metrics={f"steps_per_s_rank_{r}": v["steps_per_s"] for r, v in rates.items()},
+        )
+    )
+    tl = out.timeline
+    if tl is None or tl.note:
+        results.append(Result("run.balance.gpu", "GPU load", Status.SKIP, (tl.note if tl else None) or "no timeline"))
+    else:
+        summary = tl.summary()
+        bal = balance.gpu_balance(summary)
+        text = "; ".join(
+            f"GPU {g}: util mean {s['util_mean_pct']:.0f}% (max {s['util_max_pct']:.0f}%), mem max {s['mem_max_mib']:.0f} MiB"
+            for g, s in summary.items()
+        )
+        results.append(
+            Result(
+                id="run.balance.gpu",
+                title="GPU load",
+                status=Status.WARN if bal["uneven"] else Status.PASS,
+                summary=(f"uneven ({bal['spread_pct']:.0f} points between GPUs): " if bal["uneven"] else "")
+                + (text or "no samples"),
+                metrics={f"util_mean_pct_gpu_{g}": s["util_mean_pct"] for g, s in summary.items()},
+            )
+        )
+    return results
+
+
+def exit_class(report: Report, out: WatchOutcome) -> str:
+    if out.interrupted:
+        return "interrupted"
+    if any(r.id == "run.hang" for r in report.results):
+        return "hang"
+    if out.timeline is not None and out.timeline.lost_gpus():
+        return "infrastructure"
+    diag = [r for r in report.results if r.id.startswith("diag.") and r.status is Status.FAIL]
+    failed = report.verdict().value == "fail"
+    if failed and diag and diag[0].id in exitcodes.infrastructure_ids():
+        return "infrastructure"
+    return "job_failed" if failed else "ok"
+
+
+def build_report(out: WatchOutcome) -> Report:
+    report = Report(command="run", target={"host": socket.gethostname(), "command": describe(out.command)})
+    logs = evidence.logs(out.run_dir)
+    codes = _exit_codes(out, logs)
+    story = _rank_story(out, codes)
+    failed_job = out.returncode not in (0, None) and not out.interrupted
+    diag = (
+        diagnose.diagnose(logs, {k: v for k, v in codes.items() if k != "launcher"}) if failed_job or out.hangs else []
+    )
+
+    job_ok = out.returncode == 0 and not out.hangs
+    report.add(
+        Result(
+            id="run.job",
+            title="The job",
+            status=Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL,
+            summary=f"{describe(out.command)} exited {out.returncode} after {out.duration_s:.1f} s; "
+            f"{len(out.ranks)} rank(s) seen"
+            + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else ""),
+            metrics={"duration_s": out.duration_s, "ranks": float(len(out.ranks))},
+            observed={"exit_status": out.returncode},
+        )
+    )
+    killed_for_hang = any(e.killed for e in out.hangs)
+    # A job the doctor ended for a hang fails because of the hang; its ranks' ends are consequences.
+    failure = _failure_result(out, story, diag) if failed_job and not killed_for_hang else None
+    if failure:
+        report.add(failure)
+    for i, event in enumerate(out.hangs):
+        report.add(_hang_result(event, i))
+    if out.busy:
+        first, last = out.busy[0], out.busy[-1]
+        span = (
+            f"at {first['at_s']:.0f} s"
+            if len(out.busy) == 1
+            else f"{len(out.busy)} times from {first['at_s']:.0f} s to {last['at_s']:.0f} s"
+        )
+        report.add(
+            Result(
+                "run.quiet",
+                "Quiet, not hung",
+                Status.PASS,
+                f"examined {span}; last: {last['message']}",
+                observed={"looks": out.busy[-20:]},
+            )
+        )
+    report.extend(diag)
+    report.extend(_balance_results(out))
+    report.add(
+        Result(
+            id="run.observability",
+            title="What the doctor added",
+            status=Status.PASS,
+            summary="; ".join(f"{i.name}: {i.state}" for i in out.observability),
+            observed={"items": [i.to_dict() for i in out.observability], "stack_notes": out.stack_notes},
+        )
+    )
+    report.add(
+        Result(
+            id="run.cleanup",
+            title="Nothing left behind",
+            status=Status.WARN if out.leftovers else Status.PASS,
+            summary=f"ended {out.leftovers} process(es) of the job still running after the launcher exited"
+            if out.leftovers
+            else "no process of the job outlived it"
+            + (f"; removed {len(out.shm_removed)} /dev/shm entries" if out.shm_removed else ""),
+        )
+    )
+    if failure:
+        report.root_cause = "run.failure"
+    elif out.hangs:
+        report.root_cause = "run.hang"
+    report.facts["run"] = _facts(out, story, codes)
+    report.facts["run"]["exit_class"] = exit_class(report, out)
+    return report
+
+
+def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str, int]) -> dict[str, Any]:
+    tl = out.timeline
+    samples = tl.samples if tl else []
+    step = max(1, len(samples) // MAX_TIMELINE_SAMPLES)
+    return {
+        "command": list(out.command),
+        "run_dir": str(out.run_dir),
+        "returncode": out.returncode,
+        "duration_s": out.duration_s,
+        "exit_codes": codes,
+        "ranks": {str(r): s for r, s in story.items()},
+        "gpu": {
+            "note": tl.note if tl else None,
+            "devices": tl.devices if tl else [],
+            "summary": {str(g): s for g, s in (tl.summary() if tl else {}).items()},
+            "timeline": samples[::step],
+        },
+        "hangs": [
+            {
+                "at_s": e.at_s,
+                "kind": e.judgement.kind,
+                "behind": list(e.judgement.behind),
+                "message": e.judgement.message,
+                "states": {str(r): v for r, v in e.judgement.states.items()},
+                "stacks": {str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
+                "flight_recorder": {str(r): v for r, v in e.flight_recorder.items()},
+                "killed": e.killed,
+            }
+            for e in out.hangs
+        ],
+        "quiet": out.busy,
+        "wait_shares": {str(r): round(v, 3) for r, v in out.waits.shares().items()},
+        "signals": out.signals,
+        "interrupted": out.interrupted,
+        "leftover_processes": out.leftovers,
+    }

@@ -1,0 +1,315 @@
+"""Run the user's command unchanged and watch it: the loop of `ddp-doctor run`.
+
+The job inherits the doctor's stdin, stdout and stderr (a terminal stays a terminal, output is the
+job's own bytes) and its process group (Ctrl-C on a terminal reaches the launcher exactly as
+without the doctor). Other signals sent to the doctor are forwarded. The doctor only reads: the
+run directory the startup hook fills, /proc, NVML. When the job ends, every process it left
+behind is ended and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.errors import UsageError
+from ddp_doctor.jobwatch import envplan, evidence, hang
+from ddp_doctor.jobwatch.balance import WaitShares
+from ddp_doctor.jobwatch.capture import StackTaker
+from ddp_doctor.jobwatch.config import WatchConfig
+from ddp_doctor.jobwatch.nvml import Timeline
+from ddp_doctor.jobwatch.stacks import Stack, classify
+from ddp_doctor.live import procs
+
+POLL_S = 0.25
+SCAN_S = 1.0
+INTERRUPT_GRACE_S = 30.0
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT, signal.SIGINT)
+
+
+@dataclass
+class HangEvent:
+    at_s: float
+    judgement: hang.Judgement
+    stacks: dict[int, Stack]
+    flight_recorder: dict[int, dict[str, Any]]
+    killed: bool = False
+
+
+@dataclass
+class WatchOutcome:
+    command: tuple[str, ...]
+    run_dir: Path
+    returncode: int | None = None
+    duration_s: float = 0.0
+    started_epoch: float = field(default_factory=time.time)
+    observability: list[envplan.Item] = field(default_factory=list)
+    ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """rank -> its rank-N.pid record."""
+    gone_at: dict[int, float] = field(default_factory=dict)
+    """rank -> epoch seconds at which the doctor saw its process gone."""
+    hangs: list[HangEvent] = field(default_factory=list)
+    busy: list[dict[str, Any]] = field(default_factory=list)
+    """Quiet spells judged not to be hangs: {"at_s", "message", "states"}."""
+    interrupted: bool = False
+    signals: list[str] = field(default_factory=list)
+    leftovers: int = 0
+    """Processes of the job still alive after the launcher ended, ended by the doctor."""
+    shm_removed: list[str] = field(default_factory=list)
+    timeline: Timeline | None = None
+    waits: WaitShares = field(default_factory=WaitShares)
+    steps: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    stack_notes: list[str] = field(default_factory=list)
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _tree_cpu_s(pid: int) -> float:
+    ticks = _cpu_ticks(pid) + sum(_cpu_ticks(p) for p in procs.descendants(pid))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _terminal_delivers_sigint() -> bool:
+    """Ctrl-C on our terminal already reached the job (same foreground process group): don't send a second."""
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+class Watcher:
+    def __init__(self, cfg: WatchConfig) -> None:
+        self.cfg = cfg
+        self.out = WatchOutcome(command=cfg.command, run_dir=cfg.run_dir)
+        self.follow = evidence.LogFollower(cfg.run_dir)
+        self.taker = StackTaker(cfg.run_dir, cfg.stacks)
+        self.tracked: dict[int, int] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = time.monotonic()
+        self.interrupt_at: float | None = None
+        self._pending_signals: list[int] = []
+        self._exam: dict[str, Any] | None = None
+        self._episode_reported = False
+        self._sampling = False
+        self._live: Any = None
+
+    # -- signals ------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._pending_signals.append(signum)
+
+    def _forward(self) -> None:
+        while self._pending_signals:
+            signum = self._pending_signals.pop(0)
+            name = signal.Signals(signum).name
+            self.out.signals.append(name)
+            if signum == signal.SIGINT:
+                self.out.interrupted = True
+                if self.interrupt_at is None:
+                    self.interrupt_at = time.monotonic()
+                if _terminal_delivers_sigint():
+                    continue
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    os.kill(self.proc.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    # -- ranks --------------------------------------------------------------------------------
+    def rank_pids(self) -> dict[int, int]:
+        """rank -> pid of the ranks still alive."""
+        living = procs.alive(self.tracked)
+        return {r: int(rec["pid"]) for r, rec in self.out.ranks.items() if int(rec.get("pid", 0)) in living}
+
+    def _scan(self, now: float) -> None:
+        assert self.proc is not None
+        self.tracked.update(procs.descendants(self.proc.pid))
+        for r, rec in evidence.read_rank_json(self.cfg.run_dir, "pid").items():
+            self.out.ranks.setdefault(r, rec)
+            if rec.get("pid") != self.out.ranks[r].get("pid"):
+                self.out.ranks[r] = rec  # a restarted worker (torchrun --max-restarts)
+                self.out.gone_at.pop(r, None)
+        living = procs.alive(self.tracked)
+        for r, rec in self.out.ranks.items():
+            if r not in self.out.gone_at and int(rec.get("pid", 0)) not in living:
+                self.out.gone_at[r] = time.time()
+
+    # -- hang examination: two samples a confirm window apart ------------------------------
+    def _confirm_s(self) -> float:
+        return min(10.0, max(2.0, self.cfg.hang_after_s / 3))
+
+    def _examine(self, now: float) -> None:
+        quiet_s = now - self.follow.last_output
+        if self._exam is None:
+            if quiet_s < self.cfg.hang_after_s or self._episode_reported:
+                return
+            pids = self.rank_pids()
+            if not pids:
+                self.follow.last_output = now  # nothing to examine yet (still starting)
+                return
+            first = self.taker.capture(pids, self._hook_stacks())
+            self._request_fr()
+            self._exam = {"t": now, "pids": pids, "stacks": first, "cpu": {r: _tree_cpu_s(p) for r, p in pids.items()}}
+            return
+        if now - self._exam["t"] < self._confirm_s():
+            return
+        exam, self._exam = self._exam, None
+        if self.follow.last_output > exam["t"]:
+            return  # output resumed: it moved
+        pids = {r: p for r, p in exam["pids"].items() if r in self.rank_pids()}
+        second = self.taker.capture(pids, self._hook_stacks())
+        window = now - exam["t"]
+        fr = evidence.flight_recorder_summary(self.cfg.run_dir)
+        obs = []
+        for r, pid in pids.items():
+            st = second.get(r)
+            frames = st.frames if st else ()
+            before = exam["stacks"].get(r)
+            same = before is not None and st is not None and before.frames == st.frames
+            cpu = (_tree_cpu_s(pid) - exam["cpu"].get(r, 0.0)) / max(window, 1e-3)
+            fr_r = fr.get(r) or {}
+            obs.append(
+                hang.RankObs(
+                    r, classify(frames), same, cpu, fr_r.get("pending"), fr_r.get("last_seq"), fr_r.get("last")
+                )
+            )
+        verdict = hang.judge(obs, quiet_s)
+        at_s = round(now - self.started, 1)
+        self.out.stack_notes = list(self.taker.notes)
+        if verdict.verdict == "hang":
+            event = HangEvent(at_s, verdict, second, fr)
+            self.out.hangs.append(event)
+            self._episode_reported = True
+            print(f"ddp-doctor: HANG at {at_s:.0f} s: {verdict.message}", file=sys.stderr, flush=True)
+            if self.cfg.on_hang == "kill":
+                event.killed = True
+                self._stop_job("hang")
+        else:
+            self.out.busy.append({"at_s": at_s, "message": verdict.message, "states": verdict.states})
+            self.follow.last_output = now  # judged busy: look again after another --hang-after
+
+    def _hook_stacks(self) -> bool:
+        return self.cfg.hook and self.cfg.stacks in ("auto", "faulthandler")
+
+    def _request_fr(self) -> None:
+        if self.cfg.flight_recorder and self.cfg.hook:
+            (self.cfg.run_dir / "dump.request").write_text(str(time.time()))
+
+    # -- straggler sampling -------------------------------------------------------------------
+    def _sample(self, now: float, last: float) -> float:
+        if self.cfg.stack_sample_s <= 0 or not self._hook_stacks() or self._exam is not None:
+            return last
+        if self._sampling:
+            acts = {r: classify(frames) for r, frames in self.taker.collect().items()}
+            # Only samples taken while training runs in step (some rank inside a collective) say who waits for whom.
+            # Compiling and importing are one-time start-up work, not load imbalance.
+            in_step = any(a.kind in ("collective", "backward") for a in acts.values())
+            if in_step and not any(a.kind in ("compile", "import") for a in acts.values()):
+                for r, act in acts.items():
+                    self.out.waits.add(r, act.kind, act.frame.where() if act.frame else None)
+            self._sampling = False
+        if now - last >= self.cfg.stack_sample_s:
+            pids = self.rank_pids()
+            if len(pids) >= 2:
+                self.taker.request(pids)
+                self._sampling = True
+            return now
+        return last
+
+    # -- stopping ----------------------------------------------------------------------------
+    def _stop_job(self, why: str) -> None:
+        """SIGTERM to the launcher and every rank, a grace period, then SIGKILL."""
+        if self.proc is None:
+            return
+        self.tracked.update(procs.descendants(self.proc.pid))
+        self.tracked[self.proc.pid] = procs.descendants(os.getpid()).get(self.proc.pid, 0)
+        procs.end_all({p: s for p, s in self.tracked.items() if s}, self.cfg.kill_grace_s)
+        try:
+            self.proc.wait(timeout=self.cfg.kill_grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> WatchOutcome:
+        cfg = self.cfg
+        cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        env, self.out.observability = envplan.plan(cfg, os.environ)
+        timeline = Timeline(cfg.run_dir / "gpu-timeline.jsonl", cfg.sample_hz)
+        self.out.timeline = timeline
+        shm_before = procs.shm_entries()
+        old = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
+        try:
+            timeline.start()
+            self.out.started_epoch = time.time()
+            try:
+                self.proc = subprocess.Popen(list(cfg.command), env=env)
+            except OSError as exc:
+                raise UsageError(f"cannot start {cfg.command[0]}: {exc.strerror or exc}") from None
+            self._loop()
+        finally:
+            try:
+                self._finish(shm_before)
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+                timeline.stop()
+        return self.out
+
+    def _loop(self) -> None:
+        assert self.proc is not None
+        last_scan = last_sample = 0.0
+        if self.cfg.live:
+            from ddp_doctor.jobwatch.liveview import LiveView
+
+            self._live = LiveView()
+        while True:
+            self._forward()
+            now = time.monotonic()
+            if now - last_scan >= SCAN_S:
+                self._scan(now)
+                last_scan = now
+                if self._live is not None:
+                    self._live.update(self)
+            if self.follow.poll(now):
+                self._episode_reported = False
+            last_sample = self._sample(now, last_sample)
+            self._examine(now)
+            if self.proc.poll() is not None:
+                break
+            if self.interrupt_at is not None and now - self.interrupt_at > INTERRUPT_GRACE_S:
+                self._stop_job("interrupted")
+            time.sleep(POLL_S)
+        self._forward()
+
+    def _finish(self, shm_before: set[str]) -> None:
+        if self._live is not None:
+            self._live.close()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self._stop_job("doctor exiting")
+            self.out.returncode = self.proc.returncode
+            self.tracked.update(procs.descendants(self.proc.pid))
+            self._scan(time.monotonic())
+            # The launcher is gone; whatever of the job still runs would outlive the command.
+            self.out.leftovers = procs.end_all(self.tracked, self.cfg.kill_grace_s)
+            pids = set(self.tracked) | {int(r.get("pid", 0)) for r in self.out.ranks.values()}
+            self.out.shm_removed = procs.remove_new_shm(shm_before, pids)
+        self.follow.poll(time.monotonic())
+        self.out.steps = self.follow.steps()
+        self.out.duration_s = round(time.monotonic() - self.started, 3)
+
+
+def watch(cfg: WatchConfig) -> WatchOutcome:
+    return Watcher(cfg).run()

@@ -1,0 +1,182 @@
+"""Inline SVG for the HTML report: a timeline per rank and a utilisation chart per GPU.
+
+Pure functions of the Report's facts (`facts.run` from `ddp-doctor run`, `facts.live.phase_times`
+from `check`); no script, no external asset, every text escaped. Hover titles carry the numbers.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from ddp_doctor.report import Report
+
+WIDTH = 900
+ROW_H = 22
+LEFT = 90
+_END_COLOUR = {"exit": "#1a7f37", "running": "#1a7f37", "exception": "#cf222e", "signal": "#cf222e", "gone": "#9a6700"}
+_PHASE_COLOUR = {"pass": "#2da44e", "fail": "#cf222e", "running": "#9a6700"}
+_GPU_COLOURS = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#57606a", "#0550ae")
+
+
+def _x(t: float, span: float) -> float:
+    return LEFT + (WIDTH - LEFT - 10) * (t / span if span > 0 else 0.0)
+
+
+def _svg_open(cls: str, label: str, height: int) -> str:
+    return (
+        f'<svg class="{cls}" role="img" aria-label="{label}" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
+def _axis(span: float, y: float) -> str:
+    ticks = []
+    for i in range(6):
+        t = span * i / 5
+        ticks.append(f'<text x="{_x(t, span):.1f}" y="{y:.0f}" font-size="10" text-anchor="middle">{t:.0f} s</text>')
+    return "".join(ticks)
+
+
+def rank_timeline(
+    rows: list[tuple[str, list[tuple[float, float, str, str]]]], span: float, marks: list[tuple[float, str]]
+) -> str:
+    """rows: (label, [(start_s, end_s, colour, title)]); marks: (t_s, title) drawn as red lines."""
+    height = ROW_H * len(rows) + 30
+    parts = [_svg_open("timeline", "per-rank timeline", height)]
+    for i, (label, bars) in enumerate(rows):
+        y = i * ROW_H + 4
+        parts.append(f'<text x="4" y="{y + 14}" font-size="12">{escape(label)}</text>')
+        for start, end, colour, title in bars:
+            x0, x1 = _x(max(0.0, start), span), _x(max(start, end), span)
+            parts.append(
+                f'<rect x="{x0:.1f}" y="{y}" width="{max(1.5, x1 - x0):.1f}" height="{ROW_H - 6}" fill="{colour}" '
+                f'opacity="0.8"><title>{escape(title)}</title></rect>'
+            )
+    for t, title in marks:
+        x = _x(t, span)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height - 20}" stroke="#cf222e" stroke-width="2">'
+            f"<title>{escape(title)}</title></line>"
+        )
+    parts.append(_axis(span, height - 6))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def gpu_chart(samples: list[dict[str, Any]], span: float) -> str:
+    height = 180
+    plot_h = height - 30
+    parts = [_svg_open("gpu-chart", "GPU utilisation", height)]
+    for pct in (0, 50, 100):
+        y = 5 + plot_h * (1 - pct / 100)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 10}" y2="{y:.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{pct}%</text>')
+    gpus = sorted({int(s["gpu"]) for s in samples})
+    for gpu in gpus:
+        pts = [(float(s["t"]), float(s["util_pct"])) for s in samples if s["gpu"] == gpu and "util_pct" in s]
+        colour = _GPU_COLOURS[gpu % len(_GPU_COLOURS)]
+        line = " ".join(f"{_x(t, span):.1f},{5 + plot_h * (1 - u / 100):.1f}" for t, u in pts)
+        parts.append(
+            f'<polyline class="gpu-line" fill="none" stroke="{colour}" stroke-width="1.5" points="{line}">'
+            f"<title>GPU {gpu}</title></polyline>"
+        )
+        parts.append(f'<text x="4" y="{20 + 14 * gpu}" font-size="12" fill="{colour}">GPU {gpu}</text>')
+    parts.append(_axis(span, height - 6))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _run_sections(run: dict[str, Any]) -> str:
+    span = float(run.get("duration_s") or 0.0) or 1.0
+    ranks = run.get("ranks") or {}
+    rows = []
+    for r, s in sorted(ranks.items(), key=lambda kv: int(kv[0])):
+        end = str(s.get("end"))
+        title = f"rank {r}: {s.get('started_s')} s to {s.get('ended_s')} s, {end}" + (
+            f": {s['detail']}" if s.get("detail") else ""
+        )
+        rows.append(
+            (
+                f"rank {r}",
+                [
+                    (
+                        float(s.get("started_s") or 0),
+                        float(s.get("ended_s") or span),
+                        _END_COLOUR.get(end, "#57606a"),
+                        title,
+                    )
+                ],
+            )
+        )
+    marks = [(float(h["at_s"]), f"hang: {h['message']}") for h in run.get("hangs") or []]
+    out = ['<section class="run-timeline"><h2>Ranks over time</h2>']
+    out.append(
+        rank_timeline(rows, span, marks)
+        if rows
+        else "<p>No rank registered (no Python process of the job started the hook).</p>"
+    )
+    out.append("</section>")
+    gpu = run.get("gpu") or {}
+    out.append('<section class="gpu"><h2>GPU utilisation</h2>')
+    if gpu.get("timeline"):
+        out.append(gpu_chart(list(gpu["timeline"]), span))
+    else:
+        out.append(f'<p class="gpu-note">{escape(str(gpu.get("note") or "no GPU samples"))}</p>')
+    out.append("</section>")
+    for i, h in enumerate(run.get("hangs") or []):
+        out.append(f'<section class="hang"><h2>Hang {i + 1} at {float(h["at_s"]):.0f} s: {escape(str(h["kind"]))}</h2>')
+        out.append(f"<p>{escape(str(h['message']))}</p>")
+        for r, st in sorted((h.get("stacks") or {}).items(), key=lambda kv: int(kv[0])):
+            state = (h.get("states") or {}).get(r, {})
+            out.append(
+                f"<details open><summary>rank {escape(r)} ({escape(str(state.get('state', '?')))}: "
+                f"{escape(str(state.get('doing', '')))}) — {escape(str(st.get('method')))}</summary>"
+                f'<pre class="stack">{escape(str(st.get("text", "")))}</pre></details>'
+            )
+        out.append("</section>")
+    return "".join(out)
+
+
+def _check_sections(live: dict[str, Any]) -> str:
+    times = live.get("phase_times") or {}
+    starts = [float(p["started"]) for recs in times.values() for p in recs if p.get("started")]
+    if not starts:
+        return ""
+    t0 = min(starts)
+    span = (
+        max(float(p["started"]) - t0 + float(p.get("duration_s") or 0) for recs in times.values() for p in recs) or 1.0
+    )
+    rows = []
+    for r, recs in sorted(times.items(), key=lambda kv: int(kv[0])):
+        bars = []
+        for p in recs:
+            start = float(p["started"]) - t0
+            dur = float(p.get("duration_s") or 0)
+            bars.append(
+                (
+                    start,
+                    start + dur,
+                    _PHASE_COLOUR.get(str(p.get("status")), "#57606a"),
+                    f"rank {r} {p.get('name')}: {dur:.2f} s, {p.get('status')}",
+                )
+            )
+        rows.append((f"rank {r}", bars))
+    names = sorted({str(p.get("name")) for recs in times.values() for p in recs})
+    return (
+        '<section class="phase-timeline"><h2>Phases per rank</h2>'
+        f"<p>{escape(', '.join(names))} (hover a bar for its duration)</p>"
+        + rank_timeline(rows, span, [])
+        + "</section>"
+    )
+
+
+def sections(report: Report) -> str:
+    """The charts this report has facts for ('' when none)."""
+    run = report.facts.get("run")
+    if isinstance(run, dict):
+        return _run_sections(run)
+    live = report.facts.get("live")
+    if isinstance(live, dict):
+        return _check_sections(live)
+    return ""

@@ -1,0 +1,151 @@
+"""`ddp-doctor run` on real torchrun + gloo jobs, one per failure mode (tests/jobwatch/jobs/train.py)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.jobwatch.runner import env, job_copy, processes_with, run_doctor, torchrun
+
+pytestmark = pytest.mark.slow
+
+
+def test_healthy_job_passes_with_its_own_output_and_exit_code(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    cmd = torchrun(job, 2, "--steps", "12", "--step-sleep", "0.15")
+    ran = run_doctor(tmp_path, ["--stack-sample", "0.5"], cmd)
+    assert ran.returncode == 0
+    assert ran.report["verdict"] == "pass", ran.report["results"]
+    plain = subprocess.run(cmd, capture_output=True, env=env(), cwd=tmp_path, timeout=240, check=False)
+    assert plain.returncode == 0
+    # Two ranks share one stdout and `python -u` writes a line and its newline separately, so lines of the two
+    # ranks interleave differently from run to run (with or without the doctor). Each rank's records, in order,
+    # are the same; the byte-for-byte identity is tested on one rank below.
+    record = re.compile(rb"rank (\d) (step \d+ loss [\d.]+|done)")
+    for rank in (b"0", b"1"):
+        mine = [m.group(2) for m in record.finditer(ran.stdout) if m.group(1) == rank]
+        theirs = [m.group(2) for m in record.finditer(plain.stdout) if m.group(1) == rank]
+        assert mine == theirs and len(mine) == 13
+    assert len(ran.stdout) == len(plain.stdout)
+    assert ran.result("run.balance.steps")["status"] == "pass"
+    assert (ran.run_dir / "rank-0.log").read_bytes().count(b"step") == 12
+    assert not processes_with(str(job))
+
+
+def test_one_rank_job_output_is_byte_identical(tmp_path: Path) -> None:
+    script = tmp_path / "echo.py"
+    # Odd bytes: no final newline, non-ASCII text, raw bytes through sys.stdout.buffer, stderr too.
+    script.write_text(
+        "import sys\n"
+        "print('h\\u00e9llo \\u2713', flush=True)\n"
+        "sys.stdout.buffer.write(b'\\x00\\xff raw\\r\\n'); sys.stdout.flush()\n"
+        "sys.stderr.write('to stderr\\n')\n"
+        "sys.stdout.write('no newline at the end')\n"
+        "sys.exit(3)\n"
+    )
+    cmd = [sys.executable, str(script)]
+    ran = run_doctor(tmp_path, [], cmd)
+    plain = subprocess.run(cmd, capture_output=True, env=env(), cwd=tmp_path, timeout=60, check=False)
+    assert ran.stdout == plain.stdout
+    assert ran.returncode == plain.returncode == 3
+    assert ran.stderr.startswith(plain.stderr)  # the job's stderr first, then the doctor's report
+    assert ran.report["verdict"] == "fail"
+    assert "h\u00e9llo" in (ran.run_dir / "rank-0.log").read_text()
+    # The same script as torchrun's one rank: torchrun prints nothing on stdout, the rank's bytes pass unchanged.
+    one = [str(Path(sys.executable).with_name("torchrun")), "--nproc-per-node", "1", str(script)]
+    ran1 = run_doctor(tmp_path / "t", [], one) if (tmp_path / "t").mkdir() is None else None
+    plain1 = subprocess.run(one, capture_output=True, env=env(), cwd=tmp_path, timeout=120, check=False)
+    assert ran1 is not None and ran1.stdout == plain1.stdout == plain.stdout
+    assert ran1.returncode == plain1.returncode
+
+
+def test_a_rank_that_raises_is_named_with_phase_and_traceback(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    ran = run_doctor(tmp_path, [], torchrun(job, 2, "--mode", "raise"))
+    assert ran.returncode == 1
+    failure = ran.result("run.failure")
+    assert ran.report["root_cause"] == "run.failure"
+    assert failure["rank"] == 1
+    assert "ValueError: bad batch at step 2 on rank 1" in failure["summary"]
+    assert failure["phase"] == "training step (user code)"
+    assert any("raise ValueError" in e["text"] for e in failure["evidence"])
+    # The hook wrote what @record would have: torchrun's summary names the traceback instead of <N/A>.
+    assert "ValueError" in (ran.run_dir / "rank-1.error.json").read_text()
+    assert not processes_with(str(job))
+
+
+def test_a_rank_killed_by_sigkill_is_the_first_failure(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    ran = run_doctor(tmp_path, ["--exit-code", "verdict"], torchrun(job, 2, "--mode", "sigkill"))
+    failure = ran.result("run.failure")
+    assert failure["rank"] == 1, failure
+    assert "SIGKILL" in failure["summary"]
+    assert ran.report["facts"]["run"]["ranks"]["1"]["exitcode"] == -9
+    assert ran.report["facts"]["run"]["exit_class"] == "job_failed"
+    assert ran.returncode == 1
+    assert not processes_with(str(job))
+
+
+def _assert_hang_named(tmp_path: Path, job: Path, ran_args: list[str], method: str) -> None:
+    ran = run_doctor(
+        tmp_path,
+        ["--hang-after", "5", "--on-hang", "kill", "--exit-code", "verdict", *ran_args],
+        torchrun(job, 2, "--mode", "hang"),
+    )
+    hang = ran.result("run.hang")
+    assert ran.report["root_cause"] == "run.hang"
+    assert hang["rank"] == 1 and hang["observed"]["behind"] == [1], hang
+    assert "load_batch" in hang["summary"]
+    assert hang["observed"]["kind"] == "collective"
+    facts = ran.report["facts"]["run"]["hangs"][0]
+    assert set(facts["stacks"]) == {"0", "1"}
+    assert {s["method"] for s in facts["stacks"].values()} == {method}
+    assert "load_batch" in facts["stacks"]["1"]["text"]
+    assert facts["states"]["0"]["state"] == "waiting"
+    assert ran.returncode == 10
+    # Named within --hang-after + 30 s of the stall (the ranks' start-up takes part of the run).
+    assert hang["metrics"]["detected_after_s"] <= ran.report["facts"]["run"]["duration_s"]
+    first_step = min(float(v.get("started_s", 0)) for v in ran.report["facts"]["run"]["ranks"].values())
+    assert hang["metrics"]["detected_after_s"] - first_step <= 5 + 30 + 30  # start-up (imports, DDP) + window
+    assert not processes_with(str(job))
+
+
+def test_a_rank_that_never_enters_the_collective_is_named_py_spy(tmp_path: Path) -> None:
+    _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "py-spy"], "py-spy")
+
+
+def test_the_same_hang_without_ptrace_uses_the_startup_hook(tmp_path: Path) -> None:
+    # py-spy switched off through the doctor's own switch (what `auto` falls back to when ptrace is denied).
+    _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "faulthandler"], "faulthandler")
+
+
+def test_a_rank_compiling_longer_than_hang_after_is_not_hung(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    # A fresh compiler cache: the compile really happens (seconds of CPU in the rank and its compiler children).
+    ran = run_doctor(
+        tmp_path,
+        ["--hang-after", "2", "--on-hang", "kill"],
+        torchrun(job, 2, "--mode", "compile"),
+        extra_env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+    )
+    assert ran.returncode == 0
+    assert not [r for r in ran.report["results"] if r["id"] == "run.hang"]
+    quiet = ran.result("run.quiet")
+    looks = quiet["observed"]["looks"]
+    assert any("compiling" in look["message"] for look in looks), looks
+
+
+def test_a_straggler_rank_is_named_with_numbers(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    ran = run_doctor(
+        tmp_path, ["--stack-sample", "0.3"], torchrun(job, 2, "--mode", "straggler", "--steps", "40", "--sleep", "0.3")
+    )
+    assert ran.returncode == 0
+    st = ran.result("run.balance.straggler")
+    assert st["status"] == "warn" and st["rank"] == 1, st
+    assert st["metrics"]["wait_share_rank_0"] - st["metrics"]["wait_share_rank_1"] >= 0.3
+    assert "train.py" in (st["observed"]["hot_spot"] or "")
