@@ -328,3 +328,16 @@ def test_pytorchjob_master_addr_that_is_not_the_operators(tmp_path: Path) -> Non
         """,
     )
     assert found["rdzv_host_unknown"] == [(13, "warning")]
+
+
+def test_remedy_is_written_for_the_launcher_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.sbatch"
+    path.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gpus-per-node=4\n"
+        "#SBATCH --container-image=nvcr.io#nvidia/pytorch:24.01-py3\n"
+        "srun accelerate launch --num_processes 8 t.py\n"
+    )
+    results = {r.id: r for r in lint_file(str(path)).results}
+    fix = results["lint.slurm.nproc_exceeds_gpus"].remedy or ""
+    assert "--num_processes" in fix and "torchrun" not in fix
+    assert "lint.slurm.latest_tag" not in results  # the pyxis image is read whole, tag included

@@ -169,7 +169,13 @@ def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str
     value = rule.get(key, "")
     if isinstance(value, dict):
         # Written for the launcher in the file first (torchrun / accelerate / tune), then for the kind of file.
-        value = value.get(str(ctx.get("tool")), value.get(area, next(iter(value.values()))))
+        tool = str(ctx.get("tool"))
+        # A Slurm or k8s text keyed by area wins over a generic torchrun text only when the launcher has none of its own.
+        value = (
+            value.get(tool)
+            if tool in value and tool != "torchrun"
+            else value.get(area, value.get(tool, next(iter(value.values()))))
+        )
     # Only {known_name} is a placeholder: the fixes quote YAML such as {medium: Memory}.
     return _FIELD.sub(lambda m: str(ctx[m.group(1)]) if m.group(1) in ctx else m.group(0), str(value))
 

@@ -106,7 +106,8 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
         return
     nproc, line = found
     gpus = granted.value
-    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc}
+    tool = next((l.tool for l in u.launches if l.nproc is not None), "operator" if u.operator else "torchrun")
+    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
     elif nproc < gpus:
@@ -247,9 +248,10 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
             candidates.append(("--master-addr", launch.master_addr.value, launch.master_addr.line))
     if "MASTER_ADDR" in u.env:
         candidates.append(("MASTER_ADDR", u.env["MASTER_ADDR"].value, u.env["MASTER_ADDR"].line))
+    tool = u.launches[0].tool if u.launches else ""
     for fld, value, line in candidates:
         if is_local(value):
-            yield Hit("master_addr_localhost", line, {"nodes": nodes, "value": value, "field": fld})
+            yield Hit("master_addr_localhost", line, {"nodes": nodes, "value": value, "field": fld, "tool": tool})
             return
 
 
