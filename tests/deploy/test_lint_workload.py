@@ -119,16 +119,18 @@ def test_cpu_jobs_need_no_gpu_and_unknown_ones_are_info(tmp_path: Path) -> None:
           containers:
           - name: t
             image: {image}
-            env: [{{name: NVIDIA_VISIBLE_DEVICES, value: "{visible}"}}]
+            env: [{{name: {var}, value: "{visible}"}}]
             command: [torchrun, --nproc_per_node=1, t.py, {extra}]
         """
-    cpu = _lint(tmp_path, "a.yaml", pod.format(image="img:1", visible="void", extra="--workers=0"))
+    cpu = _lint(
+        tmp_path, "a.yaml", pod.format(image="img:1", var="NVIDIA_VISIBLE_DEVICES", visible="void", extra="--workers=0")
+    )
     assert "gpu_limit_missing" not in cpu
     assert "shm_default" not in cpu  # one rank, no DataLoader workers
-    unknown = _lint(tmp_path, "b.yaml", pod.format(image="img:1", visible="all", extra="x"))
+    unknown = _lint(tmp_path, "b.yaml", pod.format(image="img:1", var="LOGLEVEL", visible="INFO", extra="x"))
     assert unknown["gpu_limit_missing"] == [(6, "info")]
     assert unknown["shm_default"][0][1] == "warning"
-    gpu = _lint(tmp_path, "c.yaml", pod.format(image="img:1", visible="all", extra="--backend=nccl"))
+    gpu = _lint(tmp_path, "c.yaml", pod.format(image="img:1", var="LOGLEVEL", visible="INFO", extra="--backend=nccl"))
     assert gpu["gpu_limit_missing"][0][1] == "error"
 
 
@@ -341,3 +343,54 @@ def test_remedy_is_written_for_the_launcher_in_the_file(tmp_path: Path) -> None:
     fix = results["lint.slurm.nproc_exceeds_gpus"].remedy or ""
     assert "--num_processes" in fix and "torchrun" not in fix
     assert "lint.slurm.latest_tag" not in results  # the pyxis image is read whole, tag included
+
+
+def test_jobset_world_across_replicated_jobs(tmp_path: Path) -> None:
+    job = """
+          - name: {name}
+            replicas: 1
+            template:
+              spec:
+                parallelism: {pods}
+                template:
+                  spec:
+                    containers:
+                    - name: t
+                      image: img:1
+                      command: [torchrun, --nnodes={nnodes}, --nproc_per_node=1, t.py]
+    """
+    head = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
+    body = job.format(name="master", pods=1, nnodes=4) + job.format(name="workers", pods=3, nnodes=4)
+    assert "nnodes_mismatch" not in _lint(tmp_path, "ok.yaml", head + textwrap.dedent(body).replace("\n", "\n  "))
+    body = job.format(name="master", pods=1, nnodes=2) + job.format(name="workers", pods=3, nnodes=2)
+    assert "nnodes_mismatch" in _lint(tmp_path, "bad.yaml", head + textwrap.dedent(body).replace("\n", "\n  "))
+
+
+def test_launchers_started_on_every_node_by_mpirun_or_pdsh(tmp_path: Path) -> None:
+    for starter in ("mpirun -np 2 --map-by ppr:1:node", "pdsh -w node[1-2]"):
+        found = _lint(
+            tmp_path,
+            "j.sbatch",
+            f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=1\n{starter} torchrun --nnodes=2 --nproc_per_node=1 t.py\n",
+        )
+        assert "torchrun_without_srun" not in found, starter
+
+
+def test_gpus_from_the_nvidia_runtime_count_as_granted(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "p.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          runtimeClassName: nvidia
+          containers:
+          - name: t
+            image: img:1
+            env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]
+            command: [torchrun, --nproc_per_node=1, --backend=nccl, t.py]
+        """,
+    )
+    assert "gpu_limit_missing" not in found

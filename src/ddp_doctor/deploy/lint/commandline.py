@@ -39,6 +39,8 @@ DEEPSPEED_FLAGS = {
 BACKEND_FLAGS = ("--backend", "--dist-backend", "--dist_backend", "--ddp-backend", "--ddp_backend")
 WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataloader_num_workers", "--data-workers")
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
+REMOTE_STARTERS = {"mpirun", "mpiexec", "pdsh", "ssh", "clush", "pssh", "parallel-ssh", "orterun", "prun"}
+"""Commands that start the launcher on other nodes themselves (so no srun is needed)."""
 SCRIPT_DEPTH = 3
 TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -176,6 +178,8 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
         launch.device_hint = At("gpu", words[i].line)
         launch.spans_nodes = True
     if tool == "accelerate" and any(w.text.startswith("--mpirun_hostfile") for w in rest):
+        launch.spans_nodes = True
+    if any(os.path.basename(w.text) in REMOTE_STARTERS for w in words[:i]):
         launch.spans_nodes = True
     for attr, value in values.items():
         setattr(launch, attr, value)

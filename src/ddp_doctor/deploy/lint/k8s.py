@@ -306,6 +306,12 @@ def units(doc: YMap, source: str) -> list[Unit]:
             for u in found:
                 u.shm, u.root, u.persistent_volume = None, None, None
         out += found
+    launching = [u for u in out if u.launches and u.nodes is not None]
+    if doc.get("kind") == "JobSet" and launching:
+        seen: dict[str, int] = {u.name.split(" container ")[0]: u.nodes.value for u in launching if u.nodes}
+        total = At(sum(seen.values()), launching[0].nodes.line if launching[0].nodes else doc.line)
+        for u in out:
+            u.nodes_total = total
     return out
 
 
@@ -328,6 +334,7 @@ def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], w: Workl
     u.nproc_declared = w.nproc or u.env.get("PET_NPROC_PER_NODE")
     u.trains = w.trains or bool(u.launches)
 
+    visible = u.env.get("NVIDIA_VISIBLE_DEVICES")
     resources = _map(c, "resources")
     limits, requests = _map(resources, "limits"), _map(resources, "requests")
     for key in GPU_KEYS:
@@ -335,6 +342,10 @@ def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], w: Workl
             u.gpus = At(_int(limits[key]), limits.line_of(key))
         if key in requests and _int(requests[key]) is not None:
             u.gpu_request = At(_int(requests[key]) or 0, requests.line_of(key))
+    if u.gpus is None and visible is not None and visible.value.strip().lower() not in ("", "void", "none"):
+        # GPUs handed over by the NVIDIA runtime (NVIDIA_VISIBLE_DEVICES) rather than the device plugin.
+        count = None if visible.value.strip() == "all" else len(visible.value.split(","))
+        u.gpus = At(count, visible.line)
     if "memory" in limits and k8s_bytes(limits["memory"]) is not None:
         u.memory_limit = At(k8s_bytes(limits["memory"]) or 0, limits.line_of("memory"))
 

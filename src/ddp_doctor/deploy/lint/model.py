@@ -95,6 +95,9 @@ class Unit:
     PET_NPROC_PER_NODE / PET_MASTER_ADDR for torchrun; 'jobset' and 'lws' give stable DNS names; None: nobody."""
     nodes_what: str = ""
     """How the node count was read, for messages: 'replicas', 'parallelism', '#SBATCH --nodes', 'srun -N'."""
+    nodes_total: At[int] | None = None
+    """A JobSet's pods over every replicatedJob that runs a launcher: a world may span a 'master' and a
+    'workers' replicatedJob, so --nnodes may count them all."""
     elastic: At[str] | None = None
     """The min:max node range of an elasticPolicy, when the job has one."""
     rdzv_names: list[str] = field(default_factory=list)

@@ -295,12 +295,13 @@ def world_size(u: Unit) -> Iterator[Hit]:
             continue
         ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
         if launch.nnodes is None:
-            if step.value > 1 and u.operator not in INJECTS_NNODES:
+            if max(step.value, u.nodes_total.value if u.nodes_total else 0) > 1 and u.operator not in INJECTS_NNODES:
                 flag = "--num_machines" if launch.tool == "accelerate" else "--nnodes"
                 yield Hit("nnodes_mismatch", launch.line, {**ctx, "nnodes": f"no {flag} (default 1)"})
             continue
         span = _nnodes_range(launch.nnodes.value.strip("'\""))
-        if span is not None and not span[0] <= step.value <= span[1]:
+        total = u.nodes_total.value if u.nodes_total is not None else None
+        if span is not None and not span[0] <= step.value <= span[1] and not (total and span[0] <= total <= span[1]):
             yield Hit("nnodes_mismatch", launch.nnodes.line, {**ctx, "nnodes": launch.nnodes.value})
 
 
