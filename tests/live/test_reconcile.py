@@ -71,3 +71,28 @@ def test_torch_missing_in_files_but_ranks_ran_torch() -> None:
     missing = Result("env.torch.installed", "torch", Status.FAIL, "torch is not installed")
     for items in ([missing, *_live()], [*_live(), missing]):
         assert _statuses(reconcile(items))["env.torch.installed"] is Status.WARN
+
+
+def test_live_failure_caused_by_a_variable_names_it() -> None:
+    from ddp_doctor.live.reconcile import blame_variables
+    from ddp_doctor.report import Evidence
+
+    init_fail = Result(
+        "live.init",
+        "init",
+        Status.FAIL,
+        "rank 0 failed in init: NCCL error: invalid usage",
+        cause="ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+        evidence=[Evidence("rank-0.log", "NCCL WARN Error: network Bogus not found.")],
+        rank=0,
+    )
+    out = blame_variables([init_fail], {"NCCL_NET": "Bogus"}, ["lo", "eth0"])
+    assert out[0].cause and out[0].cause.startswith("NCCL_NET=Bogus is the root cause")
+    out = blame_variables([init_fail], {"NCCL_ALGO": "Bogus"}, ["lo", "eth0"])
+    assert out[0].cause and "NCCL_ALGO=Bogus is the root cause" in out[0].cause and "Ring" in out[0].cause
+    ifname = Result("live.init", "init", Status.FAIL, "Bootstrap : no socket interface found", rank=1)
+    out = blame_variables([ifname], {"NCCL_SOCKET_IFNAME": "nonexist0"}, ["lo", "eth0"])
+    assert out[0].cause and "NCCL_SOCKET_IFNAME=nonexist0" in out[0].cause
+    # a valid setting next to an unrelated failure is not blamed
+    out = blame_variables([init_fail], {"NCCL_NET": "Socket", "NCCL_ALGO": "Ring"}, ["eth0"])
+    assert out[0].cause == init_fail.cause

@@ -880,7 +880,7 @@ def check_env_vars(facts: dict[str, Any]) -> Result:
                     (
                         Status.FAIL,
                         f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
-                        f"set {var} to an existing interface (e.g. {var}={next((n for n in names if n != 'lo'), 'eth0')}) or unset it",
+                        trust_checks.ifname_remedy(var, facts),
                     )
                 )
     for rule in rules.get("rules", []):

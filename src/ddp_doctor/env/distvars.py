@@ -179,23 +179,27 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def root_cause_variable(env: dict[str, str], text: str) -> str | None:
-    """The variable a live failure points at: NCCL_NET / NCCL_ALGO / NCCL_PROTO / NCCL_SOCKET_IFNAME
-    set to a value this table rejects, or named in the error text itself."""
+_NO_INTERFACE = ("no socket interface found", "no usable", "IFNAME")
+
+
+def root_cause_variable(env: dict[str, str], text: str, interfaces: list[str]) -> str | None:
+    """The variable a live failure points at: NCCL_NET / NCCL_ALGO / NCCL_PROTO set to a value this
+    table rejects (or, for NCCL_NET, a plugin name the error text mentions), or an *_SOCKET_IFNAME
+    that matches no interface while the error says no interface was usable."""
     specs = _spec_index()
-    for name in (
-        "NCCL_NET",
-        "NCCL_ALGO",
-        "NCCL_PROTO",
-        "NCCL_SOCKET_IFNAME",
-        "GLOO_SOCKET_IFNAME",
-        "NCCL_SOCKET_FAMILY",
-    ):
-        if name not in env:
-            continue
-        if name in text or env[name] in text:
+    for name in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_SOCKET_FAMILY"):
+        if name in env and invalid(env[name], specs[name]) is not None:
             return name
-        spec = specs.get(name)
-        if spec and spec["type"] not in ("ifname", "string") and invalid(env[name], spec) is not None:
+    net = env.get("NCCL_NET", "").strip()
+    if net and net.lower() not in ("ib", "socket") and re.search(rf"\b{re.escape(net)}\b", text):
+        return "NCCL_NET"
+    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        value = env.get(name, "").strip()
+        if not value or value.startswith("^"):
+            continue
+        entries = [e for e in value.lstrip("=").split(",") if e]
+        exact = value.startswith("=")
+        matches = any((n == e) if exact else n.startswith(e) for e in entries for n in interfaces)
+        if not matches and (any(k in text for k in _NO_INTERFACE) or value in text):
             return name
     return None

@@ -7,6 +7,7 @@ in a child interpreter, NVML) start first and run concurrently with the fast fil
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -143,8 +144,11 @@ def _warm_up() -> None:
         pass
 
 
-def gather(probe_torch: bool = True, target: env_target.Target | None = None) -> dict[str, Any]:
-    """Every static fact about the target environment (default: `target.resolve()`, see env/target.py)."""
+def gather(
+    probe_torch: bool = True, target: env_target.Target | None = None, route_to: str | None = None
+) -> dict[str, Any]:
+    """Every static fact about the target environment (default: `target.resolve()`, see env/target.py).
+    `route_to`: the host whose route ranks the interfaces (default: $MASTER_ADDR, else the default route)."""
     started = time.monotonic()
     target = target or env_target.resolve()
     gpu_job = _Background("NVML", gpu.probe)
@@ -171,7 +175,11 @@ def gather(probe_torch: bool = True, target: env_target.Target | None = None) ->
         "container": system.container(),
         "user": system.user(),
         "env": system.env_vars(),
-        "network": {"interfaces": network.interfaces(), "infiniband": system.infiniband()},
+        "network": {
+            "interfaces": network.interfaces(),
+            "infiniband": system.infiniband(),
+            "route": network.route(route_to or os.environ.get("MASTER_ADDR")),
+        },
     }
 
     _warm_up()

@@ -232,3 +232,28 @@ def check_dist_vars(facts: dict[str, Any]) -> Result:
         remedy="\n".join(dict.fromkeys(f.remedy for f in found)),
         observed={"findings": [{"variable": f.variable, "status": f.status, "source": f.source} for f in found]},
     )
+
+
+def ifname_remedy(var: str, facts: dict[str, Any]) -> str:
+    """Set VAR to an interface that is UP with an address of the right family, the one carrying the
+    route to MASTER_ADDR / the rendezvous host (or the default route) first; never a DOWN one."""
+    from ddp_doctor.env.probes.network import usable_ranked
+
+    net, env = _section(facts, "network"), _section(facts, "env")
+    route = _section(net, "route")
+    # NCCL takes IPv4 interfaces first unless NCCL_SOCKET_FAMILY says otherwise; gloo binds the
+    # family of the address it resolves, which is the master's family in practice.
+    master = str(env.get("MASTER_ADDR") or route.get("destination") or "")
+    family = (env.get("NCCL_SOCKET_FAMILY") if var.startswith("NCCL") else None) or (
+        "AF_INET6" if ":" in master else "AF_INET"
+    )
+    ranked = usable_ranked(list(net.get("interfaces") or []), route, family)
+    if not ranked:
+        return f"unset {var}: no interface here is UP with an address" + (f" of family {family}" if family else "")
+    best = ranked[0]
+    addr = next(iter(best.get("addresses") or []), "")
+    why = f"UP, {addr}" + (
+        f", carries the {route['how']}" if route.get("interface") == best["name"] and route.get("how") else ""
+    )
+    others = ", ".join(str(i["name"]) for i in ranked[1:4])
+    return f"set {var}={best['name']} ({why})" + (f"; also usable: {others}" if others else "") + f", or unset {var}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import socket
 import threading
@@ -20,7 +21,8 @@ from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Plan, first_failure, merge
-from ddp_doctor.live.reconcile import reconcile
+from ddp_doctor.live.phases.balance import BASELINE_ENV
+from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.report import Evidence, Report, Result, Status
 
@@ -47,16 +49,33 @@ def _gather_facts(target: Target | None) -> dict[str, Any]:
     return facts.gather(probe_torch=False, target=target)
 
 
-def visible_gpus() -> int:
-    """GPUs this process may use, from NVML and CUDA_VISIBLE_DEVICES; never initialises CUDA."""
+def gpu_snapshot() -> dict[str, Any]:
+    """NVML now: visible GPUs (CUDA_VISIBLE_DEVICES applied), memory, utilisation and compute
+    processes per GPU; never initialises CUDA. Taken before torchrun starts, it is the baseline
+    against which the run's own use is measured."""
     job = _Background(lambda: __import__("ddp_doctor.env.probes.gpu", fromlist=["probe"]).probe())
     job.start()
     job.join(NVML_TIMEOUT_S)
-    gpus: dict[str, Any] = job.value if isinstance(job.value, dict) else {}
-    return len(gpus.get("visible") or [])
+    return job.value if isinstance(job.value, dict) else {}
 
 
-def plan_for(args: argparse.Namespace, target: Target | None = None) -> tuple[Plan, launcher.LaunchSpec]:
+def visible_gpus() -> int:
+    """GPUs this process may use, from NVML and CUDA_VISIBLE_DEVICES; never initialises CUDA."""
+    return len(gpu_snapshot().get("visible") or [])
+
+
+def _baseline_env(snapshot: dict[str, Any]) -> str:
+    per_gpu = {
+        str(d.get("uuid")): {k: d.get(k) for k in ("index", "memory_used_bytes", "util_pct", "processes")}
+        for d in snapshot.get("visible") or []
+        if d.get("uuid")
+    }
+    return json.dumps(per_gpu, separators=(",", ":"))
+
+
+def plan_for(
+    args: argparse.Namespace, target: Target | None = None, snapshot: dict[str, Any] | None = None
+) -> tuple[Plan, launcher.LaunchSpec]:
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout}")
     if args.nproc is not None and args.nproc < 1:
@@ -65,7 +84,10 @@ def plan_for(args: argparse.Namespace, target: Target | None = None) -> tuple[Pl
         raise UsageError(f"--master-port must be 1..65535, got {args.master_port}")
     if args.dataloader_workers < 0 or args.batch_mb <= 0:
         raise UsageError("--dataloader-workers must be >= 0 and --batch-mb > 0")
-    gpus = visible_gpus() if (args.backend in (None, "nccl") and (args.backend is None or args.nproc is None)) else 0
+    wants_gpus = args.backend in (None, "nccl") and (args.backend is None or args.nproc is None)
+    if snapshot is None and wants_gpus:
+        snapshot = gpu_snapshot()
+    gpus = len((snapshot or {}).get("visible") or []) if wants_gpus else 0
     backend = args.backend or ("nccl" if gpus else "gloo")
     nproc = args.nproc or (gpus if backend == "nccl" and gpus else 2)
     nnodes = str(args.nnodes or "1")
@@ -90,6 +112,8 @@ def plan_for(args: argparse.Namespace, target: Target | None = None) -> tuple[Pl
     if args.join_timeout:
         entry += ["--init-timeout", str(args.join_timeout)]
     env: dict[str, str] = {}
+    if snapshot and snapshot.get("visible"):
+        env[BASELINE_ENV] = _baseline_env(snapshot)
     if backend == "nccl":
         entry.append("--nvml")
         env.update(
@@ -233,7 +257,8 @@ def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
 
 
 def run_check(args: argparse.Namespace, report: Report, target: Target | None = None) -> Report:
-    plan, spec = plan_for(args, target)
+    snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there
+    plan, spec = plan_for(args, target, snapshot)
     # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
     from ddp_doctor.live.multinode import node as multinode
 
@@ -262,6 +287,9 @@ def run_check(args: argparse.Namespace, report: Report, target: Target | None = 
         "cleanup": outcome.cleanup,
         "run_dir": outcome.run_dir,
     }
+    if snapshot.get("driver_loaded"):
+        facts["gpu_baseline"] = snapshot
+    facts["expect_gpus"] = getattr(args, "expect_gpus", None)
     report.facts = facts
     static: list[Result] = []
     if facts_job.error is not None or not facts:
@@ -316,6 +344,8 @@ def run_check(args: argparse.Namespace, report: Report, target: Target | None = 
             )
         )
     report.results = reconcile(report.results)
+    names = [str(i.get("name")) for i in ((facts.get("network") or {}).get("interfaces") or [])]
+    report.results = blame_variables(report.results, {str(k): str(v) for k, v in os.environ.items()}, names)
     if mn is not None:  # multi-node (helper G)
         mn.conclude(report, outcome)
     return report

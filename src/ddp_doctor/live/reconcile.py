@@ -76,3 +76,32 @@ def reconcile(results: list[Result]) -> list[Result]:
             )
         )
     return out
+
+
+def blame_variables(results: list[Result], env: dict[str, str], interfaces: list[str]) -> list[Result]:
+    """A live failure caused by a setting (NCCL_NET, NCCL_ALGO, NCCL_PROTO, *_SOCKET_IFNAME) names
+    the variable as its root cause instead of NCCL's generic "invalid usage"."""
+    from ddp_doctor.env import distvars
+
+    out = []
+    for r in results:
+        if r.status is not Status.FAIL or not r.id.startswith(("live.init", "live.collectives", "live.launch")):
+            out.append(r)
+            continue
+        text = " ".join([r.summary, r.cause or "", *(e.text for e in r.evidence)])
+        name = distvars.root_cause_variable(env, text, interfaces)
+        if name is None:
+            out.append(r)
+            continue
+        spec = next((v for v in distvars.table()["variables"] if v["name"] == name), None)
+        takes = distvars.accepted(spec) if spec and spec["type"] not in ("ifname",) else "an existing interface"
+        out.append(
+            replace(
+                r,
+                cause=f"{name}={env[name]} is the root cause: {name} takes {takes}"
+                + (f" (NCCL said: {r.cause})" if r.cause else ""),
+                remedy=f"unset {name} (NCCL chooses by itself), or set it to {takes}",
+                observed={**r.observed, "root_cause_variable": name},
+            )
+        )
+    return out

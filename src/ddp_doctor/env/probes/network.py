@@ -55,3 +55,73 @@ def interfaces() -> list[dict[str, Any]]:
             }
         )
     return result
+
+
+def _default_route_interface() -> str | None:
+    """The interface of the IPv4 default route (/proc/net/route: destination and mask 0)."""
+    try:
+        lines = Path("/proc/net/route").read_text().splitlines()[1:]
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 8 and fields[1] == "00000000" and fields[7] == "00000000":
+            return fields[0]
+    return None
+
+
+def _route_source(host: str) -> str | None:
+    """The source address the kernel would use to reach `host` (a UDP connect sends nothing)."""
+    try:
+        infos = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.connect(addr)
+                return str(s.getsockname()[0])
+        except OSError:
+            continue
+    return None
+
+
+def route(destination: str | None) -> dict[str, Any]:
+    """Which interface carries traffic to `destination` (MASTER_ADDR / the rendezvous host), else the
+    default route's interface."""
+    if destination:
+        source = _route_source(destination)
+        if source:
+            owner = next((i["name"] for i in interfaces() if source in i["addresses"]), None)
+            if owner:
+                return {
+                    "destination": destination,
+                    "source": source,
+                    "interface": owner,
+                    "how": f"route to {destination}",
+                }
+    default = _default_route_interface()
+    return {"destination": None, "source": None, "interface": default, "how": "default route" if default else None}
+
+
+def usable_ranked(
+    ifaces: list[dict[str, Any]], route_info: dict[str, Any] | None, family: str | None = None
+) -> list[dict[str, Any]]:
+    """Interfaces a *_SOCKET_IFNAME may name: UP (or a virtual one the kernel reports as unknown),
+    not loopback, with an address of the wanted family ("AF_INET" / "AF_INET6"); the one carrying
+    the route first."""
+
+    def has_family(addr: str) -> bool:
+        if addr.lower().startswith("fe80:"):
+            return False  # link-local: every UP interface has one, none reaches another node
+        return family is None or (":" in addr) == (family == "AF_INET6")
+
+    usable = [
+        i
+        for i in ifaces
+        if i.get("state") in ("up", "unknown")
+        and not i.get("loopback")
+        and any(has_family(a) for a in i.get("addresses") or [])
+    ]
+    first = (route_info or {}).get("interface")
+    return sorted(usable, key=lambda i: (i.get("name") != first, str(i.get("name"))))
