@@ -6,12 +6,14 @@ labels call wrong or is outside the labelled pitfalls, and no file crashes the l
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
 from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.deploy.lint.rules import catalogue
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, run_cli
 
 CORPUS = FIXTURES / "lint-corpus"
 LABELS: dict[str, dict[str, list[str]]] = yaml.safe_load((CORPUS / "labels.yaml").read_text())
@@ -46,6 +48,25 @@ def test_corpus_file(name: str) -> None:
     for r in found.results:
         line = r.evidence[0].line or 0
         assert 1 <= line <= (CORPUS / name).read_text().count("\n") + 1, (name, r.id, line)
+
+
+def test_the_whole_corpus_through_the_cli() -> None:
+    """As a CI job runs it: every file in one call, SARIF out, exit 1 for the real errors, nothing on stderr."""
+    proc = run_cli("lint", "--format", "sarif", *(str(CORPUS / n) for n in FILES), timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    run = json.loads(proc.stdout)["runs"][0]
+    levels = {r["level"] for r in run["results"]}
+    assert levels == {"error", "warning", "note"}
+    errors = {
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 1)[-1],
+            r["ruleId"].split(".")[-1],
+        )
+        for r in run["results"]
+        if r["level"] == "error"
+    }
+    assert errors <= {(name, rule) for name, label in LABELS.items() for rule in label["pitfalls"]}
 
 
 def corpus_score() -> tuple[int, int, int]:
