@@ -59,7 +59,7 @@ def _cpu(u: Unit) -> At[str] | None:
         if found is not None and found.value.startswith("gloo"):
             return At(f"the backend {found.value}", found.line)
         if launch.backend is not None and launch.backend.value.lower() == "gloo":
-            return At(f"the gloo backend ({launch.backend.value})", launch.backend.line)
+            return At("the gloo backend", launch.backend.line)
         if launch.device_hint is not None and launch.device_hint.value == "cpu":
             return At(f"{launch.tool} is told to run on CPU", launch.device_hint.line)
     for key, value in u.env.items():
