@@ -324,7 +324,13 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
             out.append(Unit("shell", source, launch.tool, launch.line, launches=[launch], trains=True, env=launch_env))
     if syntax is not None:
         target = out[-1] if out else Unit("slurm" if slurm else "shell", source, "script", 1)
-        target.syntax = At(syntax.message, syntax.line)
+        message = syntax.message
+        lines = text.split("\n")
+        bad = lines[syntax.line - 1] if 0 < syntax.line <= len(lines) else ""
+        placeholder = re.search(r"<[A-Za-z][^<>\n]*>", bad)
+        if placeholder:  # templates ship `VAR=<fill me in>`, which bash reads as redirections
+            message += f" (a placeholder left unfilled: {placeholder.group(0)})"
+        target.syntax = At(message, syntax.line)
         if not out:
             out.append(target)
     return out + nested
