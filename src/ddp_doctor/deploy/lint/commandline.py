@@ -36,7 +36,15 @@ DEEPSPEED_FLAGS = {
     "--master-addr": "master_addr",
 }
 # Flags of the training script that tell what it runs on / how many DataLoader workers it starts.
-BACKEND_FLAGS = ("--backend", "--dist-backend", "--dist_backend", "--ddp-backend", "--ddp_backend")
+BACKEND_FLAGS = (
+    "--backend",
+    "--dist-backend",
+    "--dist_backend",
+    "--ddp-backend",
+    "--ddp_backend",
+    "--distributed-backend",  # Megatron-LM
+    "--distributed_backend",
+)
 WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataloader_num_workers", "--data-workers")
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 REMOTE_STARTERS = {"mpirun", "mpiexec", "pdsh", "ssh", "clush", "pssh", "parallel-ssh", "orterun", "prun"}
