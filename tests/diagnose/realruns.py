@@ -31,6 +31,9 @@ class Case:
     """argv and extra env; called just before the run so ports are fresh."""
     hangs_s: float | None = None
     """The failure is a hang (as users see it): capture the output for this long, then end the run."""
+    snapshot: bool = False
+    """With hangs_s: the log is what was printed before the run was ended (a user copying a stuck job's
+    output), not what the launcher prints while being stopped."""
 
 
 def _free_port() -> int:
@@ -124,6 +127,32 @@ CASES = {
                 {"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
             ),
         ),
+        # Ranks stop inside a collective with no error (gloo's timeout is an hour away); rank 1 never enters it.
+        Case(
+            "hang_in_collective",
+            "diag.hang",
+            False,
+            lambda: (
+                [TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "hang"],
+                {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "TORCH_CPP_LOG_LEVEL": "INFO"},
+            ),
+            hangs_s=25.0,
+            snapshot=True,
+        ),
+        # A rank dies in native code: Python's faulthandler names the signal and the frames.
+        Case(
+            "sigsegv_rank",
+            "diag.fatal_signal",
+            False,
+            lambda: ([TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "segv"], {"PYTHONFAULTHANDLER": "1"}),
+        ),
+        # glibc's heap check aborts a rank: the message names the library, torchrun the signal.
+        Case(
+            "double_free_rank",
+            "diag.fatal_signal",
+            False,
+            lambda: ([TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "doublefree"], {}),
+        ),
         # torchrun retries an unresolvable master forever; a user sees the warnings and stops it.
         Case(
             "master_unresolvable",
@@ -157,8 +186,31 @@ def run_case(name: str, timeout_s: float = 90.0) -> tuple[str, int | None]:
         return _port_in_use(timeout_s)
     case = CASES[name]
     argv, extra = case.start()
+    if case.snapshot and case.hangs_s:
+        return _snapshot(argv, {**_env(), **extra}, case.hangs_s), None
     done = run(argv, timeout_s=case.hangs_s or timeout_s, env={**_env(), **extra})
     return done.stdout + done.stderr, done.returncode
+
+
+def _snapshot(argv: list[str], env: dict[str, str], wait_s: float) -> str:
+    """What a stuck run has printed after wait_s (as a user copies it from the terminal); then it is ended."""
+    import subprocess
+    import tempfile
+    import time
+
+    from ddp_doctor.proc import kill_group
+
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.5)
+            out.seek(0)
+            text = out.read().decode("utf-8", "replace")
+        finally:
+            kill_group(proc)
+    return text
 
 
 def _port_in_use(timeout_s: float) -> tuple[str, int | None]:
@@ -191,9 +243,9 @@ ROOT_CAUSE = {**{n: c.root_cause for n, c in CASES.items()}, "port_in_use": "dia
 
 
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
+    out = Path(sys.argv[1])  # python -m tests.diagnose.realruns DIR [CASE ...]
     out.mkdir(parents=True, exist_ok=True)
-    for case in ALL:
+    for case in sys.argv[2:] or ALL:
         text, code = run_case(case)
         (out / f"cpu-{case.replace('_', '-')}.log").write_text(text, encoding="utf-8")
         print(f"{case}: exit {code}, {len(text.splitlines())} lines")

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from ddp_doctor.diagnose import catalogue, diagnose, explain_stream
+from ddp_doctor.diagnose import catalogue, diagnose, explain_stream, explain_text
 from ddp_doctor.diagnose.catalogue import CatalogueError, parse
 
 SIGNATURES = catalogue.load()
@@ -52,16 +52,31 @@ def test_entry_is_complete(sig: catalogue.Signature) -> None:
 
 
 def _positives() -> list[tuple[str, str]]:
-    return [(s.id, ex) for s in SIGNATURES for ex in s.examples["match"]]
+    return [(s.id, ex) for s in SIGNATURES if not s.reader for ex in s.examples["match"]]
 
 
 def _negatives() -> list[tuple[str, str]]:
-    return [(s.id, ex) for s in SIGNATURES for ex in s.examples["no_match"]]
+    return [(s.id, ex) for s in SIGNATURES if not s.reader for ex in s.examples["no_match"]]
+
+
+def _reader_examples(kind: str) -> list[tuple[str, str]]:
+    return [(s.id, ex) for s in SIGNATURES if s.reader for ex in s.examples[kind]]
+
+
+@pytest.mark.parametrize("sid,line", _reader_examples("match"))
+def test_reader_example_ending_a_log_is_read(sid: str, line: str) -> None:
+    # a reader's example is the last line of a log (a hang) or a crash handler's line (a fatal signal)
+    assert sid in {r.id for r in explain_text(f"step 1 ok\n{line}\n")}
+
+
+@pytest.mark.parametrize("sid,line", _reader_examples("no_match"))
+def test_reader_near_miss_is_not_read(sid: str, line: str) -> None:
+    assert sid not in {r.id for r in explain_text(f"step 1 ok\n{line}\n")}
 
 
 @pytest.mark.parametrize("sid,line", _positives())
 def test_positive_example_is_recognised_on_both_paths(sid: str, line: str) -> None:
-    as_lines = {r.id for r in diagnose({"job.log": ["step 1 ok", line, "step 2 ok"]})}
+    as_lines = {r.id for r in diagnose({"job.log": ["step 1 ok", line, "step 2 ok"]}, harmless=True)}
     assert sid in as_lines
     data = f"step 1 ok\n{line}\nstep 2 ok\n".encode()
     streamed = explain_stream(io.BytesIO(data), "job.log")
@@ -72,7 +87,7 @@ def test_positive_example_is_recognised_on_both_paths(sid: str, line: str) -> No
 
 @pytest.mark.parametrize("sid,line", _negatives())
 def test_near_miss_is_not_recognised(sid: str, line: str) -> None:
-    assert sid not in {r.id for r in diagnose({"job.log": [line]})}
+    assert sid not in {r.id for r in diagnose({"job.log": [line]}, harmless=True)}
     assert sid not in {r.id for r in explain_stream(io.BytesIO(line.encode() + b"\n"), "job.log")}
 
 

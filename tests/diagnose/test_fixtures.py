@@ -81,7 +81,8 @@ def test_line_list_and_stream_paths_agree(name: str) -> None:
 
     data = (LOGS / name).read_bytes()
     streamed = explain_stream(io.BytesIO(data), name)
-    listed = diagnose({name: data.decode("utf-8", "replace").split("\n")}, unknown=True)
+    listed = diagnose({name: data.decode("utf-8", "replace").split("\n")}, unknown=True, harmless=True)
+    # a hang is read from a stream's tail only (it needs the log's end, which a list of lines may not be)
     assert [(r.id, [e.line for e in r.evidence]) for r in listed] == [
-        (r.id, [e.line for e in r.evidence]) for r in streamed
+        (r.id, [e.line for e in r.evidence]) for r in streamed if r.id != "diag.hang"
     ]

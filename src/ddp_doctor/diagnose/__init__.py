@@ -14,12 +14,12 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from ddp_doctor.diagnose import blockscan, catalogue, patterns, prefilter
+from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, prefilter, readers
 from ddp_doctor.diagnose.engine import Matcher
 from ddp_doctor.diagnose.logread import Stats, scan
-from ddp_doctor.report import Result
+from ddp_doctor.report import Result, Status
 
-__all__ = ["Stats", "diagnose", "explain_stream", "signature"]
+__all__ = ["Stats", "diagnose", "explain_stream", "explain_text", "signature"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,11 +37,15 @@ def _feed(matcher: Matcher, stream: IO[bytes], name: str, stats: Stats, tail: bl
 
 
 def diagnose(
-    sources: Mapping[str, Iterable[str]], exit_codes: Mapping[str, int] | None = None, unknown: bool = False
+    sources: Mapping[str, Iterable[str]],
+    exit_codes: Mapping[str, int] | None = None,
+    unknown: bool = False,
+    harmless: bool = False,
 ) -> list[Result]:
     """Results `diag.<signature>` (fail / warn), root cause first; [] when nothing matched.
 
-    `unknown=True` adds `diag.unknown` with the error-looking lines when no signature explains them.
+    `unknown=True` adds `diag.unknown` with the error-looking lines when no signature explains them;
+    `harmless=True` adds the known-harmless lines seen (PASS results naming when they are not).
     """
     matcher = Matcher(catalogue.load())
     for name, lines in sources.items():
@@ -50,19 +54,35 @@ def diagnose(
         _feed(matcher, io.BytesIO(blob + b"\n"), name, Stats(), None)
     for name, code in (exit_codes or {}).items():
         matcher.exit_code(name, code)
-    return matcher.results(unknown=unknown)
+    return matcher.results(unknown=unknown, harmless=harmless)
 
 
 def explain_stream(
     stream: IO[bytes], name: str, stats: Stats | None = None, exit_codes: Mapping[str, int] | None = None
 ) -> list[Result]:
-    """Diagnose one (possibly huge) binary log stream in bounded memory; unknown failures included."""
+    """Diagnose one (possibly huge) binary log stream in bounded memory, root cause first.
+
+    Everything explain reports: signatures, unknown failure-looking lines, fatal-signal backtraces,
+    known-harmless lines (PASS), and, when nothing failed, a hang read from the log's tail.
+    """
     matcher = Matcher(catalogue.load())
     stats = stats if stats is not None else Stats()
-    _feed(matcher, stream, name, stats, blockscan.Tail())
+    tail = blockscan.Tail()
+    _feed(matcher, stream, name, stats, tail)
     for key, code in (exit_codes or {}).items():
         matcher.exit_code(key, code)
-    return matcher.results(unknown=True)
+    results = matcher.results(unknown=True, harmless=True)
+    if not any(r.status is Status.FAIL for r in results):
+        hung = hang.read(readers.load(), catalogue.by_id()["diag.hang"], name, tail.finish(), matcher.pid_rank)
+        if hung is not None:
+            results.insert(0, hung)
+    return results
+
+
+def explain_text(text: str | bytes, name: str = "log", exit_codes: Mapping[str, int] | None = None) -> list[Result]:
+    """`explain_stream` for output already in memory (a captured run, a test)."""
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    return explain_stream(io.BytesIO(data), name, exit_codes=exit_codes)
 
 
 def legacy_explain_stream(stream: IO[bytes], name: str) -> list[Result]:
@@ -70,7 +90,7 @@ def legacy_explain_stream(stream: IO[bytes], name: str) -> list[Result]:
     matcher = Matcher(catalogue.load())
     for cand in scan(stream, _line_filter(), Stats(), name=name):
         matcher.line(name, cand.lineno, cand.text.decode("utf-8", "replace"))
-    return matcher.results(unknown=True)
+    return matcher.results(unknown=True, harmless=False)
 
 
 def signature(id: str) -> dict[str, Any] | None:

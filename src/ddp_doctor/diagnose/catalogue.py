@@ -16,9 +16,20 @@ import yaml
 
 from ddp_doctor.report import Status
 
-TIERS = ("cause", "symptom", "cascade")
+TIERS = ("cause", "symptom", "cascade", "harmless")
 """cause: a failure in its own right; symptom: usually the consequence of a failure elsewhere
-(a timeout waiting for a dead rank); cascade: what the launcher prints after any failure."""
+(a timeout waiting for a dead rank); cascade: what the launcher prints after any failure;
+harmless: a line that looks worrying in a run that works (its `unless` says when it is not)."""
+READERS = ("hang", "fatal_signal")
+"""Findings read from what a log does not say line by line (hang.py, fatal.py): no patterns of their own."""
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    cause: str
+    test: str
+    """The experiment that tells this hypothesis apart from the others."""
+
 
 _REQUIRED = ("id", "title", "severity", "tier", "cause", "remedy", "sources")
 
@@ -37,6 +48,12 @@ class Signature:
     signals: tuple[int, ...] = ()
     """Exit statuses meaning 'killed by this signal' (-N from Python, 128+N from a shell)."""
     examples: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unless: str = ""
+    """For a harmless line: the condition under which it is not harmless."""
+    reader: str = ""
+    """For a finding no pattern can make (a hang, a fatal-signal backtrace): the module that reads it."""
+    hypotheses: dict[str, tuple[Hypothesis, ...]] = field(default_factory=dict)
+    """Ranked likely causes with the test that tells them apart, keyed by situation (e.g. a hang's stage)."""
 
     @property
     def rank_of_tier(self) -> int:
@@ -57,6 +74,8 @@ class Signature:
             "patterns": [p.pattern for p in self.patterns],
             "exclude": [p.pattern for p in self.exclude],
             "signals": list(self.signals),
+            "unless": self.unless,
+            "hypotheses": {k: [{"cause": h.cause, "test": h.test} for h in v] for k, v in self.hypotheses.items()},
         }
 
 
@@ -78,6 +97,23 @@ def _compile(entry_id: str, patterns: Any) -> tuple[re.Pattern[str], ...]:
     return tuple(out)
 
 
+def _hypotheses(sid: str, raw: Any) -> dict[str, tuple[Hypothesis, ...]]:
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise CatalogueError(f"{sid}: hypotheses must map a situation to a list of {{cause, test}}")
+    out = {}
+    for situation, items in raw.items():
+        if not isinstance(items, list) or not all(
+            isinstance(h, dict) and h.get("cause") and h.get("test") for h in items
+        ):
+            raise CatalogueError(f"{sid}: hypotheses[{situation}] must be a list of {{cause, test}}")
+        out[str(situation)] = tuple(
+            Hypothesis(" ".join(str(h["cause"]).split()), " ".join(str(h["test"]).split())) for h in items
+        )
+    return out
+
+
 def parse(entries: Any) -> tuple[Signature, ...]:
     if not isinstance(entries, list):
         raise CatalogueError("the catalogue must be a list of signatures")
@@ -95,11 +131,17 @@ def parse(entries: Any) -> tuple[Signature, ...]:
         seen.add(sid)
         if entry["tier"] not in TIERS:
             raise CatalogueError(f"{sid}: tier must be one of {TIERS}")
-        if entry["severity"] not in ("fail", "warn"):
-            raise CatalogueError(f"{sid}: severity must be fail or warn")
+        harmless = entry["tier"] == "harmless"
+        if entry["severity"] not in (("pass",) if harmless else ("fail", "warn")):
+            raise CatalogueError(f"{sid}: severity must be fail or warn (pass for a harmless line)")
+        if harmless and not entry.get("unless"):
+            raise CatalogueError(f"{sid}: a harmless line needs 'unless' (when it is not harmless)")
         patterns = _compile(sid, entry.get("patterns"))
         signals = tuple(int(s) for s in entry.get("signals") or ())
-        if not patterns and not signals:
+        reader = str(entry.get("reader") or "")
+        if reader and reader not in READERS:
+            raise CatalogueError(f"{sid}: reader must be one of {READERS}")
+        if not patterns and not signals and not reader:
             raise CatalogueError(f"{sid}: needs patterns or signals")
         examples = {k: tuple(v) for k, v in (entry.get("examples") or {}).items()}
         out.append(
@@ -115,6 +157,9 @@ def parse(entries: Any) -> tuple[Signature, ...]:
                 exclude=_compile(sid, entry.get("exclude")),
                 signals=signals,
                 examples=examples,
+                unless=" ".join(str(entry.get("unless") or "").split()),
+                reader=reader,
+                hypotheses=_hypotheses(sid, entry.get("hypotheses")),
             )
         )
     return tuple(out)

@@ -83,7 +83,19 @@ def _entry(sig: Signature) -> str:
         f"**Severity** {sig.severity.value} · **tier** {sig.tier}"
         + (f" · **exit signals** {', '.join(str(s) for s in sig.signals)}" if sig.signals else "")
     )
-    lines += ["", f"**Cause.** {sig.cause}", "", "**Remedy.**", "", "```", sig.remedy, "```", ""]
+    lines += ["", f"**Cause.** {sig.cause}", ""]
+    if sig.unless:
+        lines += [f"**Harmless unless** {sig.unless}", ""]
+    lines += ["**Remedy.**", "", "```", sig.remedy, "```", ""]
+    for situation, hypotheses in sig.hypotheses.items():
+        lines += [f"**Likely causes ({situation.replace('_', ' ')}), most likely first:**", ""]
+        lines += [f"{i}. {h.cause} — *test:* {h.test}" for i, h in enumerate(hypotheses, 1)]
+        lines.append("")
+    if sig.reader:
+        lines += [
+            f"**Read by** `diagnose/{sig.reader.replace('fatal_signal', 'fatal')}.py` (not a pattern of one line).",
+            "",
+        ]
     if sig.patterns:
         lines.append("**Recognised lines** (regular expressions):")
         lines.append("")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
+from ddp_doctor.diagnose import readers
 from ddp_doctor.diagnose.catalogue import Signature
+from ddp_doctor.diagnose.fatal import FatalReader
 from ddp_doctor.diagnose.lines import HEADER, NCCL_COMM, SUMMARY, Origin, clean, origin
 from ddp_doctor.diagnose.prefilter import GENERIC_ERROR_RE, LAST_ERROR
 from ddp_doctor.report import Evidence, Result, Status
@@ -80,6 +82,7 @@ class Matcher:
         self._failed_exit: list[Evidence] = []
         self._summary: dict[str, tuple[int, int | None, str | None]] = {}  # source -> (lineno, rank, host)
         self._pid_rank: dict[tuple[str | None, int], int] = {}  # (host, pid) -> rank, from NCCL comm lines
+        self._fatal = FatalReader(readers.load())
 
     # -- input ------------------------------------------------------------------------------
     def line(self, source: str, lineno: int | None, raw: str, owners: frozenset[str] | None = None) -> None:
@@ -116,6 +119,8 @@ class Matcher:
             )
         if lineno is not None and self._pending_detail.get(source) == lineno - 1:
             self._attach_detail(source, lineno, text, where)
+        if owners is None or "fatal" in owners:
+            self._fatal.line(source, lineno, text, where, self._order)
         matched = False
         for sig in self.signatures:
             if sig.patterns and (owners is None or sig.id in owners) and sig.matches(text):
@@ -188,16 +193,35 @@ class Matcher:
             tally.hits.append(detail)  # NCCL's "Last error" is the most useful line: always kept
 
     # -- output -----------------------------------------------------------------------------
-    def results(self, unknown: bool = True) -> list[Result]:
+    @property
+    def pid_rank(self) -> dict[tuple[str | None, int], int]:
+        """(host, pid) -> rank, as NCCL's communicator lines announced them."""
+        return self._pid_rank
+
+    def results(self, unknown: bool = True, harmless: bool = True) -> list[Result]:
         by_id = {s.id: s for s in self.signatures}
-        # Failures before warnings; then cause > symptom > cascade; then the earliest line.
-        ordered = sorted(
-            self._tallies.items(),
-            key=lambda kv: (by_id[kv[0]].severity is not Status.FAIL, by_id[kv[0]].rank_of_tier, kv[1].first_order),
-        )
-        out = [_result(by_id[sid], tally) for sid, tally in ordered]
+        # Failures before warnings before harmless; then cause > symptom > cascade; then the earliest line;
+        # a fatal-signal reading before a signature found on the same line (it names the library too).
+        keyed: list[tuple[tuple[int, int, int, int], Result]] = [
+            (
+                (_severity_rank(by_id[sid]), by_id[sid].rank_of_tier, tally.first_order, 1),
+                _result(by_id[sid], tally),
+            )
+            for sid, tally in self._tallies.items()
+            if harmless or by_id[sid].tier != "harmless"
+        ]
+        fatal_sig = by_id.get("diag.fatal_signal")
+        if fatal_sig is not None:
+            keyed += [
+                ((_severity_rank(fatal_sig), fatal_sig.rank_of_tier, order, 0), res)
+                for order, res in self._fatal.results(fatal_sig)
+            ]
+        keyed.sort(key=lambda kr: kr[0])
+        out = [r for _, r in keyed]
         if unknown:
-            found_cause = any(by_id[sid].tier != "cascade" for sid in self._tallies)
+            found_cause = any(by_id[sid].tier not in ("cascade", "harmless") for sid in self._tallies) or any(
+                r.id == "diag.fatal_signal" for r in out
+            )
             if not found_cause and (self._unknown or self._failed_exit):
                 position = next(
                     (i for i, r in enumerate(out) if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL),
@@ -234,6 +258,10 @@ class Matcher:
         )
 
 
+def _severity_rank(sig: Signature) -> int:
+    return {Status.FAIL: 0, Status.WARN: 1}.get(sig.severity, 2)
+
+
 def _rank_from_name(name: str) -> int | None:
     import re
 
@@ -261,13 +289,20 @@ def _result(sig: Signature, tally: _Tally) -> Result:
         summary = f"{first.source}: {first.text}{others}; a healthy run exits 0"
     if tally.detail:
         summary = f"{loc}, {line}: {_short(first.text, 100)}; NCCL's last error: {_short(tally.detail, 120)}"
+    remedy = sig.remedy
+    terse = sig.hypotheses.get("terse", ())
+    if terse:  # the line alone does not say which of several known causes it is: name them in order
+        ranked = "\n".join(f"  {i}. {h.cause}\n     test: {h.test}" for i, h in enumerate(terse, 1))
+        remedy = f"Likely causes, most likely first:\n{ranked}\n{remedy}"
+    if sig.unless:
+        summary = f"{loc}, {line}: {_short(first.text)}{others}; harmless unless {sig.unless}"
     return Result(
         id=sig.id,
         title=sig.title,
         status=sig.severity,
         summary=summary,
         cause=sig.cause,
-        remedy=sig.remedy,
+        remedy=remedy,
         rank=ranks[0] if len(ranks) == 1 else None,
         node=next(iter(tally.nodes)) if len(tally.nodes) == 1 else None,
         observed={"ranks": ranks, "nodes": sorted(tally.nodes), "lines_matched": tally.count},

@@ -1,7 +1,8 @@
 """Every pattern the reader looks for, in one table, each with its owner; compiled once per engine.
 
 Owners: a signature id (`diag.*`), `generic` (a line that looks like a failure), `structure`
-(file headers, torchrun's summary, NCCL's rank announcements, "Last error:").
+(file headers, torchrun's summary, NCCL's rank announcements, "Last error:"), `fatal` (crash handlers'
+announcements and backtrace frames, for fatal.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ddp_doctor.diagnose import catalogue, prefilter
+from ddp_doctor.diagnose import catalogue, prefilter, readers
 from ddp_doctor.diagnose.multimatch import Engine, compile_engine
 
 
@@ -35,6 +36,9 @@ def table() -> PatternTable:
     for text in prefilter.STRUCTURE:
         patterns.append(text)
         owners.append("structure")
+    for text in readers.load().fatal_patterns():
+        patterns.append(text)
+        owners.append("fatal")
     return PatternTable(tuple(patterns), tuple(owners))
 
 

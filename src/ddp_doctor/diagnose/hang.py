@@ -1,0 +1,221 @@
+"""Read a log that just stops: where it stopped, which rank printed what last, and what to try.
+
+Only the tail of the log is read (blockscan.Tail). The log is a hang when its last line that is
+not launcher chatter belongs to NCCL / process-group initialisation or to a collective, and
+nothing failed: every rank is then waiting for a peer. The stage picks the ranked hypotheses of
+diag.hang in catalogue.yaml.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddp_doctor.diagnose.catalogue import Signature
+from ddp_doctor.diagnose.lines import NCCL_COMM, Origin, clean, origin
+from ddp_doctor.diagnose.readers import Knowledge
+from ddp_doctor.report import Evidence, Result
+
+STAGE_OF = {"init": "init", "init_done": "after_init", "collective": "collective"}
+STAGE_WORDS = {
+    "init": "during NCCL / process-group initialisation",
+    "after_init": "right after NCCL initialisation completed, before any collective finished",
+    "collective": "inside a collective",
+}
+MAX_RANKS_SHOWN = 16
+MIN_ACTIVITY = 2
+"""Distributed lines the tail must hold before its end is read as a hang: one stray NCCL line is not a job."""
+
+
+@dataclass(frozen=True)
+class Last:
+    lineno: int
+    text: str
+    kind: str
+    """finished | init_done | collective | init | other"""
+    seq: int | None = None
+    op: str | None = None
+
+
+def classify(k: Knowledge, text: str) -> str | None:
+    """The activity class of a line; None for launcher chatter (it says nothing about the ranks)."""
+    if not text.strip():
+        return None
+    finished = k.classes[0][1]  # the launcher's own "finished" lines outrank its chatter
+    if any(p.search(text) for p in finished):
+        return "finished"
+    if any(p.search(text) for p in k.chatter):
+        return None
+    for name, patterns in k.classes[1:]:
+        if any(p.search(text) for p in patterns):
+            return name
+    return "other"
+
+
+def _sequence(k: Knowledge, text: str) -> tuple[int | None, str | None]:
+    for p in k.sequence:
+        m = p.search(text)
+        if m:
+            g = m.groupdict()
+            seq = int(g["seq"]) if g.get("seq") else int(g["hex"], 16) if g.get("hex") else None
+            return seq, g.get("op")
+    return None, None
+
+
+def _who(where: Origin, pid_rank: dict[tuple[str | None, int], int]) -> str:
+    if where.rank is not None:
+        return f"rank {where.rank}"
+    if where.pid is not None and (where.node, where.pid) in pid_rank:
+        return f"rank {pid_rank[(where.node, where.pid)]}"
+    if where.local_rank is not None:
+        return f"{where.node + ' ' if where.node else ''}local rank {where.local_rank}"
+    if where.node and where.gpu is not None:
+        return f"{where.node} gpu {where.gpu}"
+    return "unattributed"
+
+
+def read(
+    k: Knowledge,
+    sig: Signature,
+    source: str,
+    tail: list[tuple[int, str]],
+    pid_rank: dict[tuple[str | None, int], int],
+) -> Result | None:
+    last_meaningful: Last | None = None
+    per_who: dict[str, Last] = {}
+    last_coll: dict[str, Last] = {}
+    n_ranks = 0
+    activity = 0
+    for lineno, raw in tail:
+        text = clean(raw)
+        kind = classify(k, text)
+        if kind is None:
+            continue
+        comm = NCCL_COMM.search(text)
+        where = origin(text)
+        if comm and where.pid is not None:
+            pid_rank.setdefault((where.node, where.pid), int(comm.group("rank")))
+        m = _NRANKS.search(text)
+        if m:
+            n_ranks = max(n_ranks, int(m.group(1)))
+        seq, op = _sequence(k, text) if kind == "collective" else (None, None)
+        activity += kind in STAGE_OF
+        last = Last(lineno, text, kind, seq, op)
+        who = _who(where, pid_rank)
+        per_who[who] = last
+        if kind == "collective":
+            last_coll[who] = last
+        last_meaningful = last
+    if last_meaningful is None or last_meaningful.kind == "finished" or activity < MIN_ACTIVITY:
+        return None
+    if last_meaningful.kind in STAGE_OF:
+        stage = STAGE_OF[last_meaningful.kind]
+        return _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
+    waiting = _waiting_in_collective(per_who, last_coll)
+    if waiting is not None:  # a lagging rank printed after the others entered a collective it never entered
+        return _result(sig, source, "collective", waiting, per_who, last_coll, n_ranks, len(tail))
+    return None
+
+
+def _waiting_in_collective(per_who: dict[str, Last], last_coll: dict[str, Last]) -> Last | None:
+    seqs = {who: last.seq for who, last in last_coll.items() if last.seq is not None}
+    if len(seqs) < 2 or len(set(seqs.values())) < 2:
+        return None
+    top = max(seqs.values())
+    waiting = [per_who[w] for w, s in seqs.items() if s == top and per_who[w].kind == "collective"]
+    return max(waiting, key=lambda last: last.lineno) if waiting else None
+
+
+def _result(
+    sig: Signature,
+    source: str,
+    stage: str,
+    final: Last,
+    per_who: dict[str, Last],
+    last_coll: dict[str, Last],
+    n_ranks: int,
+    tail_lines: int,
+) -> Result:
+    ranks = sorted(per_who, key=_order_key)
+    lines = [f"{who}: line {last.lineno} ({last.kind}) {_short(last.text)}" for who, last in per_who.items()]
+    lines.sort(key=lambda s: _order_key(s.split(":", 1)[0]))
+    behind = _behind(last_coll)
+    seen = {int(w.split()[1]) for w in ranks if w.startswith("rank ")}
+    missing = sorted(set(range(n_ranks)) - seen) if n_ranks else []
+    summary = f"the log ends {STAGE_WORDS[stage]} (line {final.lineno}) with no error after it: the job hung there"
+    if behind:
+        summary += f"; {behind}"
+    if missing:
+        summary += f"; rank(s) {_ranges(missing)} of {n_ranks} printed nothing in the last {tail_lines} lines"
+    hypotheses = sig.hypotheses.get(stage, ())
+    ranked = "\n".join(f"  {i}. {h.cause}\n     test: {h.test}" for i, h in enumerate(hypotheses, 1))
+    remedy = f"Likely causes, most likely first:\n{ranked}\n{sig.remedy}" if ranked else sig.remedy
+    evidence = [
+        Evidence(
+            f"{source} [{who}]" if who != "unattributed" else source,
+            _short(per_who[who].text, 300),
+            per_who[who].lineno,
+        )
+        for who in ranks[:MAX_RANKS_SHOWN]
+    ]
+    return Result(
+        id=sig.id,
+        title=sig.title,
+        status=sig.severity,
+        summary=summary,
+        cause=sig.cause,
+        remedy=remedy,
+        observed={
+            "stage": stage,
+            "last_line": final.lineno,
+            "last_by_rank": {
+                who: {"line": last.lineno, "kind": last.kind, "text": _short(last.text, 200)}
+                for who, last in per_who.items()
+            },
+            "ranks_missing": missing,
+            "hypotheses": [{"cause": h.cause, "test": h.test} for h in hypotheses],
+        },
+        evidence=evidence,
+    )
+
+
+def _behind(last_coll: dict[str, Last]) -> str:
+    seqs = {who: last.seq for who, last in last_coll.items() if last.seq is not None}
+    if len(seqs) < 2 or len(set(seqs.values())) < 2:
+        if len(last_coll) == 1:
+            ((who, last),) = last_coll.items()
+            op = f" {last.op}" if last.op else ""
+            return f"only {who} printed a last collective ({op.strip() or 'collective'} #{last.seq}); the other ranks never printed it"
+        return ""
+    top = max(seqs.values())
+    lagging = sorted((w for w, s in seqs.items() if s < top), key=_order_key)
+    waiting = sorted((w for w, s in seqs.items() if s == top), key=_order_key)
+    op = next((last_coll[w].op for w in waiting if last_coll[w].op), None) or "collective"
+    verb = "waits" if len(waiting) == 1 else "wait"
+    return f"{', '.join(waiting)} {verb} in {op} #{top}, which {', '.join(lagging)} never entered"
+
+
+_NRANKS = __import__("re").compile(r"\bn[Rr]anks[ =](\d+)")
+
+
+def _order_key(who: str) -> tuple[int, int, str]:
+    parts = who.split()
+    if parts[0] == "rank" and len(parts) > 1 and parts[1].isdigit():
+        return (0, int(parts[1]), who)
+    return (1, 0, who)
+
+
+def _ranges(nums: list[int]) -> str:
+    out, start, prev = [], nums[0], nums[0]
+    for n in [*nums[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)
+
+
+def _short(text: str, limit: int = 140) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,67 @@
+"""readers.yaml loaded and compiled once: the hang and fatal-signal readers' knowledge."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Announcement:
+    handler: str
+    pattern: re.Pattern[str]
+    signal: int | None = None
+    library: str | None = None
+
+
+@dataclass(frozen=True)
+class Library:
+    match: re.Pattern[str]
+    name: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    chatter: tuple[re.Pattern[str], ...]
+    classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
+    """(class, patterns) in the order they are tried: finished, init_done, collective, init."""
+    sequence: tuple[re.Pattern[str], ...]
+    announcements: tuple[Announcement, ...]
+    frames: tuple[re.Pattern[str], ...]
+    handler_frames: re.Pattern[str]
+    libraries: tuple[Library, ...]
+    signals: dict[int, str]
+
+    def fatal_patterns(self) -> list[str]:
+        """What the block reader must find for fatal.py: every announcement and frame line."""
+        return [a.pattern.pattern for a in self.announcements] + [f.pattern for f in self.frames]
+
+
+def _all(items: Any) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in items)
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> Knowledge:
+    text = resources.files("ddp_doctor.diagnose").joinpath("readers.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    act, fatal = data["activity"], data["fatal"]
+    return Knowledge(
+        chatter=_all(act["chatter"]),
+        classes=tuple((name, _all(act[name])) for name in ("finished", "init_done", "collective", "init")),
+        sequence=_all(act["sequence"]),
+        announcements=tuple(
+            Announcement(a["handler"], re.compile(a["pattern"]), a.get("signal"), a.get("library"))
+            for a in fatal["announcements"]
+        ),
+        frames=_all(fatal["frames"]),
+        handler_frames=re.compile("|".join(fatal["handler_frames"])),
+        libraries=tuple(Library(re.compile(x["match"]), x["name"], x["meaning"]) for x in fatal["libraries"]),
+        signals={int(k): str(v) for k, v in fatal["signals"].items()},
+    )
