@@ -8,16 +8,17 @@ diag.hang in catalogue.yaml.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddp_doctor.diagnose.catalogue import Signature
 from ddp_doctor.diagnose.lines import NCCL_COMM, Origin, clean, origin
 from ddp_doctor.diagnose.readers import Knowledge
-from ddp_doctor.report import Evidence, Result
+from ddp_doctor.report import Evidence, Result, Status
 
-STAGE_OF = {"init": "init", "init_done": "after_init", "collective": "collective"}
+STAGE_OF = {"init_start": "init", "init": "init", "init_done": "after_init", "collective": "collective"}
 STAGE_WORDS = {
     "init": "during NCCL / process-group initialisation",
+    "startup": "during NCCL's start-up lines (before any communicator was set up)",
     "after_init": "right after NCCL initialisation completed, before any collective finished",
     "collective": "inside a collective",
 }
@@ -85,6 +86,7 @@ def read(
     last_coll: dict[str, Last] = {}
     n_ranks = 0
     activity = 0
+    past_startup = False  # a communicator was being set up: more than the lines every rank prints first
     for lineno, raw in tail:
         text = clean(raw)
         kind = classify(k, text)
@@ -99,6 +101,7 @@ def read(
             n_ranks = max(n_ranks, int(m.group(1)))
         seq, op = _sequence(k, text) if kind == "collective" else (None, None)
         activity += kind in STAGE_OF
+        past_startup = past_startup or kind in ("init", "init_done", "collective")
         last = Last(lineno, text, kind, seq, op)
         who = _who(where, pid_rank)
         per_who[who] = last
@@ -109,7 +112,17 @@ def read(
         return None
     if last_meaningful.kind in STAGE_OF:
         stage = STAGE_OF[last_meaningful.kind]
-        return _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
+        result = _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
+        if not past_startup:
+            # Only the first lines every rank prints: a hang in bootstrap, or a paste that stops early.
+            return replace(
+                result,
+                status=Status.WARN,
+                summary=f"the log ends {STAGE_WORDS['startup']} (line {last_meaningful.lineno}) with no error: "
+                "if the job stopped there, it hung in NCCL's bootstrap; if this is only the beginning of the log, "
+                "the end of it says more",
+            )
+        return result
     waiting = _waiting_in_collective(per_who, last_coll)
     if waiting is not None:  # a lagging rank printed after the others entered a collective it never entered
         return _result(sig, source, "collective", waiting, per_who, last_coll, n_ranks, len(tail))

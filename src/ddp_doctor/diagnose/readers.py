@@ -30,7 +30,7 @@ class Library:
 class Knowledge:
     chatter: tuple[re.Pattern[str], ...]
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
-    """(class, patterns) in the order they are tried: finished, init_done, collective, init."""
+    """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init."""
     sequence: tuple[re.Pattern[str], ...]
     announcements: tuple[Announcement, ...]
     frames: tuple[re.Pattern[str], ...]
@@ -54,7 +54,9 @@ def load() -> Knowledge:
     act, fatal = data["activity"], data["fatal"]
     return Knowledge(
         chatter=_all(act["chatter"]),
-        classes=tuple((name, _all(act[name])) for name in ("finished", "init_done", "collective", "init")),
+        classes=tuple(
+            (name, _all(act[name])) for name in ("finished", "init_done", "collective", "init_start", "init")
+        ),
         sequence=_all(act["sequence"]),
         announcements=tuple(
             Announcement(a["handler"], re.compile(a["pattern"]), a.get("signal"), a.get("library"))
