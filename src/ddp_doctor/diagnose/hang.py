@@ -113,6 +113,17 @@ def read(
     if last_meaningful.kind in STAGE_OF:
         stage = STAGE_OF[last_meaningful.kind]
         result = _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
+        if past_startup and not _ranks_disagree(result, per_who):
+            # Every rank seen stopped at the same kind of line and none is missing: a hang, or a paste
+            # that ends there. Say what a hang would mean, as a warning.
+            return replace(
+                result,
+                status=Status.WARN,
+                summary=result.summary.replace(
+                    "the job hung there",
+                    "if the job stopped there it hung; if the paste only ends there, its end says more",
+                ),
+            )
         if not past_startup:
             # Only the first lines every rank prints: a hang in bootstrap, or a paste that stops early.
             return replace(
@@ -127,6 +138,14 @@ def read(
     if waiting is not None:  # a lagging rank printed after the others entered a collective it never entered
         return _result(sig, source, "collective", waiting, per_who, last_coll, n_ranks, len(tail))
     return None
+
+
+def _ranks_disagree(result: Result, per_who: dict[str, Last]) -> bool:
+    """Strong signs of a hang: ranks at different collectives, at different stages, or ranks missing."""
+    if result.observed.get("ranks_missing") or "never entered" in result.summary or "never printed" in result.summary:
+        return True
+    kinds = {last.kind for who, last in per_who.items() if who != "unattributed" and last.kind in STAGE_OF}
+    return len(kinds) > 1
 
 
 def _waiting_in_collective(per_who: dict[str, Last], last_coll: dict[str, Last]) -> Last | None:
