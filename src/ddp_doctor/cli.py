@@ -23,6 +23,7 @@ from ddp_doctor.commands import Printed
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
 from ddp_doctor.output import write_text
 from ddp_doctor.render import FORMATS, render
+from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Report
 
 COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render", "run")
@@ -42,6 +43,8 @@ def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
     parser.add_argument("--format", choices=list(formats), default="text", help="report format (default: text)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="text: every rank's row and every sub-check")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display on stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,8 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 write_text(outcome.text, getattr(args, "output", None))
             return outcome.exit_code
         report = outcome.finish(started)
+        report.headline = report.headline or compose_headline(report)
         fmt = getattr(args, "format", "text")
-        write_text(render(report, fmt, color=use_color(getattr(args, "output", None))), getattr(args, "output", None))
+        output = getattr(args, "output", None)
+        write_text(render(report, fmt, color=use_color(output), verbose=bool(getattr(args, "verbose", False))), output)
         return report.exit_code(strict=bool(getattr(args, "strict", False)))
     except DoctorError as exc:
         print(f"ddp-doctor: error: {exc}", file=sys.stderr)

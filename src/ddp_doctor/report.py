@@ -113,6 +113,8 @@ class Report:
     duration_s: float = 0.0
     root_cause: str | None = None
     """The id of the result that explains the others, or None when there is none."""
+    headline: str | None = None
+    """One or two sentences: what was verified and what was not (render/headline.py writes it)."""
     tool: dict[str, str] = field(default_factory=lambda: {"name": "ddp-doctor", "version": __version__})
     schema_version: int = SCHEMA_VERSION
 
@@ -164,6 +166,7 @@ class Report:
             "duration_s": self.duration_s,
             "verdict": self.verdict().value,
             "root_cause": self.root_cause,
+            "headline": self.headline,
             "facts": self.facts,
             "results": [r.to_dict() for r in self.results],
         }
@@ -181,6 +184,7 @@ class Report:
             started=str(d.get("started", "")),
             duration_s=float(d.get("duration_s") or 0.0),
             root_cause=d.get("root_cause"),
+            headline=d.get("headline") if isinstance(d.get("headline"), str) else None,
             tool=dict(d.get("tool") or {}),
             schema_version=int(version),
         )

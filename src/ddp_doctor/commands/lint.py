@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ddp_doctor.commands import Printed
-from ddp_doctor.errors import EXIT_USAGE, DoctorError
+from ddp_doctor.errors import EXIT_USAGE, DoctorError, InputError
 from ddp_doctor.report import Evidence, Report, Result, Status
 
 HELP = "lint Kubernetes / compose / Dockerfile / shell / Slurm configs for distributed-training pitfalls"
@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> Printed:
     from ddp_doctor.cli import use_color
     from ddp_doctor.deploy.lint.config import load
     from ddp_doctor.render import render
+    from ddp_doctor.render.headline import compose as compose_headline
 
     started = time.monotonic()
     config = load(list(args.ignore), args.config, Path.cwd())
@@ -107,9 +108,12 @@ def run(args: argparse.Namespace) -> Printed:
         report.facts["ignored_rules"] = sorted(config.ignore)
         report.facts["config"] = config.source
     report.finish(started)
-    for message in unreadable:
+    for message in unreadable[:-1] if len(unreadable) == len(args.files) else unreadable:
         print(f"ddp-doctor: error: {message}", file=sys.stderr)
-    text = render(report, args.format, color=use_color(args.output))
+    if unreadable and len(unreadable) == len(args.files):
+        raise InputError(unreadable[-1])  # nothing was linted: an input error, not a report that says FAIL
+    report.headline = compose_headline(report)
+    text = render(report, args.format, color=use_color(args.output), verbose=args.verbose)
     findings = [r for r in report.results if r.id != "lint.input.unreadable"]
     failed = any(r.status is Status.FAIL or (args.strict and r.status is Status.WARN) for r in findings)
     return Printed(text, EXIT_USAGE if unreadable else (1 if failed else 0))

@@ -40,4 +40,5 @@ def run(args: argparse.Namespace) -> Printed:
 
     # Rendered here, not by cli, so the saved timing and root cause stay as recorded.
     report = load_report(args.report)
-    return Printed(render(report, args.format, color=use_color(args.output)), report.exit_code(args.strict))
+    text = render(report, args.format, color=use_color(args.output), verbose=args.verbose)
+    return Printed(text, report.exit_code(args.strict))

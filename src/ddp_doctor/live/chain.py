@@ -25,6 +25,7 @@ from ddp_doctor.live.phases.balance import BASELINE_ENV
 from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.report import Evidence, Report, Result, Status
+from ddp_doctor.words import plural
 
 NVML_TIMEOUT_S = 5.0
 
@@ -190,7 +191,7 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
             "live.launch",
             "torchrun starts the ranks",
             Status.WARN,
-            f"no torchrun on PATH; launched {plan.nproc} rank(s) with {source}",
+            f"no torchrun on PATH; launched {plural(plan.nproc, 'rank')} with {source}",
             cause="torchrun is not on PATH: the user's `torchrun train.py` would fail with 'command not found'",
             remedy="add the environment's bin directory to PATH, or reinstall torch (it installs torchrun)",
             observed={"argv": outcome.argv},
@@ -199,7 +200,7 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
         "live.launch",
         "torchrun starts the ranks",
         Status.PASS,
-        f"{source} launched {plan.nproc} rank(s) x {plan.nnodes} node(s), {plan.backend}; "
+        f"{source} launched {plural(plan.nproc, 'rank')} x {plan.nnodes} node{'' if plan.nnodes == '1' else 's'}, {plan.backend}; "
         f"finished in {outcome.duration_s:.1f} s",
         observed={"argv": argv},
     )

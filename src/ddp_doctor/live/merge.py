@@ -17,6 +17,7 @@ from typing import Any
 from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.report import Evidence, Result, Status
+from ddp_doctor.words import plural
 
 PHASE_TITLES = {
     "init": "torchrun ranks join and init_process_group",
@@ -195,7 +196,11 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                 n = len(rec.get("checks") or [])
                 m.results.append(
                     _phase_result(
-                        rank, node, rec, Status.PASS, f"rank {rank}: {n} checks passed in {rec.get('duration_s')} s"
+                        rank,
+                        node,
+                        rec,
+                        Status.PASS,
+                        f"rank {rank}: {plural(n, 'check')} passed in {float(rec.get('duration_s') or 0):.1f} s",
                     )
                 )
             elif status == "fail":

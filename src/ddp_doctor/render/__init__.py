@@ -9,6 +9,8 @@ from ddp_doctor.report import Report
 FORMATS = ("text", "json", "junit", "markdown", "html")
 
 
-def render(report: Report, fmt: str, color: bool = False) -> str:
+def render(report: Report, fmt: str, color: bool = False, verbose: bool = False) -> str:
     module = importlib.import_module(f"ddp_doctor.render.{fmt}")
+    if fmt == "text":  # the only format that folds rows; the others always hold every result
+        return str(module.render(report, color=color, verbose=verbose))
     return str(module.render(report, color=color))

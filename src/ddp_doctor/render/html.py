@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from html import escape
 
+from ddp_doctor.render.headline import headline
 from ddp_doctor.render.html_charts import sections
 from ddp_doctor.render.labels import ICON, WORD, counts, target_line, where
 from ddp_doctor.report import Report
+from ddp_doctor.words import tidy_numbers
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}
@@ -36,13 +38,14 @@ def render(report: Report, color: bool = False) -> str:
             detail = f"<details><summary>details</summary>{inner}</details>"
         rows.append(
             f'<tr><td class="{r.status.value}">{ICON[r.status]} {WORD[r.status]}</td>'
-            f"<td><code>{escape(r.id)}</code></td><td>{escape(r.summary)}{detail}</td></tr>"
+            f"<td><code>{escape(r.id)}</code></td><td>{escape(tidy_numbers(r.summary))}{detail}</td></tr>"
         )
     root = f"<p>Root cause: <code>{escape(report.root_cause)}</code></p>" if report.root_cause else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"
         f'<h1>ddp-doctor {escape(report.command)}: <span class="{verdict}">{verdict.upper()}</span></h1>'
+        f'<p class="headline"><strong>{escape(tidy_numbers(headline(report)))}</strong></p>'
         f"<p>{escape(target_line(report))} · {escape(counts(report))} · {report.duration_s:.1f} s · {escape(report.started)}</p>"
         f"{root}{sections(report)}<table><tr><th>status</th><th>check</th><th>summary</th></tr>{''.join(rows)}</table>"
         "</body></html>\n"

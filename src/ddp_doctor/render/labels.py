@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ddp_doctor.report import Report, Result, Status
 
 ICON = {Status.PASS: "✔", Status.WARN: "!", Status.FAIL: "✘", Status.SKIP: "–", Status.ERROR: "?", Status.INFO: "i"}
@@ -15,15 +17,40 @@ STYLE = {
     Status.INFO: "cyan",
 }
 VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
+SEVERITY = {Status.PASS: 0, Status.SKIP: 1, Status.INFO: 2, Status.WARN: 3, Status.ERROR: 4, Status.FAIL: 5}
+_COUNT_WORDS = {
+    Status.FAIL: ("failed", "failed"),
+    Status.ERROR: ("error", "errors"),
+    Status.WARN: ("warning", "warnings"),
+    Status.PASS: ("passed", "passed"),
+    Status.SKIP: ("skipped", "skipped"),
+    Status.INFO: ("info", "info"),
+}
+
+
+def spans_nodes(results: Sequence[Result]) -> bool:
+    """Whether the rank notation must name the node: the ranked results come from more than one."""
+    return len({r.node for r in results if r.rank is not None or r.node is not None}) > 1
+
+
+def rank_label(result: Result, with_node: bool = False) -> str:
+    """The one rank notation of every command: 'rank 3', 'rank 3 on node-a', 'node-a', or ''."""
+    if result.rank is None:
+        return (result.node or "") if with_node else ""
+    return f"rank {result.rank}" + (f" on {result.node}" if with_node and result.node else "")
+
+
+def ranks_label(count: int, total: int) -> str:
+    return f"{count}/{total} ranks"
 
 
 def where(result: Result) -> str:
-    """'node a, rank 1, phase ddp' for per-rank results; '' otherwise."""
+    """'rank 1 on a, phase ddp' for per-rank results; '' otherwise."""
     parts = []
-    if result.node is not None:
-        parts.append(f"node {result.node}")
     if result.rank is not None:
-        parts.append(f"rank {result.rank}")
+        parts.append(rank_label(result, with_node=True))
+    elif result.node is not None:
+        parts.append(f"node {result.node}")
     if result.phase:
         parts.append(f"phase {result.phase}")
     return ", ".join(parts)
@@ -34,10 +61,11 @@ def target_line(report: Report) -> str:
 
 
 def counts(report: Report) -> str:
-    tally = {s: 0 for s in Status}
+    """'2 failed, 1 warning, 48 passed, 5 skipped' (worst first); '' for no results."""
+    tally = {s: 0 for s in sorted(Status, key=lambda s: -SEVERITY.get(s, 0))}
     for r in report.results:
         tally[r.status] += 1
-    return ", ".join(f"{n} {s.value}" for s, n in tally.items() if n)
+    return ", ".join(f"{n} {_COUNT_WORDS.get(s, (s.value, s.value))[n != 1]}" for s, n in tally.items() if n)
 
 
 def needs_detail(result: Result) -> bool:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from ddp_doctor.render.headline import headline
 from ddp_doctor.render.labels import ICON, WORD, counts, needs_detail, target_line, where
 from ddp_doctor.report import Report
+from ddp_doctor.words import tidy_numbers
 
 
 def _cell(text: str | None) -> str:
@@ -13,6 +15,8 @@ def render(report: Report, color: bool = False) -> str:
     lines = [
         f"## ddp-doctor {report.command}: **{verdict}**",
         "",
+        f"**{_cell(tidy_numbers(headline(report)))}**",
+        "",
         f"{target_line(report)} · {counts(report)} · {report.duration_s:.1f} s · ddp-doctor {report.tool.get('version', '?')}",
         "",
     ]
@@ -21,7 +25,7 @@ def render(report: Report, color: bool = False) -> str:
     lines += ["| status | check | summary |", "|---|---|---|"]
     for r in report.results:
         name = f"`{r.id}`" + (f" ({where(r)})" if where(r) else "")
-        lines.append(f"| {ICON[r.status]} {WORD[r.status]} | {name} | {_cell(r.summary)} |")
+        lines.append(f"| {ICON[r.status]} {WORD[r.status]} | {name} | {_cell(tidy_numbers(r.summary))} |")
     for r in (r for r in report.results if needs_detail(r)):
         lines += ["", f"### {WORD[r.status]} `{r.id}` — {r.title}", ""]
         if where(r):

@@ -99,7 +99,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         check(
             "live.dataloader.batches",
             "pass",
-            f"{seen} batches of {observed['batch_mb']} MB from {workers} worker process(es) through /dev/shm, "
+            f"{seen} batches of {observed['batch_mb']} MB from {workers} {'worker process' if workers == 1 else 'worker processes'} through /dev/shm, "
             f"{metrics['throughput_mbps']} MB/s",
             observed=observed,
             metrics=metrics,

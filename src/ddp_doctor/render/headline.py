@@ -1,0 +1,263 @@
+"""The headline: one or two sentences that say what a report verified and what it did not.
+
+Written into the report once (`Report.headline`, a JSON field) and shown first by the text,
+Markdown and HTML renderings. A report saved before the field existed gets it composed here,
+from its results and facts, so old reports render the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.words import listing, plural, tidy_numbers
+
+# The live chain's phases, as a person calls them.
+PHASE_WORDS = {
+    "init": "init_process_group",
+    "collectives": "collectives",
+    "dataloader": "DataLoader through /dev/shm",
+    "sampler": "DistributedSampler",
+    "ddp": "DDP training",
+    "balance": "load balance",
+    "gpu_health": "GPU health",
+    "cluster": "cross-node checks",
+}
+BACKEND_WORDS = {"nccl": "NCCL", "gloo": "gloo", "mpi": "MPI"}
+
+
+def headline(report: Report) -> str:
+    return report.headline or compose(report)
+
+
+def compose(report: Report) -> str:
+    make = _BY_COMMAND.get(report.command, _generic)
+    return tidy_numbers(make(report))
+
+
+# ---- check ---------------------------------------------------------------------------------------
+
+
+def _check(report: Report) -> str:
+    image = report.target.get("image")
+    where = f"in image {image}" if image else "here"
+    ids = {r.id for r in report.results}
+    container = _first(report, "image.container")
+    if container is not None and container.status is Status.ERROR:
+        return f"The check could not run in image {image}: {_sentence(container.summary)}"
+    if "live.launch" not in ids:
+        return _static(report, where)
+    live: dict[str, Any] = report.facts.get("live") or {}
+    failed = report.failures()
+    live_failed = [r for r in failed if r.id.startswith("live.")]
+    if live_failed:
+        root = _root(report, live_failed)
+        passed = _phases_passed(live)
+        before = f" Before it, {listing([PHASE_WORDS.get(p, p) for p in passed], 6)} passed." if passed else ""
+        return (
+            f"Distributed training does not work {where}: {root.id}{_on_rank(root)} failed: "
+            f"{_sentence(_unranked(root.summary))}{before}"
+        )
+    ran = _what_ran(report, live)
+    gpus = _gpu_names(live)
+    first = f"Distributed training works {where} on {'GPU' if gpus else 'CPU'}: {ran}"
+    if failed:
+        root = _root(report, failed)
+        first += f", but {root.id} failed: {_sentence(_unranked(root.summary))}"
+    else:
+        first += "."
+    if gpus:
+        backend = str(live.get("backend") or "")
+        second = "NCCL on the GPU was verified." if backend == "nccl" else f"The GPU ranks used {backend}, not NCCL."
+    else:
+        second = f"GPU training was not verified: {_no_gpu_reason(report)}."
+    return f"{first} {second}"
+
+
+def _static(report: Report, where: str) -> str:
+    failed = report.failures()
+    if failed:
+        state = (
+            f"{plural(len(failed), 'check')} will stop distributed training {where} ({listing([r.id for r in failed])})"
+        )
+    else:
+        state = f"nothing found {where} stops distributed training"
+    return (
+        f"Static checks only: {state}. Nothing was launched, so training itself was not verified "
+        "(run `ddp-doctor check` without --static)."
+    )
+
+
+def _what_ran(report: Report, live: dict[str, Any]) -> str:
+    world = int(live.get("world_size") or 0) or len(live.get("devices") or {}) or 1
+    backend = BACKEND_WORDS.get(str(live.get("backend")), str(live.get("backend") or "?"))
+    ranks = plural(world, f"{backend} rank")
+    nnodes = str(live.get("nnodes") or "1")
+    if nnodes != "1":
+        ranks += f" on {nnodes} nodes"
+    gpus = _gpu_names(live)
+    if gpus:
+        ranks += " on " + listing([f"{n} × {name}" for name, n in Counter(gpus).items()])
+    phases = [p for p in _phases_run(live) if p in PHASE_WORDS]
+    if phases:
+        return f"{ranks} ran {listing([PHASE_WORDS[p] for p in phases], 8)}"
+    return f"{ranks} ran the live chain"
+
+
+def _gpu_names(live: dict[str, Any]) -> list[str]:
+    """One name per distinct GPU the ranks used (two ranks on one GPU count it once)."""
+    seen: dict[str, str] = {}
+    for rank, device in (live.get("devices") or {}).items():
+        if isinstance(device, dict) and device.get("type") == "cuda":
+            key = str(device.get("uuid") or device.get("pci_bus_id") or rank)
+            seen.setdefault(key, str(device.get("name") or "GPU"))
+    return list(seen.values())
+
+
+def _no_gpu_reason(report: Report) -> str:
+    gpus: dict[str, Any] = report.facts.get("gpus") or {}
+    torch: dict[str, Any] = report.facts.get("torch") or {}
+    count = int(gpus.get("count") or 0)
+    if count == 0:
+        return "no NVIDIA GPU is visible"
+    if torch.get("flavour") == "cpu":
+        return f"{plural(count, 'GPU')} {'is' if count == 1 else 'are'} visible, but torch is a CPU-only build"
+    return f"{plural(count, 'GPU')} {'is' if count == 1 else 'are'} visible, but the ranks ran on CPU with gloo"
+
+
+def _phases_run(live: dict[str, Any]) -> list[str]:
+    order: dict[str, None] = {}
+    for phases in (live.get("phases") or {}).values():
+        if isinstance(phases, dict):
+            order.update(dict.fromkeys(phases))
+    return list(order)
+
+
+def _phases_passed(live: dict[str, Any]) -> list[str]:
+    per_rank = [p for p in (live.get("phases") or {}).values() if isinstance(p, dict)]
+    return [name for name in _phases_run(live) if per_rank and all(p.get(name) == "pass" for p in per_rank)]
+
+
+# ---- other commands ------------------------------------------------------------------------------
+
+
+def _lint(report: Report) -> str:
+    files: list[dict[str, Any]] = report.facts.get("files") or []
+    unreadable = [f for f in files if f.get("error")]
+    findings = [r for r in report.results if r.id != "lint.input.unreadable" and r.status is not Status.SKIP]
+    read = len(files) - len(unreadable)
+    if not findings:
+        text = f"No findings in {plural(read, 'file')}."
+    else:
+        text = f"{plural(len(findings), 'finding')} in {plural(read, 'file')}: {_tally(findings)}."
+    if unreadable:
+        text += (
+            f" {plural(len(unreadable), 'file')} could not be read: {listing([str(f['file']) for f in unreadable])}."
+        )
+    return text
+
+
+def _explain(report: Report) -> str:
+    log: dict[str, Any] = report.facts.get("log") or {}
+    name = os.path.basename(str(report.target.get("file", "the log")))
+    read = f"{plural(int(log.get('lines') or 0), 'line')} of {name}"
+    failed = [r for r in report.results if r.status is Status.FAIL]
+    if not failed:
+        found = [r for r in report.results if r.status in (Status.WARN, Status.ERROR)]
+        if found:
+            return f"No known failure in {read}; {plural(len(found), 'line')} looked like errors: {_tally(found)}."
+        return f"No known failure signature in {read}."
+    root = _root(report, failed)
+    more = f"; {plural(len(failed) - 1, 'more failure')} found beside it" if len(failed) > 1 else ""
+    return f"Root cause{_on_rank(root)}: {_sentence(root.title)} Read {read} ({root.id}{more})."
+
+
+def _bench(report: Report) -> str:
+    ops = [r for r in report.results if r.metrics.get("peak_busbw_gbps") is not None]
+    world = int(report.facts.get("world_size") or 0)
+    backend = BACKEND_WORDS.get(str(report.facts.get("backend")), str(report.facts.get("backend") or ""))
+    who = f" on {plural(world, f'{backend} rank')}" if world else ""
+    if not ops:
+        return _generic(report)
+    best = max(ops, key=lambda r: r.metrics["peak_busbw_gbps"])
+    problems = report.failures() + [r for r in report.results if r.status is Status.WARN]
+    tail = f" Problems: {_tally(problems)}." if problems else ""
+    return (
+        f"Measured {plural(len(ops), 'collective')}{who}; the highest bus bandwidth was "
+        f"{_gbps(best.metrics['peak_busbw_gbps'])} GB/s ({best.id.removeprefix('bench.')}).{tail}"
+    )
+
+
+def _gbps(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _image(report: Report) -> str:
+    name = os.path.basename(str(report.target.get("image", "")).rstrip("/")) or "the image"
+    text = _generic(report)
+    return f"Image {name}: {text[0].lower()}{text[1:]}"
+
+
+def _generic(report: Report) -> str:
+    failed = report.failures()
+    warned = [r for r in report.results if r.status is Status.WARN]
+    passed = sum(1 for r in report.results if r.status is Status.PASS)
+    if failed:
+        text = f"{plural(len(failed), 'check')} failed: {listing([r.id for r in failed])}"
+        return text + (f"; {plural(len(warned), 'warning')}." if warned else ".")
+    if warned:
+        return f"No failures; {plural(len(warned), 'warning')}: {listing([r.id for r in warned])}."
+    return f"No failures: {plural(passed, 'check')} passed."
+
+
+_BY_COMMAND: dict[str, Callable[[Report], str]] = {
+    "check": _check,
+    "lint": _lint,
+    "explain": _explain,
+    "bench": _bench,
+    "image": _image,
+}
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+
+def _first(report: Report, id_: str) -> Result | None:
+    return next((r for r in report.results if r.id == id_), None)
+
+
+def _root(report: Report, candidates: list[Result]) -> Result:
+    for r in candidates:
+        if r.id == report.root_cause:
+            return r
+    return candidates[0]
+
+
+def _on_rank(r: Result) -> str:
+    return f" on rank {r.rank}" if r.rank is not None else ""
+
+
+def _unranked(summary: str) -> str:
+    """'rank 1: dataloader failed ...' -> 'dataloader failed ...' (the sentence names the rank already)."""
+    head, sep, tail = summary.partition(": ")
+    return tail if sep and head.startswith("rank ") and head[5:].isdigit() else summary
+
+
+def _sentence(text: str) -> str:
+    text = text.strip().rstrip(".")
+    return text[:400] + ("…" if len(text) > 400 else "") + "."
+
+
+def _tally(results: list[Result]) -> str:
+    counts = Counter(r.status for r in results)
+    words = {
+        Status.FAIL: ("failure", "failures"),
+        Status.ERROR: ("error", "errors"),
+        Status.WARN: ("warning", "warnings"),
+        Status.INFO: ("info", "info"),
+        Status.PASS: ("pass", "passes"),
+    }
+    return ", ".join(plural(n, *words[s]) for s, n in counts.items() if s in words)

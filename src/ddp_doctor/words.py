@@ -1,0 +1,30 @@
+"""Small helpers for text a person reads: plurals, counts, numbers without float noise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# A float printed with repr() noise: 2.8064999999999998, 0.30000000000000004 (10+ digits after the point).
+_NOISY_FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{10,})(?![\w.])")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 check', '2 checks', '0 checks'; `many` for irregular words ('1 entry', '2 entries')."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def listing(items: Sequence[str], limit: int = 4) -> str:
+    """'a', 'a and b', 'a, b and c', 'a, b, c, d and 3 more'."""
+    items = list(items)
+    if len(items) > limit:
+        items = [*items[:limit], f"{len(items) - limit} more"]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def tidy_numbers(text: str) -> str:
+    """Shorten float noise a formatter let through ('2.8064999999999998' -> '2.8065'): six significant
+    digits are more than any measurement here means."""
+    return _NOISY_FLOAT.sub(lambda m: f"{float(m.group(1)):.6g}", text)
