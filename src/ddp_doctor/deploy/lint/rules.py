@@ -107,7 +107,7 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
     nproc, line = found
     gpus = granted.value
     tool = next((l.tool for l in u.launches if l.nproc is not None), "operator" if u.operator else "torchrun")
-    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool}
+    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
     elif nproc < gpus:
@@ -227,6 +227,17 @@ def node_count(u: Unit) -> int:
     return max(counts)
 
 
+def nodes_from(u: Unit) -> str:
+    """Where the node count was read: '--nnodes=2, line 3' or 'replicas (all replica types), line 7'."""
+    best = node_count(u)
+    for launch in u.launches:
+        if launch.nnodes is not None and nnodes_max(launch) == best:
+            return f"--nnodes={launch.nnodes.value}, line {launch.nnodes.line}"
+    if u.nodes is not None:
+        return f"{u.nodes_what or 'nodes'}, line {u.nodes.line}"
+    return "?"
+
+
 @check
 def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     nodes = node_count(u)
@@ -236,7 +247,7 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
         # The rendezvous address is ignored under --standalone; that flag is the mistake.
         for launch in u.launches:
             if launch.standalone:
-                yield Hit("standalone_multinode", launch.line, {"nodes": nodes})
+                yield Hit("standalone_multinode", launch.line, {"nodes": nodes, "nodes_from": nodes_from(u)})
         return
     candidates = []
     for launch in u.launches:
@@ -251,7 +262,8 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     tool = u.launches[0].tool if u.launches else ""
     for fld, value, line in candidates:
         if is_local(value):
-            yield Hit("master_addr_localhost", line, {"nodes": nodes, "value": value, "field": fld, "tool": tool})
+            ctx = {"nodes": nodes, "value": value, "field": fld, "tool": tool, "nodes_from": nodes_from(u)}
+            yield Hit("master_addr_localhost", line, ctx)
             return
 
 
