@@ -30,13 +30,13 @@ def results(path: Path) -> tuple[int, dict[str, dict]]:  # type: ignore[type-arg
 def test_torchrun_shebang_of_a_moved_venv(tmp_path: Path) -> None:
     rc, r = results(image(tmp_path, shebang="/opt/old-venv/bin/python"))
     assert rc == 1 and r["image.torchrun"]["status"] == "fail"
-    assert "/opt/old-venv/bin/python does not exist in the image" in r["image.torchrun"]["summary"]
+    assert "runs #!/opt/old-venv/bin/python, which does not exist" in r["image.torchrun"]["summary"]
 
 
 def test_torchrun_not_on_path(tmp_path: Path) -> None:
     rc, r = results(image(tmp_path, env=["PATH=/usr/bin:/bin"]))
     assert rc == 1 and r["image.torchrun"]["status"] == "fail"
-    assert "not on the image's PATH (/usr/bin:/bin)" in r["image.torchrun"]["summary"]
+    assert "but not on PATH (/usr/bin:/bin); expected /usr/local/bin on PATH" in r["image.torchrun"]["summary"]
     assert 'ENV PATH="/usr/local/bin:$PATH"' in r["image.torchrun"]["remedy"]
 
 
@@ -81,7 +81,10 @@ def test_nccl_version_differs_from_the_release_table(tmp_path: Path) -> None:
     (rootfs / SP / "nvidia_nccl_cu12-2.21.5.dist-info/METADATA").write_text("Name: nvidia-nccl-cu12\nVersion: 2.20.5\n")
     rc, r = results(rootfs_image(tmp_path, rootfs))
     assert rc == 0 and r["image.nccl"]["status"] == "warn"
-    assert "uses NCCL 2.21.5" in r["image.nccl"]["summary"] and "nvidia-nccl-cu12==2.21.5" in r["image.nccl"]["remedy"]
+    assert (
+        "the official torch 2.5+cu124 wheel ships NCCL 2.21.5" in r["image.nccl"]["summary"]
+        and "nvidia-nccl-cu12==2.21.5" in r["image.nccl"]["remedy"]
+    )
 
 
 def test_no_python_no_torch(tmp_path: Path) -> None:

@@ -65,6 +65,17 @@ class ShmRule:
             return f"{per} GiB per GPU: {self.docker_size(gpus)} for {gpus} GPU(s)"
         return f"{per} GiB per GPU: {self.docker_size(gpus)} for a node of {self.gpus_when_unknown} GPUs"
 
+    def words(self, gpus: int | None) -> dict[str, str]:
+        """Placeholders for rule texts kept elsewhere (deploy/lint/rules.yaml): `{shm_docker}` etc."""
+        return {
+            "shm_docker": self.docker_size(gpus),
+            "shm_kubernetes": self.k8s_size(gpus),
+            "shm_compose": f"{self.recommended_bytes(gpus) // GiB}gb",
+            "shm_rule": self.rule_text(gpus),
+            "shm_min": size_text(self.warn_below_bytes),
+            "shm_runtime_default": size_text(self.container_default_bytes),
+        }
+
     def remedy(self, gpus: int | None) -> str:
         d, k = self.docker_size(gpus), self.k8s_size(gpus)
         return (
@@ -119,3 +130,8 @@ def non_root() -> NonRootRule:
         docker=str(r["docker"]),
         sources=tuple(e["sources"]),
     )
+
+
+def words(gpus: int | None = None) -> dict[str, str]:
+    """Every shared placeholder a rule text may use: the /dev/shm sizes and the non-root reason."""
+    return {**shm().words(gpus), "non_root_why": non_root().why}

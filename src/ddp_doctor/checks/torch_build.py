@@ -80,7 +80,8 @@ def build(f: TorchFacts) -> Finding:
         return _cpu_build(f, observed)
     if f.flavour == "rocm":
         return Finding(Status.PASS, f"ROCm build of torch {import_v} (HIP {f.hip})", observed=observed)
-    cudnn = "" if f.importable is None else (f", cuDNN {cudnn_text(f.cudnn)}" if f.cudnn else ", no cuDNN")
+    # cuDNN only when torch reported it: DDP does not need it, and an image reports its library separately.
+    cudnn = f", cuDNN {cudnn_text(f.cudnn)}" if f.cudnn else ""
     return Finding(Status.PASS, f"CUDA {f.cuda} build of torch {import_v}{cudnn} at {f.location}", observed=observed)
 
 

@@ -15,7 +15,8 @@ def _not_on_path(f: TorchrunFacts, observed: dict[str, object], fallback: str) -
         return Finding(
             # An image's config PATH is what every container gets; a shell's PATH changes on activation.
             Status.FAIL if f.path_fixed else Status.WARN,
-            f"{where} but not on PATH{path}; expected {f.bin_dir} on PATH (`{fallback}` works)",
+            f"{where} but not on PATH{path}; expected {f.bin_dir} on PATH"
+            + (f" (`{fallback}` works)" if f.torch.run_module else ""),
             cause="the environment's bin directory is not on PATH (an unactivated venv, or an image whose ENV PATH "
             "misses it): `torchrun` in a run command or a Kubernetes manifest fails with 'executable file not found'",
             remedy=f'export PATH={f.bin_dir}:$PATH (Dockerfile: ENV PATH="{f.bin_dir}:$PATH"), '

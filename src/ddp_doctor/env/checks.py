@@ -6,13 +6,12 @@ Everything here works from the facts dict alone, so a facts file recorded on ano
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor.checks import shm, table, user
-from ddp_doctor.checks.facts import ShmFacts, UserFacts
+from ddp_doctor.checks import install, nccl, official_build, shm, table, torch_build, torchrun, user
+from ddp_doctor.checks.facts import InstallTarget, NcclFacts, ShmFacts, TorchFacts, TorchrunFacts, UserFacts
 from ddp_doctor.env import arch, knowledge, trust_checks
 from ddp_doctor.report import Result, Status
 
@@ -49,68 +48,24 @@ def _driver_cuda(facts: dict[str, Any]) -> str | None:
     return _section(facts, "gpus").get("cuda_driver_version")
 
 
+def _target(facts: dict[str, Any]) -> InstallTarget:
+    return InstallTarget.from_env(facts)
+
+
 def _py_fits(rel: dict[str, Any], py: str) -> bool:
-    bounds = rel.get("python") or []
-    if len(bounds) != 2:
-        return True
-    v = knowledge.version_tuple(py)[:2]
-    return knowledge.version_tuple(bounds[0])[:2] <= v <= knowledge.version_tuple(bounds[1])[:2]
+    return install.py_fits(rel, py)
 
 
 def _fits_driver(variant: str, driver_cuda: str | None) -> bool:
-    cuda = knowledge.cuda_of(variant)
-    return (
-        bool(cuda and driver_cuda)
-        and knowledge.version_tuple(cuda or "")[:2] <= knowledge.version_tuple(driver_cuda or "")[:2]
-    )
-
-
-def _has_gpus(facts: dict[str, Any]) -> bool:
-    gpus = _section(facts, "gpus")
-    return bool(gpus.get("driver_loaded") and gpus.get("physical_count"))
+    return install.fits_driver(variant, driver_cuda)
 
 
 def suggest_variant(rel: dict[str, Any], facts: dict[str, Any]) -> str:
-    """The official wheel to install: the newest CUDA the driver can run, or CPU without GPUs."""
-    variants = list(rel.get("cuda_variants") or [])
-    if not _has_gpus(facts) or not variants:
-        return "cpu"
-    fitting = [v for v in variants if _fits_driver(v, _driver_cuda(facts))]
-    return str(fitting[-1] if fitting else variants[0])
+    return install.suggest_variant(rel, _target(facts))
 
 
 def _install_for(facts: dict[str, Any], torch_version: str | None = None) -> str:
-    """The install command for this interpreter: the given release, or the newest one that fits
-    this Python and (with GPUs) this driver."""
-    if torch_version and knowledge.release(torch_version):
-        rel = knowledge.release(torch_version) or {}
-        return knowledge.install_command(torch_version.split("+")[0], suggest_variant(rel, facts), _python(facts))
-    py = str(_section(facts, "python").get("version") or "3.12")
-    keys = sorted(knowledge.releases(), key=knowledge.version_tuple, reverse=True)
-    fitting = [k for k in keys if _py_fits(knowledge.release(k) or {}, py)] or keys
-    chosen = fitting[0]
-    if _has_gpus(facts):
-        chosen = next(
-            (
-                k
-                for k in fitting
-                if any(
-                    _fits_driver(v, _driver_cuda(facts)) for v in (knowledge.release(k) or {}).get("cuda_variants", [])
-                )
-            ),
-            chosen,
-        )
-    rel = knowledge.release(chosen) or {}
-    return knowledge.install_command(f"{chosen}.*", suggest_variant(rel, facts), _python(facts))
-
-
-def _cudnn(version: Any) -> str:
-    """torch reports cuDNN as an int: 90501 -> 9.5.1 (cuDNN 9+), 8902 -> 8.9.2 (cuDNN 8)."""
-    try:
-        v = int(version)
-    except (TypeError, ValueError):
-        return str(version)
-    return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+    return install.install_for(_target(facts), torch_version)
 
 
 # --- the checks -------------------------------------------------------------------------
@@ -144,25 +99,7 @@ def check_python(facts: dict[str, Any]) -> Result:
 
 
 def check_torch_installed(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    if t.get("installed"):
-        return Result(
-            "env.torch.installed",
-            "torch installed",
-            Status.PASS,
-            f"torch {t.get('metadata_version') or t.get('version')} installed at {t.get('location')}",
-            observed={"version": t.get("version"), "location": t.get("location")},
-        )
-    return Result(
-        "env.torch.installed",
-        "torch installed",
-        Status.FAIL,
-        f"torch is not installed for {_python(facts)}; expected an installed torch",
-        cause="no `torch` distribution and no importable torch package in this interpreter's environment",
-        remedy=f"install it into this environment:\n{_install_for(facts)}",
-        observed={"installed": False},
-        expected={"installed": True},
-    )
+    return torch_build.INSTALLED.run(TorchFacts.from_env(facts), "env")
 
 
 def _import_advice(error: str, facts: dict[str, Any]) -> tuple[str, str]:
@@ -232,114 +169,11 @@ def check_numpy(facts: dict[str, Any]) -> Result:
 
 
 def check_torch_build(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    title = "torch build flavour"
-    if not _torch_ok(facts):
-        return _skip("env.torch.build", title, "torch is not usable (see env.torch.installed / env.torch.import)")
-    gpus = _section(facts, "gpus")
-    observed = {"flavour": t.get("flavour"), "cuda": t.get("cuda"), "hip": t.get("hip"), "cudnn": t.get("cudnn")}
-    meta_v, import_v = t.get("metadata_version"), t.get("version")
-    # PyPI wheels carry no local tag in their metadata ("2.11.0") but report one ("2.11.0+cu130").
-    if meta_v and import_v and t.get("source") == "import" and str(meta_v).split("+")[0] != str(import_v).split("+")[0]:
-        return Result(
-            "env.torch.build",
-            title,
-            Status.WARN,
-            f"pip metadata says torch {meta_v} but Python imports torch {import_v} from {t.get('location')}",
-            cause="two copies of torch: PYTHONPATH, a user site-packages or a source tree shadows the installed one",
-            remedy="remove the extra copy (check PYTHONPATH and `python -m site`), so the torch pip manages is the one imported",
-            observed={"metadata_version": meta_v, "imported_version": import_v},
-        )
-    if t.get("flavour") == "cpu":
-        if gpus.get("count"):
-            return Result(
-                "env.torch.build",
-                title,
-                Status.FAIL,
-                f"CPU-only torch {import_v} on a machine with {gpus['count']} visible GPU(s); expected a CUDA build",
-                cause="a CPU wheel was installed (e.g. the +cpu index, or an unpinned install in a CPU-only image)",
-                remedy=f"install a CUDA build:\n{_install_for(facts, str(import_v).split('+')[0])}",
-                observed=observed,
-                expected={"flavour": "cuda"},
-            )
-        return Result(
-            "env.torch.build",
-            title,
-            Status.PASS,
-            f"CPU-only build of torch {import_v}; no GPU here, so DDP runs on CPU with the gloo backend",
-            observed=observed,
-        )
-    if t.get("flavour") == "rocm":
-        return Result(
-            "env.torch.build",
-            title,
-            Status.PASS,
-            f"ROCm build of torch {import_v} (HIP {t.get('hip')})",
-            observed=observed,
-        )
-    cudnn = t.get("cudnn")
-    return Result(
-        "env.torch.build",
-        title,
-        Status.PASS,
-        f"CUDA {t.get('cuda')} build of torch {import_v}" + (f", cuDNN {_cudnn(cudnn)}" if cudnn else ", no cuDNN"),
-        observed=observed,
-    )
+    return torch_build.BUILD.run(TorchFacts.from_env(facts), "env")
 
 
 def check_official_build(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    title = "official torch wheel"
-    version = str(t.get("version") or "")
-    if not t.get("installed") or not version:
-        return _skip("env.official_build", title, "torch is not installed")
-    base, _, local = version.partition("+")
-    rel = knowledge.release(version)
-    if rel is None:
-        return _skip(
-            "env.official_build",
-            title,
-            f"torch {version} is not in the release table (2.0 .. {knowledge.newest_verified()}); cannot judge its variant",
-        )
-    if t.get("flavour") == "rocm" or local.startswith("rocm"):
-        return _skip("env.official_build", title, f"torch {version} is a ROCm build; ROCm variants are not tabulated")
-    variant = (
-        local
-        if re.fullmatch(r"cu\d+|cpu", local or "")
-        else (knowledge.variant_of(t.get("cuda")) if not local else None)
-    )
-    official = rel["cuda_variants"]
-    listed = ", ".join(official)
-    observed = {"version": version, "variant": variant}
-    if variant == "cpu":
-        return Result(
-            "env.official_build", title, Status.PASS, f"torch {version} is the official CPU wheel", observed=observed
-        )
-    if variant in official:
-        return Result(
-            "env.official_build",
-            title,
-            Status.PASS,
-            f"torch {version} matches an official wheel (torch {rel['version']} shipped {listed})",
-            observed=observed,
-            expected={"variants": official},
-        )
-    what = (
-        f"torch {rel['version']} was never shipped for {variant}"
-        if variant
-        else f"local version '+{local}' is not an official wheel tag (a source or vendor build)"
-    )
-    return Result(
-        "env.official_build",
-        title,
-        Status.WARN,
-        f"custom build: {what}; official variants: {listed}",
-        cause="a source build, a vendor/NGC container build or a third-party wheel: its NCCL, arch list and fixes may differ from the released wheels",
-        remedy=f"if this is not intended, install an official wheel:\n{knowledge.install_command(base, suggest_variant(rel, facts), _python(facts))}",
-        observed=observed,
-        expected={"variants": official},
-        evidence=[],
-    )
+    return official_build.CHECK.run(TorchFacts.from_env(facts), "env")
 
 
 def check_distributed(facts: dict[str, Any]) -> Result:
@@ -396,134 +230,11 @@ def check_distributed(facts: dict[str, Any]) -> Result:
 
 
 def check_nccl(facts: dict[str, Any]) -> Result:
-    t, n = _section(facts, "torch"), _section(facts, "nccl")
-    title = "NCCL library"
-    if not t.get("installed"):
-        return _skip("env.nccl", title, "torch is not installed")
-    if t.get("flavour") != "cuda":
-        return _skip("env.nccl", title, f"{t.get('flavour') or 'unknown'} build of torch: no NCCL; DDP uses gloo")
-    observed = {
-        "library": n.get("library"),
-        "source": n.get("source"),
-        "version": n.get("version"),
-        "torch_reports": t.get("nccl_version"),
-        "loadable": n.get("loadable"),
-    }
-    cannot = "this environment cannot run DDP on GPUs"
-    reinstall = _install_for(facts, str(t.get("version")).split("+")[0])
-    if t.get("importable") and t.get("distributed") and not (t.get("backends") or {}).get("nccl"):
-        return Result(
-            "env.nccl",
-            title,
-            Status.FAIL,
-            f"CUDA build of torch without NCCL: {cannot}",
-            cause="torch.distributed.is_nccl_available() is False",
-            remedy=f"install an official CUDA wheel:\n{reinstall}",
-            observed=observed,
-            expected={"nccl": True},
-        )
-    if not n.get("library") and not n.get("version"):
-        return Result(
-            "env.nccl",
-            title,
-            Status.FAIL,
-            f"no NCCL library found for this CUDA build of torch: {cannot}",
-            cause="libnccl.so is neither in torch/lib nor in an nvidia-nccl-cu* package (removed, or a partial install)",
-            remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
-            observed=observed,
-            expected={"library": "libnccl.so.2"},
-        )
-    if n.get("loadable") is False:
-        return Result(
-            "env.nccl",
-            title,
-            Status.FAIL,
-            f"{n.get('library')} does not load: {n.get('error')}; {cannot}",
-            cause="the NCCL library is broken or depends on a library that is missing",
-            remedy=f"reinstall torch with its NCCL package:\n{reinstall} --force-reinstall",
-            observed=observed,
-            expected={"loadable": True},
-        )
-    version = n.get("version") or t.get("nccl_version")
-    rel = knowledge.release(str(t.get("version") or ""))
-    local = str(t.get("version") or "").partition("+")[2]
-    variant = local if local.startswith("cu") else knowledge.variant_of(t.get("cuda"))
-    expected = (rel or {}).get("nccl", {}).get(variant)
-    where = f"{n.get('library') or 'inside torch'} ({n.get('source')})"
-    if rel and expected and version and str(version).split("+")[0] != expected:
-        return Result(
-            "env.nccl",
-            title,
-            Status.WARN,
-            f"NCCL {version} from {where}; the official torch {rel['version']}+{variant} wheel ships NCCL {expected}",
-            cause="a different nvidia-nccl package (or an LD_LIBRARY_PATH / LD_PRELOAD copy) replaced the one torch was released with",
-            remedy=f"unless you upgraded NCCL on purpose, restore it: {_python(facts)} -m pip install 'nvidia-nccl-{variant[:4]}=={expected}'",
-            observed=observed,
-            expected={"version": expected},
-        )
-    return Result("env.nccl", title, Status.PASS, f"NCCL {version} from {where} loads", observed=observed)
+    return nccl.CHECK.run(NcclFacts.from_env(facts), "env")
 
 
 def check_torchrun(facts: dict[str, Any]) -> Result:
-    t, r = _section(facts, "torch"), _section(facts, "torchrun")
-    title = "torchrun launcher"
-    if not t.get("installed"):
-        return _skip("env.torchrun", title, "torch is not installed")
-    module_ok = t.get("run_module")
-    bin_dir = str(_section(facts, "python").get("executable") or sys.executable).rsplit("/", 1)[0]
-    observed = {
-        "path": r.get("path"),
-        "shebang_python": r.get("shebang_python"),
-        "same_env": r.get("same_env"),
-        "python_m_torch_distributed_run": module_ok,
-    }
-    if module_ok is False:
-        return Result(
-            "env.torchrun",
-            title,
-            Status.FAIL,
-            "`python -m torch.distributed.run` does not import; expected it to",
-            cause="torch.distributed.run (torchrun) is missing or broken in this torch",
-            remedy=f"reinstall torch:\n{_install_for(facts, str(t.get('version')).split('+')[0])} --force-reinstall",
-            observed=observed,
-        )
-    if not r.get("path"):
-        fallback = f"{_python(facts)} -m torch.distributed.run"
-        if module_ok or r.get("env_script"):
-            return Result(
-                "env.torchrun",
-                title,
-                Status.WARN,
-                f"`torchrun` is not on PATH; expected {bin_dir}/torchrun to be found (`{fallback}` works)",
-                cause="the environment's bin directory is not on PATH (an unactivated venv, or a container whose ENTRYPOINT sets PATH)",
-                remedy=f"export PATH={bin_dir}:$PATH   (or launch with `{fallback} ...`)",
-                observed=observed,
-                expected={"path": f"{bin_dir}/torchrun"},
-            )
-        return Result(
-            "env.torchrun",
-            title,
-            Status.FAIL,
-            "no `torchrun` on PATH and no torchrun script in this environment",
-            cause="torch's console scripts were not installed",
-            remedy=f"use `{fallback}` or reinstall torch",
-            observed=observed,
-        )
-    if r.get("same_env") is False:
-        return Result(
-            "env.torchrun",
-            title,
-            Status.WARN,
-            f"{r['path']} runs {r.get('shebang_python')}, not this interpreter {_python(facts)}: its ranks import another torch",
-            cause="an earlier directory on PATH holds a torchrun from another environment",
-            remedy=f"launch with `{_python(facts)} -m torch.distributed.run`, or put {bin_dir} first on PATH",
-            observed=observed,
-            expected={"shebang_python": _python(facts)},
-        )
-    note = "" if r.get("same_env") else " (its interpreter could not be read)"
-    return Result(
-        "env.torchrun", title, Status.PASS, f"{r['path']} belongs to this environment{note}", observed=observed
-    )
+    return torchrun.CHECK.run(TorchrunFacts.from_env(facts), "env")
 
 
 def check_gpus(facts: dict[str, Any]) -> Result:

@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor.checks import table
+from ddp_doctor.checks import nccl as nccl_check
+from ddp_doctor.checks import official_build as official_build_check
+from ddp_doctor.checks import table, torch_build
+from ddp_doctor.checks import torchrun as torchrun_check
 from ddp_doctor.checks import user as user_check
-from ddp_doctor.checks.facts import UserFacts
+from ddp_doctor.checks.facts import NcclFacts, TorchFacts, TorchrunFacts, UserFacts
+from ddp_doctor.env import knowledge
 from ddp_doctor.report import Result, Status
 
 Facts = dict[str, Any]
@@ -15,14 +19,6 @@ Facts = dict[str, Any]
 
 def gpu_flags() -> str:
     return f"--gpus all --shm-size={table.shm().docker_size(None)} --ulimit memlock=-1 --ulimit stack=67108864"
-
-
-def _knowledge() -> Any:
-    try:
-        from ddp_doctor.env import knowledge
-    except ImportError:  # the release tables are optional for the audit
-        return None
-    return knowledge
 
 
 def integrity(f: Facts) -> Result:
@@ -70,149 +66,17 @@ def python(f: Facts) -> Result:
 
 
 def torch(f: Facts) -> Result:
-    t = f["torch"]
-    if not t["installed"]:
-        return Result(
-            "image.torch",
-            "PyTorch build",
-            Status.FAIL,
-            "no torch/version.py in any site-packages of the image",
-            cause="PyTorch is not installed in the image",
-            remedy="install an official CUDA wheel, e.g. pip install torch --index-url https://download.pytorch.org/whl/cu126",
-            observed={"site_packages": f["python"]["site_packages"]},
-            expected={"torch": "installed"},
-        )
-    observed = {"version": t["version"], "cuda": t["cuda"], "hip": t["hip"], "location": t["location"]}
-    if t["flavour"] == "cpu":
-        k = _knowledge()
-        rel = k.release(t["version"] or "") if k else None
-        variant = rel["cuda_variants"][-1] if rel and rel["cuda_variants"] else "cu126"
-        base = (t["version"] or "").split("+")[0]
-        return Result(
-            "image.torch",
-            "PyTorch build",
-            Status.FAIL,
-            f"torch {t['version']} is a CPU-only build (torch.version.cuda is None); expected a CUDA build for GPU training",
-            cause="a CPU wheel has no CUDA kernels and no NCCL: DDP runs only with gloo on CPUs",
-            remedy=f"install a CUDA wheel: pip install 'torch=={base}' --index-url https://download.pytorch.org/whl/{variant}",
-            observed=observed,
-            expected={"cuda": "a CUDA version"},
-        )
-    return Result(
-        "image.torch",
-        "PyTorch build",
-        Status.PASS,
-        f"torch {t['version']} built for {'CUDA ' + t['cuda'] if t['cuda'] else 'ROCm ' + str(t['hip'])} at {t['location']}",
-        observed=observed,
-    )
+    facts = TorchFacts.from_image(f)
+    unit = torch_build.BUILD if facts.installed else torch_build.INSTALLED
+    return unit.run(facts, "image")
 
 
 def official_build(f: Facts) -> Result:
-    t = f["torch"]
-    rid, title = "image.official_build", "Official torch/CUDA pair"
-    if not t["installed"] or t["flavour"] != "cuda":
-        return Result(rid, title, Status.SKIP, "no CUDA build of torch to compare with the release table")
-    k = _knowledge()
-    if k is None:
-        return Result(rid, title, Status.SKIP, "the release tables (ddp_doctor.env.knowledge) are not available")
-    variant = k.variant_of(t["cuda"])
-    variants = k.official_variants(t["version"] or "")
-    observed = {"version": t["version"], "variant": variant}
-    if variants is None:
-        return Result(
-            rid,
-            title,
-            Status.SKIP,
-            f"torch {t['version']} is not in the release table; cannot tell whether {variant} was shipped",
-            observed=observed,
-        )
-    local = (t["version"] or "").partition("+")[2]
-    if variant in variants and (not local or local == variant):
-        return Result(
-            rid,
-            title,
-            Status.PASS,
-            f"torch {t['version']} with CUDA {t['cuda']} ({variant}) is an official wheel variant",
-            observed=observed,
-            expected={"variants": variants},
-        )
-    base = (t["version"] or "").split("+")[0]
-    return Result(
-        rid,
-        title,
-        Status.WARN,
-        f"torch {t['version']} reports CUDA {t['cuda']} ({variant}); official wheels of this release are {', '.join(variants)}",
-        cause="a source or third-party build: its NCCL, arch list and driver needs are not the ones the release tables record",
-        remedy=f"prefer an official wheel, e.g. pip install 'torch=={base}' --index-url https://download.pytorch.org/whl/{variants[-1]}",
-        observed=observed,
-        expected={"variants": variants},
-    )
+    return official_build_check.CHECK.run(TorchFacts.from_image(f), "image")
 
 
 def nccl(f: Facts) -> Result:
-    t, n = f["torch"], f["nccl"]
-    rid, title = "image.nccl", "NCCL library"
-    if t["flavour"] != "cuda":
-        return Result(
-            rid,
-            title,
-            Status.SKIP,
-            f"torch is {'absent' if not t['installed'] else t['flavour']}: NCCL only matters for a CUDA build",
-        )
-    req = next((r for r in t.get("requires") or [] if r.lower().startswith("nvidia-nccl")), None)
-    observed = {
-        "library": n["library"],
-        "source": n["source"],
-        "version": n["version"],
-        "package": n.get("package"),
-        "torch_requires": req,
-    }
-    if n["library"] is None:
-        why = (
-            f"torch's METADATA requires {req.split(';')[0].strip()}, which is not installed"
-            if req
-            else "no libnccl.so in torch/lib, in an nvidia-nccl-cu* wheel or on the system, and libtorch_cuda does not carry it"
-        )
-        return Result(
-            rid,
-            title,
-            Status.FAIL,
-            f"torch {t['version']} is a CUDA build but the image holds no NCCL: this image cannot run DDP on GPUs",
-            cause=why,
-            remedy=(
-                f"pip install '{req.split(';')[0].strip()}' in the image"
-                if req
-                else "install NCCL matching torch's CUDA (pip install nvidia-nccl-cu12, or the libnccl2 package), "
-                "or use an official torch CUDA wheel, which brings it"
-            ),
-            observed=observed,
-            expected={"library": "libnccl.so.2"},
-        )
-    k = _knowledge()
-    expected_version = None
-    if k is not None and t["version"]:
-        rel = k.release(t["version"])
-        expected_version = (rel or {}).get("nccl", {}).get(k.variant_of(t["cuda"]))
-    summary = f"NCCL {n['version'] or '(version unknown)'} from {n['source']}: {n['library']}"
-    if expected_version and n["version"] and n["version"] != expected_version and n["source"] != "torch/lib":
-        return Result(
-            rid,
-            title,
-            Status.WARN,
-            f"{summary}; the official wheel of torch {t['version']} uses NCCL {expected_version}",
-            cause="a different NCCL than the one torch was tested with; most versions work, some regress",
-            remedy=f"pip install 'nvidia-nccl-cu{(t['cuda'] or '12').split('.')[0]}=={expected_version}' unless you pinned it on purpose",
-            observed=observed,
-            expected={"version": expected_version},
-        )
-    return Result(
-        rid,
-        title,
-        Status.PASS,
-        summary,
-        observed=observed,
-        expected={"version": expected_version} if expected_version else {},
-    )
+    return nccl_check.CHECK.run(NcclFacts.from_image(f), "image")
 
 
 def _cuda_lib(key: str, rid: str, title: str, why: str) -> Callable[[Facts], Result]:
@@ -252,57 +116,7 @@ cuda_runtime = _cuda_lib(
 
 
 def torchrun(f: Facts) -> Result:
-    r, t = f["torchrun"], f["torch"]
-    rid, title = "image.torchrun", "torchrun launcher"
-    path_var = f["image"]["path_env"]
-    if not t["installed"]:
-        return Result(rid, title, Status.SKIP, "no torch, so no torchrun to check")
-    if r["path"] is None:
-        return Result(
-            rid,
-            title,
-            Status.FAIL,
-            f"no torchrun script in the image (expected {r['expected']})",
-            cause="the torch console scripts were not installed (pip install --no-deps into a target dir, or a copied site-packages)",
-            remedy=f"reinstall torch with pip in the image, or launch with `{f['python']['executable'] or 'python'} -m torch.distributed.run`",
-            observed={"torchrun": None},
-            expected={"torchrun": r["expected"]},
-        )
-    if r["on_path"] is None:
-        bindir = r["path"].rsplit("/", 1)[0]
-        return Result(
-            rid,
-            title,
-            Status.FAIL,
-            f"torchrun is at {r['path']} but not on the image's PATH ({path_var})",
-            cause="`torchrun` in a run command or a Kubernetes manifest will fail with 'executable file not found'",
-            remedy=f'ENV PATH="{bindir}:$PATH" in the Dockerfile, or call {r["path"]} by its full path',
-            observed={"path": r["path"], "PATH": path_var},
-            expected={"PATH": f"contains {bindir}"},
-        )
-    if r["shebang_python"] and (r["shebang_exists"] is False or r["same_env"] is False):
-        problem = (
-            "does not exist in the image"
-            if r["shebang_exists"] is False
-            else f"is not the Python that has torch ({f['python']['executable']})"
-        )
-        return Result(
-            rid,
-            title,
-            Status.FAIL,
-            f"torchrun's shebang #!{r['shebang']} {problem}",
-            cause="torchrun would start without torch (ModuleNotFoundError) or not start at all; typical after copying a venv to another path",
-            remedy=f"reinstall torch in its final location, or launch with `{f['python']['executable'] or 'python'} -m torch.distributed.run`",
-            observed={"path": r["path"], "shebang": r["shebang"]},
-            expected={"shebang": f["python"]["executable"]},
-        )
-    return Result(
-        rid,
-        title,
-        Status.PASS,
-        f"torchrun at {r['on_path']} on PATH; shebang #!{r['shebang']} is torch's Python",
-        observed={"path": r["on_path"], "shebang": r["shebang"]},
-    )
+    return torchrun_check.CHECK.run(TorchrunFacts.from_image(f), "image")
 
 
 def user(f: Facts) -> Result:
@@ -318,8 +132,7 @@ def env(f: Facts) -> Result:
         for k, v in f["image"]["env"].items()
         if k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_"))
     }
-    k = _knowledge()
-    rules = (k.env_rules().get("rules") if k else None) or []
+    rules = knowledge.env_rules().get("rules") or []
     warnings = []
     for rule in rules:
         value = variables.get(rule["name"])
