@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import launches
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import At, Unit
@@ -102,7 +103,9 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     elif svc.get("shm_size") is not None:
         size = docker_bytes(svc["shm_size"])
         u.shm_bytes = size
-        u.shm = At("tiny" if size is not None and size < 2**30 else "memory", svc.line_of("shm_size"))
+        u.shm = At(
+            "tiny" if size is not None and size < table.shm().warn_below_bytes else "memory", svc.line_of("shm_size")
+        )
     else:
         u.shm = At("default", line)
     volumes = svc.get("volumes")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts
 from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
 from ddp_doctor.deploy.lint.model import Unit
@@ -182,7 +183,8 @@ def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str
 
 def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
     rule = catalogue()[hit.name]
-    ctx = {"where": u.name, **hit.context}
+    # Shared words first (checks/knowledge.yaml: /dev/shm sizes, why not root), so lint says what check and image say.
+    ctx = {"where": u.name, **table.words(), **hit.context}
     severity = severity_of(hit)
     source_line = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
     return Result(

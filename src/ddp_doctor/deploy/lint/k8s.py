@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import launches
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import At, Unit
@@ -382,7 +383,7 @@ def _shm(u: Unit, c: YMap, pod: YMap, volumes: dict[Any, YMap], line: int) -> No
                 size = k8s_bytes(empty.get("sizeLimit")) if empty.get("sizeLimit") is not None else None
                 u.shm_bytes = size
                 at = empty.line_of("sizeLimit") if size is not None else empty.line_of("medium")
-                u.shm = At("tiny" if size is not None and size < 2**30 else "memory", at)
+                u.shm = At("tiny" if size is not None and size < table.shm().warn_below_bytes else "memory", at)
             elif vol is not None and str(_get(vol, "hostPath", "path") or "").rstrip("/") == "/dev/shm":
                 u.shm = At("hostpath", vol.line_of("hostPath"))
             else:

@@ -12,10 +12,14 @@ from typing import Any
 
 import yaml
 
+from ddp_doctor.checks import shm as shm_check
+from ddp_doctor.checks import table
+from ddp_doctor.checks.facts import ShmFacts
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
 from ddp_doctor.deploy.lint.model import At, Unit
 from ddp_doctor.deploy.lint.quantity import human
+from ddp_doctor.report import Status
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -136,14 +140,19 @@ def shm(u: Unit) -> Iterator[Hit]:
         alone = w.ranks is not None and w.ranks.value == 1 and w.workers is not None and w.workers.value == 0
         if alone:
             return
-        ctx = {"launcher": launcher(u), "inferred": describe(w)}
+        ranks = w.ranks.value if w.ranks is not None else None
+        ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
         yield Hit("shm_default", u.shm.line, ctx, None if (many or loaders) else "warning")
     elif u.shm.value == "hostpath":
         yield Hit("shm_host_path", u.shm.line)
     elif u.shm.value == "disk" and u.area == "k8s":
         yield Hit("shm_not_memory", u.shm.line)
     elif u.shm.value == "tiny":
-        yield Hit("shm_small", u.shm.line, {"shm": human(u.shm_bytes or 0)})
+        # The same unit check and image use: under 256 MiB fails, under 1 GiB warns (checks/knowledge.yaml).
+        found = shm_check.judge(ShmFacts(size_bytes=u.shm_bytes, free_bytes=None))
+        severity = "error" if found.status is Status.FAIL else None
+        gpus = u.gpus.value if u.gpus is not None else None
+        yield Hit("shm_small", u.shm.line, {"shm": human(u.shm_bytes or 0), **table.shm().words(gpus)}, severity)
 
 
 @check

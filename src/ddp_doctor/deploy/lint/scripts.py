@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 
+from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
 from ddp_doctor.deploy.lint.model import At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -71,7 +72,7 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     elif shm_size is not None:
         size = docker_bytes(shm_size.value)
         u.shm_bytes = size
-        u.shm = At("tiny" if size is not None and size < 2**30 else "memory", shm_size.line)
+        u.shm = At("tiny" if size is not None and size < table.shm().warn_below_bytes else "memory", shm_size.line)
     elif tmpfs_shm is not None:
         u.shm = At("memory", tmpfs_shm.line)
     else:
