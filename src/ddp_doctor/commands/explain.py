@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> Report:
     from ddp_doctor.diagnose import Stats, explain_stream
     from ddp_doctor.diagnose.logread import open_log
-    from ddp_doctor.diagnose.prefilter import engine_name
+    from ddp_doctor.diagnose.patterns import engine
 
     if args.file == "-" and sys.stdin.isatty():
         raise UsageError("no log given: pass a FILE, or pipe a log into 'ddp-doctor explain -'")
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> Report:
             "bytes": stats.bytes_read,
             "lines": stats.lines,
             "candidate_lines": stats.candidates,
-            "regex_engine": engine_name(),
+            "regex_engine": engine().name,
         }
     }
     if not results:

@@ -40,38 +40,52 @@ ddp-doctor explain job.log.gz --format json -o report.json
   tier the earliest line. Each result carries its evidence: source, line number, the line.
 - **Unknown failures** are reported as `diag.unknown` with the lines that looked like errors, never
   forced into the nearest signature.
+- **Logs that just stop** (`diag.hang`): when nothing failed and the log's last lines are NCCL /
+  process-group initialisation or collectives, explain says where it stopped, which rank printed what
+  last (collective sequence numbers / opCounts show who never entered the collective the others wait
+  in) and gives the ranked hypotheses for that stage with the experiment that tells them apart. It is a
+  FAIL when the ranks disagree (different collectives or stages, ranks missing), else a WARN: a paste
+  that only ends there looks the same.
+- **Fatal signals** (`diag.fatal_signal`): crash handlers' lines (UCX's `Caught signal`, Python's
+  faulthandler, glog / torch's `*** SIGSEGV`, glibc's heap checks, the shell's `Segmentation fault`)
+  and the backtrace frames below them name the signal, the library it happened in (the first frame
+  past the handler's own) and what that library's crash usually means.
+- **Known-harmless lines** (`diag.harmless.*`) are PASS results that say when they are not harmless;
+  a healthy log is PASS, or a WARN naming a known condition.
 - **Exit status**: 1 when a failure signature matched, 0 when none (warnings allowed unless `--strict`),
   2 when the input cannot be read (missing file, directory, corrupt gzip).
 - **JSON** (`--format json`): the standard Report; `root_cause` names the root result's id, each result
   has `id`, `status`, `summary`, `cause`, `remedy`, `evidence` [{source, line, text}], `rank`, `node`,
-  and `observed` {ranks, nodes, lines_matched}.
-- **Big logs** are streamed in 4 MB chunks through one combined regular expression (RE2, linear time
-  whatever the number of signatures); only candidate lines are decoded, and lines are cut at 8 KB.
+  and `observed` {ranks, nodes, lines_matched} (a hang: stage, last_by_rank, ranks_missing, hypotheses;
+  a fatal signal: signal, handler, library, function).
+- **Big logs** are read in 4 MB blocks through one compiled multi-pattern matcher over every signature,
+  cue and reader pattern (hyperscan where its wheel installs, else google-re2's union DFA with a
+  `re2.Set` per hit line, else the literals every pattern requires with the stdlib `re`); newlines are
+  counted in C, and per-line work (line numbers, rank / host / pid attribution, context) happens only
+  around hits. Lines are cut at 8 KB; the last 256 KB are kept for the hang reader. Memory stays flat.
+- **From Python** (what `check`, `bench`, `run` use): `ddp_doctor.diagnose.explain_text(text_or_bytes,
+  name, exit_codes)` and `explain_stream(binary_stream, name, stats, exit_codes)` return typed `Result`s,
+  root cause first; `diagnose({name: lines}, exit_codes)` returns the signature findings only.
 
 ## Measured
 
-`benchmarks/bench_explain.py` on the 2-core development machine (other jobs running), 1 GB generated log
-(13.3 million lines of NCCL INFO / training output with failure lines sprinkled in), last run:
+`benchmarks/bench_explain.py` generates a 524 MB log of realistic multi-rank NCCL INFO output (16 ranks
+on 2 nodes: init and channel lines, one `AllReduce: opCount` line per collective with
+NCCL_DEBUG_SUBSYS=COLL, `[rankN]:` training lines) ending with torchrun's summary of a SIGKILLed rank,
+and times, alternately on the same warm file, `grep -ciE 'error|warn|fail|fatal|killed|timeout|abort|fault|signal'
+FILE > out.txt` (the cue words of readers.yaml; grep writes to a file) and `ddp-doctor explain FILE
+--format json -o out.json` once per engine. Machine: the 2-core development VM shared with five other
+engineers (Python 3.11, hyperscan 0.9.1, google-re2 1.1).
 
-| what | time | throughput | peak RSS |
-|---|---|---|---|
-| `ddp-doctor explain --format json` (RE2 prefilter) | 4.65 s | 231 MB/s | 46 MiB |
-| yardstick: `grep -c ERROR` | 0.31 s | 3400 MB/s | 22 MiB |
-| yardstick: bare Python `for line in f` loop | 2.18 s | 494 MB/s | 22 MiB |
-| one 100 MB line (diagnosed: `diag.invalid_device_ordinal`) | 0.83 s | — | 38 MiB |
-
-explain takes about 2.1x a bare Python line loop's time (15x grep's); the targets (>= 50 MB/s, < 200 MB
-RSS for 1 GB) are met. Across runs on this shared machine explain measured 100-310 MB/s. Without
-google-re2 installed (a declared dependency, so only where its wheel is missing) the reader falls back
-to scanning for the literal text each pattern requires (`bytes.find`) and the stdlib `re`: the same
-results (tested on every fixture) at 5-15 MB/s — fine for the log tails `check` passes in, slow for
-gigabytes.
+{measured}
 
 ## Adding a signature
 
 Add an entry to `src/ddp_doctor/diagnose/catalogue.yaml` with at least one `match` and one `no_match`
 example (the tests run every example through both input paths), note its `sources`, then run
-`python -m ddp_doctor.diagnose.docs`.
+`python -m ddp_doctor.diagnose.docs`. A harmless line takes `tier: harmless`, `severity: pass` and an
+`unless`; a terse line with several known causes takes `hypotheses: {terse: [{cause, test}, ...]}`,
+most likely first.
 
 ## Signatures
 """
@@ -109,11 +123,26 @@ def _entry(sig: Signature) -> str:
     return "\n".join(lines)
 
 
+MEASURED = """\
+| run (load average 1/5/15 min before) | grep best / median | explain hyperscan best / median | ratio best, median, CPU | explain re2 ratio best, median | peak RSS |
+|---|---|---|---|---|---|
+| 2 runs (5.48 5.80 5.09) | 1.56 s / 1.71 s | 2.23 s / 2.61 s (235 MB/s) | 0.70x, 0.65x, 0.81x | 0.42x, 0.41x | 32 MiB |
+| 3 runs (7.06 6.11 5.42) | 2.47 s / 2.99 s | 2.90 s / 4.27 s (181 MB/s) | 0.85x, 0.70x, 0.66x | 0.54x, 0.57x | 33 MiB |
+
+Both engines meet the target (>= 0.25x grep, moonshot 0.5x) with a flat ~30 MiB peak RSS and name the
+SIGKILLed rank (`diag.sigkill_oom`). The machine was never quiet (load average 5-7 on 2 cores), so the
+absolute MB/s are low for both tools; the ratio, measured alternately on the same warm file, is what
+the script is for. Before this engine, the line reader (one RE2 union, every signature's Python regex per
+candidate line) took 5.6 s for this file against grep's 1.85 s (0.33x, one run, load average 6); the
+issue measured it at 0.04x on its own file.
+"""
+
+
 def render() -> str:
     sigs = load()
     index = ["| id | severity | tier | title |", "|---|---|---|---|"]
     index += [f"| [`{s.id}`](#{s.id}) | {s.severity.value} | {s.tier} | {s.title} |" for s in sigs]
-    return INTRO + "\n" + "\n".join(index) + "\n\n" + "\n".join(_entry(s) for s in sigs)
+    return INTRO.replace("{measured}", MEASURED) + "\n" + "\n".join(index) + "\n\n" + "\n".join(_entry(s) for s in sigs)
 
 
 def main(argv: list[str] | None = None) -> int:
