@@ -77,7 +77,12 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
             continue
         kinds_seen.add("k8s")
         found = k8s.units(doc, path)
-        if not found and kind not in k8s.PASSIVE:
+        if not found and kind == "TrainJob":
+            notes.append(
+                f"{path}:{doc.line}: TrainJob without spec.trainer: its runtime decides command, nodes and GPUs; "
+                "lint the ClusterTrainingRuntime it names"
+            )
+        elif not found and kind not in k8s.PASSIVE:
             notes.append(f"{path}:{doc.line}: kind {kind} has no pod template ddp-doctor knows; not checked")
         units += found
     if not kinds_seen:
