@@ -394,3 +394,8 @@ def test_gpus_from_the_nvidia_runtime_count_as_granted(tmp_path: Path) -> None:
         """,
     )
     assert "gpu_limit_missing" not in found
+
+
+def test_unclosed_quote_is_reported_where_bash_reads_it_open(tmp_path: Path) -> None:
+    found = _lint(tmp_path, "run.sh", '#!/bin/bash\necho ok\nX="a\ny=1\ntorchrun t.py\n')
+    assert found["syntax_error"] == [(3, "error")]

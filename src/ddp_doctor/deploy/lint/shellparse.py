@@ -235,11 +235,8 @@ class SyntaxProblem:
 _BASH_ERROR = re.compile(r"line (\d+): (.*)$")
 
 
-def bash_syntax(text: str) -> SyntaxProblem | None:
-    """`bash -n` on the text: the first syntax error bash reports, None when it parses (or no bash here)."""
-    bash = shutil.which("bash")
-    if bash is None:
-        return None
+def _bash_n(bash: str, text: str) -> tuple[int, str] | None:
+    """(exit status, stderr) of `bash -n` on the text; None when bash cannot be run in time."""
     try:
         done = subprocess.run(
             [bash, "-n", "/dev/stdin"],
@@ -250,11 +247,49 @@ def bash_syntax(text: str) -> SyntaxProblem | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode == 0:
+    return done.returncode, done.stderr.decode("utf-8", "replace")
+
+
+_OPEN_QUOTE = "unexpected EOF while looking for matching"
+MAX_QUOTE_SEARCH = 100
+"""bash -n runs spent looking for the line that opened an unclosed quote (each takes milliseconds)."""
+MAX_QUOTE_SEARCH_BYTES = 256 * 1024
+
+
+def _opening_line(bash: str, lines: list[str], eof_line: int) -> int | None:
+    """bash names the end of the file for an unclosed quote; the quote opened on the first line from
+    which every longer prefix of the script is still inside it."""
+    last = len(lines)
+    for k in range(last - 1, max(0, last - MAX_QUOTE_SEARCH), -1):
+        done = _bash_n(bash, "\n".join(lines[:k]) + "\n")
+        if done is None:
+            return None
+        if done[0] == 0 or _OPEN_QUOTE not in done[1]:
+            return k + 1 if k + 1 < eof_line else None
+    return None
+
+
+def bash_syntax(text: str) -> SyntaxProblem | None:
+    """`bash -n` on the text: the first syntax error bash reports, None when it parses (or no bash here)."""
+    bash = shutil.which("bash")
+    if bash is None:
         return None
-    for raw in done.stderr.decode("utf-8", "replace").splitlines():
+    done = _bash_n(bash, text)
+    if done is None or done[0] == 0:
+        return None
+    for raw in done[1].splitlines():
         m = _BASH_ERROR.search(raw)
         if m:
-            return SyntaxProblem(int(m.group(1)), m.group(2).strip())
-    first = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return SyntaxProblem(1, first[0] if first else f"bash -n exited {done.returncode}")
+            line, message = int(m.group(1)), m.group(2).strip()
+            if _OPEN_QUOTE in message and len(text) <= MAX_QUOTE_SEARCH_BYTES:
+                opened = _opening_line(bash, text.split("\n"), line)
+                if opened is not None:
+                    return SyntaxProblem(
+                        opened,
+                        f"{message}: bash reads the quote on line {opened} as opening a string that never closes "
+                        "(if that line looks right, a quote earlier in the script is unbalanced and has put "
+                        "the ones after it out of step)",
+                    )
+            return SyntaxProblem(line, message)
+    first = done[1].strip().splitlines()
+    return SyntaxProblem(1, first[0] if first else f"bash -n exited {done[0]}")
