@@ -85,6 +85,7 @@ def read(
     per_who: dict[str, Last] = {}
     last_coll: dict[str, Last] = {}
     n_ranks = 0
+    claims: dict[int, int] = {}  # rank -> how many processes announced it
     activity = 0
     past_startup = False  # a communicator was being set up: more than the lines every rank prints first
     for lineno, raw in tail:
@@ -99,6 +100,13 @@ def read(
         m = _NRANKS.search(text)
         if m:
             n_ranks = max(n_ranks, int(m.group(1)))
+        for p in k.announce:
+            a = p.search(text)
+            if a:
+                claims[int(a.group("rank"))] = claims.get(int(a.group("rank")), 0) + 1
+                n_ranks = max(n_ranks, int(a.group("world")))
+                if where.rank is None:
+                    where = Origin(rank=int(a.group("rank")), node=where.node)
         seq, op = _sequence(k, text) if kind == "collective" else (None, None)
         activity += kind in STAGE_OF
         past_startup = past_startup or kind in ("init", "init_done", "collective")
@@ -113,7 +121,17 @@ def read(
     if last_meaningful.kind in STAGE_OF:
         stage = STAGE_OF[last_meaningful.kind]
         result = _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
-        if past_startup and not _ranks_disagree(result, per_who):
+        doubled = sorted(r for r, n in claims.items() if n > 1)
+        if doubled:
+            result.summary += (
+                f"; rank(s) {_ranges(doubled)} were each announced by more than one process: the processes of "
+                "different nodes computed the same global ranks (node rank / tasks per node disagree with the launcher), "
+                f"so ranks {_ranges(result.observed['ranks_missing'])} never exist"
+                if result.observed.get("ranks_missing")
+                else "; some ranks were announced by more than one process"
+            )
+            result.observed["ranks_announced_twice"] = doubled
+        if past_startup and not _ranks_disagree(result, per_who) and not doubled:
             # Every rank seen stopped at the same kind of line and none is missing: a hang, or a paste
             # that ends there. Say what a hang would mean, as a warning.
             return replace(

@@ -32,6 +32,8 @@ class Knowledge:
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
     """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init."""
     sequence: tuple[re.Pattern[str], ...]
+    announce: tuple[re.Pattern[str], ...]
+    """A rank naming itself in the message (group rank, world): attribution and duplicate claims."""
     announcements: tuple[Announcement, ...]
     frames: tuple[re.Pattern[str], ...]
     handler_frames: re.Pattern[str]
@@ -58,6 +60,7 @@ def load() -> Knowledge:
             (name, _all(act[name])) for name in ("finished", "init_done", "collective", "init_start", "init")
         ),
         sequence=_all(act["sequence"]),
+        announce=_all(act["announce"]),
         announcements=tuple(
             Announcement(a["handler"], re.compile(a["pattern"]), a.get("signal"), a.get("library"))
             for a in fatal["announcements"]
