@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,10 +64,10 @@ def launch_spec(spec: SweepSpec) -> Any:
     )
 
 
-def run(spec: SweepSpec, report: Report) -> Report:
+def run(spec: SweepSpec, report: Report, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> Report:
     from ddp_doctor.live.launch import launch
 
-    outcome = launch(launch_spec(spec))
+    outcome = launch(launch_spec(spec), on_poll=on_poll)
     return merge(spec, outcome, report)
 
 

@@ -188,7 +188,12 @@ def _measure(args: argparse.Namespace) -> Report:
         gpu_health=args.gpu_health,
         python=chosen.python,
     )
-    return run(spec, report)
+    from ddp_doctor import progress
+
+    beats = progress.Latest()
+    shown = progress.Display("bench", lambda: progress.bench_lines(beats.get(), f"starting {nproc} {backend} ranks"))
+    with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
+        return run(spec, report, on_poll=beats.set)
 
 
 def run(args: argparse.Namespace) -> Report:

@@ -116,6 +116,10 @@ def run(args: argparse.Namespace) -> Report:
         report.facts["expect_gpus"] = args.expect_gpus
         report.extend(checks.evaluate(report.facts))
         return report
+    from ddp_doctor import progress
     from ddp_doctor.live.chain import run_check
 
-    return run_check(args, report, chosen)
+    beats = progress.Latest()
+    shown = progress.Display("check", lambda: progress.rank_lines(beats.get(), "starting torchrun"))
+    with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
+        return run_check(args, report, chosen, on_poll=beats.set)

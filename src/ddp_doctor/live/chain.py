@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,12 @@ def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
     return r
 
 
-def run_check(args: argparse.Namespace, report: Report, target: Target | None = None) -> Report:
+def run_check(
+    args: argparse.Namespace,
+    report: Report,
+    target: Target | None = None,
+    on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None,
+) -> Report:
     snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there
     plan, spec = plan_for(args, target, snapshot)
     # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
@@ -272,7 +278,7 @@ def run_check(args: argparse.Namespace, report: Report, target: Target | None = 
     facts_job = _Background(lambda: _gather_facts(target))
     facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
-        outcome = launcher.launch(_with_deadline(spec))
+        outcome = launcher.launch(_with_deadline(spec), on_poll=on_poll)
     if mn is not None:  # multi-node (helper G)
         mn.before_merge(outcome, plan)
     facts_job.join(max(5.0, args.timeout))

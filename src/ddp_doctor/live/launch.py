@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,8 @@ def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[i
         time.sleep(0.05)
 
 
-def launch(spec: LaunchSpec) -> RunOutcome:
+def launch(spec: LaunchSpec, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> RunOutcome:
+    """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
     started = time.monotonic()
     deadline = started + spec.timeout_s
     run_dir = Path(tempfile.mkdtemp(prefix="ddp-doctor-run-"))
@@ -362,6 +364,8 @@ def launch(spec: LaunchSpec) -> RunOutcome:
             if now - last_scan > 0.25:
                 tracked.update(procs.descendants(proc.pid))
                 last_scan = now
+                if on_poll is not None:
+                    on_poll(rankio.read_heartbeats(run_dir))
             if proc.poll() is not None:
                 break
             if now >= deadline:

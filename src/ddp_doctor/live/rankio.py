@@ -24,6 +24,7 @@ RUN_DIR_ENV = "DDP_DOCTOR_RUN_DIR"
 NODE_ENV = "DDP_DOCTOR_NODE"
 
 _progress = itertools.count(1)
+_phase: dict[str, Any] = {}  # the phase of this rank's last heartbeat: its name, start and deadline
 _RANK_FILE = re.compile(r"^rank-(\d+)\.(json|hb|stack|error\.json|log)$")
 
 
@@ -50,9 +51,24 @@ def write_atomic(target: Path, data: str) -> None:
     os.replace(tmp, target)
 
 
-def heartbeat(phase: str, step: str | None = None) -> None:
-    """Record where this rank is. `progress` only grows, so the rank with the lowest one is the laggard."""
-    beat = {"phase": phase, "step": step, "time": time.time(), "pid": os.getpid(), "progress": next(_progress)}
+def heartbeat(phase: str, step: str | None = None, deadline: float | None = None) -> None:
+    """Record where this rank is. `progress` only grows, so the rank with the lowest one is the laggard.
+    `since` is when this phase began and `deadline` (epoch seconds) when it must end: the parent shows them."""
+    now = time.time()
+    if _phase.get("phase") != phase:
+        _phase.clear()
+        _phase.update(phase=phase, since=now, deadline=None)
+    if deadline is not None and deadline != float("inf"):
+        _phase["deadline"] = deadline
+    beat = {
+        "phase": phase,
+        "step": step,
+        "time": now,
+        "pid": os.getpid(),
+        "progress": next(_progress),
+        "since": _phase["since"],
+        "deadline": _phase["deadline"],
+    }
     write_atomic(path("hb"), json.dumps(beat))
 
 

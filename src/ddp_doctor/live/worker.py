@@ -253,7 +253,7 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
         ctx.phase_deadline = started + budget
         record = _phase_record(payload, name)
         record.update(started=started, budget_s=round(budget, 1), status="running")
-        rankio.heartbeat(name)
+        rankio.heartbeat(name, deadline=ctx.phase_deadline)
         # A C-level hang that holds the GIL would stop the watchdog thread; this C timer still fires.
         faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
         try:
