@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,216 +175,269 @@ def _error_lines(err: dict[str, Any]) -> list[str]:
     return [f"{err.get('type')}: {err.get('message')}", *(err.get("traceback") or "").splitlines()[-12:]]
 
 
-def merge(outcome: RunOutcome, plan: Plan) -> Merged:
-    m = Merged()
-    payloads = outcome.ranks
-    beats = outcome.heartbeats
-    world = plan.world_size or max([*payloads, *beats, -1]) + 1
-    blamed: dict[int, list[int]] = {}  # blamed rank -> ranks that blame it
-    primary: list[Result] = []
-    secondary: list[Result] = []
-    ended: list[Result] = []  # ranks torchrun ended after a failure elsewhere
-    reached: dict[str, set[int]] = {p: set() for p in plan.phases}
+@dataclass
+class _Triage:
+    """What the steps of merge() learn about the ranks, before the root cause is picked."""
 
-    for rank in sorted(payloads):
-        p = payloads[rank]
+    results: list[Result] = field(default_factory=list)
+    primary: list[Result] = field(default_factory=list)
+    secondary: list[Result] = field(default_factory=list)
+    ended: list[Result] = field(default_factory=list)
+    """Ranks torchrun ended after a failure elsewhere."""
+    blamed: dict[int, list[int]] = field(default_factory=dict)
+    """Blamed rank -> the ranks that blame it."""
+    reached: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(self, r: Result, bucket: list[Result] | None) -> None:
+        if bucket is not None:
+            bucket.append(r)
+        self.results.append(r)
+
+
+# A failed phase whose rank says it only waited for others, or whose error is a peer's death echoed,
+# is secondary; any other failure is the rank's own (a stuck rank is sorted out by _laggard_first).
+_SECONDARY_WHEN: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool]], ...] = (
+    ("the rank names the ranks it waited for", lambda rec, err: bool(err.get("blame_ranks"))),
+    ("the error is a peer's death echoed", lambda rec, err: bool(_PEER_ECHO.search(str(err.get("message"))))),
+)
+
+
+@dataclass(frozen=True)
+class _Silent:
+    """A rank that stopped inside a phase without reporting it: what the heartbeat and exit status say."""
+
+    rank: int
+    code: int | None
+    starting: bool
+    blamed: bool
+    timed_out: bool
+
+    @property
+    def ended_by_torchrun(self) -> bool:
+        # SIGTERM comes from torchrun ending the group after another rank failed: a consequence, also
+        # for a rank still importing torch.
+        return self.code in (-15, 143)
+
+
+# The rank's own failure (primary) when any of these holds; otherwise torchrun ended it (secondary).
+_OWN_FAILURE_WHEN: tuple[tuple[str, Callable[[_Silent], bool]], ...] = (
+    ("its peers blame it", lambda s: s.blamed),
+    ("it exited by itself", lambda s: s.code is not None and not s.ended_by_torchrun),
+    ("the run hit its deadline", lambda s: s.timed_out),
+    ("it died while starting, not by torchrun's SIGTERM", lambda s: s.starting and not s.ended_by_torchrun),
+)
+
+
+def _passed_phase(rank: int, node: str, rec: dict[str, Any]) -> Result:
+    n = len(rec.get("checks") or [])
+    summary = f"rank {rank}: {plural(n, 'check')} passed in {float(rec.get('duration_s') or 0):.1f} s"
+    return _phase_result(rank, node, rec, Status.PASS, summary)
+
+
+def _explain_stuck(r: Result, rank: int, rec: dict[str, Any], err: dict[str, Any], outcome: RunOutcome) -> None:
+    r.cause = (
+        f"rank {rank} made no progress in {rec['name']} within its {rec.get('budget_s')} s "
+        f"deadline (last step: {err.get('step')})"
+    )
+    r.remedy = (
+        "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
+        "the rank that is furthest behind is the one to look at"
+    )
+    r.observed["progress"] = (outcome.heartbeats.get(rank) or {}).get("progress")
+
+
+def _phase_error(t: _Triage, rank: int, node: str, rec: dict[str, Any], outcome: RunOutcome) -> None:
+    """A phase that raised: its message, who it blames, the diagnosis of its log, primary or not."""
+    err, name = rec["error"], rec["name"]
+    message = str(err.get("message", "")).splitlines()[0] if err.get("message") else err.get("type", "")
+    where = f" (at {err['step']})" if err.get("step") else ""
+    r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} failed in {name}{where}: {message}")
+    r.evidence.append(Evidence(f"rank-{rank}.json", f"{err.get('type')}: {err.get('message')}"))
+    r.observed["error_type"] = err.get("type")
+    for b in err.get("blame_ranks") or []:
+        t.blamed.setdefault(int(b), []).append(rank)
+    stuck = rec.get("kind") == "stuck"
+    if stuck:
+        _explain_stuck(r, rank, rec, err, outcome)
+    # The log often says why (e.g. a DataLoader worker's "No space left on device").
+    _apply_diagnosis(r, rank, outcome, _error_lines(err))
+    # A phase that knew why it stopped (PhaseError) is the best authority on it.
+    r.cause = err.get("cause") or r.cause
+    r.remedy = err.get("remedy") or r.remedy
+    if err.get("blame_ranks"):
+        missing = ", ".join(str(b) for b in err["blame_ranks"])
+        r.cause = r.cause or f"rank(s) {missing} did not get this far"
+        r.remedy = r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
+    secondary = not stuck and any(rule(rec, err) for _, rule in _SECONDARY_WHEN)
+    t.add(r, t.secondary if secondary else t.primary)
+
+
+def _failed_checks(t: _Triage, rank: int, node: str, rec: dict[str, Any]) -> None:
+    fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
+    summary = f"rank {rank}: {len(fails)} check(s) failed in {rec['name']}: " + "; ".join(c["id"] for c in fails)
+    r = _phase_result(rank, node, rec, Status.FAIL, summary)
+    r.cause = fails[0].get("cause") if fails else None
+    r.remedy = fails[0].get("remedy") if fails else None
+    t.add(r, t.primary)
+
+
+def _judge_phases(t: _Triage, outcome: RunOutcome, plan: Plan) -> None:
+    """Step 1: what each rank reported about each phase it finished."""
+    for rank in sorted(outcome.ranks):
+        p = outcome.ranks[rank]
         node = p.get("node") or plan.node
         for rec in p.get("phases", []):
-            name = rec["name"]
-            reached.setdefault(name, set()).add(rank)
+            t.reached.setdefault(rec["name"], set()).add(rank)
             status = rec.get("status")
             if status == "pass":
-                n = len(rec.get("checks") or [])
-                m.results.append(
-                    _phase_result(
-                        rank,
-                        node,
-                        rec,
-                        Status.PASS,
-                        f"rank {rank}: {plural(n, 'check')} passed in {float(rec.get('duration_s') or 0):.1f} s",
-                    )
-                )
+                t.add(_passed_phase(rank, node, rec), None)
+            elif status == "fail" and rec.get("error"):
+                _phase_error(t, rank, node, rec, outcome)
             elif status == "fail":
-                err = rec.get("error") or {}
-                if err:
-                    message = str(err.get("message", "")).splitlines()[0] if err.get("message") else err.get("type", "")
-                    where = f" (at {err['step']})" if err.get("step") else ""
-                    r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} failed in {name}{where}: {message}")
-                    r.evidence.append(Evidence(f"rank-{rank}.json", f"{err.get('type')}: {err.get('message')}"))
-                    r.observed["error_type"] = err.get("type")
-                    for b in err.get("blame_ranks") or []:
-                        blamed.setdefault(int(b), []).append(rank)
-                    if rec.get("kind") == "stuck":
-                        r.cause = (
-                            f"rank {rank} made no progress in {name} within its {rec.get('budget_s')} s "
-                            f"deadline (last step: {err.get('step')})"
-                        )
-                        r.remedy = (
-                            "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
-                            "the rank that is furthest behind is the one to look at"
-                        )
-                        r.observed["progress"] = (beats.get(rank) or {}).get("progress")
-                    # The log often says why (e.g. a DataLoader worker's "No space left on device").
-                    _apply_diagnosis(r, rank, outcome, _error_lines(err))
-                    # A phase that knew why it stopped (PhaseError) is the best authority on it.
-                    r.cause = err.get("cause") or r.cause
-                    r.remedy = err.get("remedy") or r.remedy
-                    if err.get("blame_ranks"):
-                        missing = ", ".join(str(b) for b in err["blame_ranks"])
-                        r.cause = r.cause or f"rank(s) {missing} did not get this far"
-                        r.remedy = (
-                            r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
-                        )
-                    bucket = (
-                        secondary if (err.get("blame_ranks") or _PEER_ECHO.search(str(err.get("message")))) else primary
-                    )
-                    if rec.get("kind") == "stuck":
-                        bucket = primary  # sorted out below: the laggard stays primary
-                    bucket.append(r)
-                    m.results.append(r)
-                else:
-                    fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
-                    r = _phase_result(
-                        rank,
-                        node,
-                        rec,
-                        Status.FAIL,
-                        f"rank {rank}: {len(fails)} check(s) failed in {name}: " + "; ".join(c["id"] for c in fails),
-                    )
-                    r.cause = fails[0].get("cause") if fails else None
-                    r.remedy = fails[0].get("remedy") if fails else None
-                    primary.append(r)
-                    m.results.append(r)
-            # status "running": the rank died inside the phase; handled with the heartbeats below
+                _failed_checks(t, rank, node, rec)
+            # status "running": the rank died inside the phase; _judge_silent_ranks reads its heartbeat
 
-    # Ranks that died, hung or never started: what the heartbeat and the exit status say.
-    for rank in sorted(plan.ranks) if plan.ranks is not None else range(world):
-        p = payloads.get(rank) or {}
-        beat = beats.get(rank)
-        done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
-        code = outcome.exit_codes.get(f"rank {rank}")
-        node = p.get("node") or plan.node
-        if beat is None and not p:
-            who = blamed.get(rank)
-            rec = {"name": "init", "started": min((b["time"] for b in beats.values()), default=None)}
-            r = _phase_result(
-                rank,
-                node,
-                rec,
-                Status.FAIL,
-                f"rank {rank} never started: no heartbeat from it"
-                + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""),
-            )
-            r.cause = (
-                "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
-            )
-            r.remedy = (
-                f"read rank-{rank}.log and torchrun.log; a rank stuck importing torch or initialising CUDA "
-                "often means a broken driver or a hung filesystem"
-            )
-            _apply_diagnosis(r, rank, outcome, [])
-            reached["init"].add(rank)
-            primary.append(r)
-            m.results.append(r)
-            continue
-        phase = (beat or {}).get("phase")
-        starting = phase == "start" and not p.get("phases")
-        if starting:
-            phase = "init"  # it died between its first heartbeat and its first phase (e.g. importing torch)
-        elif phase in (None, "start", "done") or phase in done_phases:
-            continue
-        rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
-        rec = {**rec, "started": (beat or {}).get("time", rec.get("started"))}
-        step = (beat or {}).get("step")
-        where = f" (at {step})" if step else ""
-        reached.setdefault(phase, set()).add(rank)
-        # SIGTERM comes from torchrun ending the group after another rank failed: a consequence, also
-        # for a rank still importing torch. Any other way of dying while starting is the rank's own.
-        ended_by_torchrun = code in (-15, 143)
-        if (
-            rank in blamed
-            or (code is not None and not ended_by_torchrun)
-            or outcome.timed_out
-            or (starting and not ended_by_torchrun)
-        ):
-            how = (
-                _signal_text(code)
-                if code is not None
-                else ("still running at the deadline" if outcome.timed_out else "ended")
-            )
-            r = _phase_result(
-                rank,
-                node,
-                rec,
-                Status.FAIL,
-                f"rank {rank} stopped while starting, before its first phase: {how}"
-                if starting
-                else f"rank {rank} stopped in {phase}{where}: {how}",
-            )
-            ef = outcome.error_files.get(rank)
-            if ef:  # torchelastic @record: the uncaught exception, with its traceback
-                msg = ef.get("message")
-                text = msg.get("message") if isinstance(msg, dict) else msg
-                r.summary += f"; {str(text).splitlines()[0][:300]}" if text else ""
-                r.evidence.append(Evidence(f"rank-{rank}.error.json", str(text)[:3000]))
-            if rank in blamed:
-                r.summary += f"; rank(s) {', '.join(map(str, blamed[rank]))} waited for it"
-                r.cause = f"rank {rank} stopped making progress in {phase}{where}; its peers gave up waiting"
-                r.remedy = f"see rank {rank}'s stack and rank-{rank}.log for where it is stuck"
-            _apply_diagnosis(r, rank, outcome, [])
-            r.observed.update({"exit_code": code, "heartbeat": beat})
-            primary.append(r)
-        else:
-            r = _phase_result(
-                rank,
-                node,
-                rec,
-                Status.SKIP,
-                f"rank {rank} was ended by torchrun "
-                f"{'while starting' if starting else f'in {phase}{where}'} after another rank failed",
-            )
-            r.observed.update({"exit_code": code})
-            secondary.append(r)
-            ended.append(r)
-        m.results.append(r)
 
-    if ended and not primary:
-        # Nobody else failed, so the SIGTERM came from outside the job (torchrun or its parent was stopped).
-        for r in ended:
-            r.status = Status.FAIL
-            r.summary = r.summary.replace("after another rank failed", "and no rank had failed")
-            r.cause = "the job was stopped from outside: torchrun (or what started it) got SIGTERM"
-            r.remedy = "look for what sent SIGTERM: a scheduler's time limit or preemption, an OOM-killed agent, Ctrl-C"
-            secondary.remove(r)
-            primary.append(r)
+def _never_started(t: _Triage, rank: int, node: str, outcome: RunOutcome) -> None:
+    who = t.blamed.get(rank)
+    rec = {"name": "init", "started": min((b["time"] for b in outcome.heartbeats.values()), default=None)}
+    r = _phase_result(
+        rank,
+        node,
+        rec,
+        Status.FAIL,
+        f"rank {rank} never started: no heartbeat from it"
+        + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""),
+    )
+    r.cause = "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
+    r.remedy = (
+        f"read rank-{rank}.log and torchrun.log; a rank stuck importing torch or initialising CUDA "
+        "often means a broken driver or a hung filesystem"
+    )
+    _apply_diagnosis(r, rank, outcome, [])
+    t.reached["init"].add(rank)
+    t.add(r, t.primary)
 
-    # Among stuck ranks, the one furthest behind is the cause; the others waited for it.
-    stuck = [r for r in primary if r.observed.get("progress") is not None]
-    if len(stuck) > 1:
-        least = min(r.observed["progress"] for r in stuck)
-        for r in stuck:
-            if r.observed["progress"] > least:
-                primary.remove(r)
-                secondary.append(r)
 
-    m.results.extend(_merge_checks(payloads))
-    stuck_teardown = sorted(r for r, p in payloads.items() if p.get("teardown_stuck"))
-    if stuck_teardown:
-        m.results.append(
-            Result(
-                "live.teardown",
-                "ranks shut down cleanly",
-                Status.WARN,
-                f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
-                cause="the process group hung while shutting down (seen with some NCCL versions)",
-                remedy="training scripts should call destroy_process_group() with a timeout guard; "
-                "try a newer NCCL if it hangs there",
-            )
+def _stopped(t: _Triage, s: _Silent, r: Result, where: str, outcome: RunOutcome) -> None:
+    """A silent rank whose stop is its own failure: what it died of, and who waited for it."""
+    rank = s.rank
+    ef = outcome.error_files.get(rank)
+    if ef:  # torchelastic @record: the uncaught exception, with its traceback
+        msg = ef.get("message")
+        text = msg.get("message") if isinstance(msg, dict) else msg
+        r.summary += f"; {str(text).splitlines()[0][:300]}" if text else ""
+        r.evidence.append(Evidence(f"rank-{rank}.error.json", str(text)[:3000]))
+    if s.blamed:
+        r.summary += f"; rank(s) {', '.join(map(str, t.blamed[rank]))} waited for it"
+        r.cause = f"rank {rank} stopped making progress in {r.phase}{where}; its peers gave up waiting"
+        r.remedy = f"see rank {rank}'s stack and rank-{rank}.log for where it is stuck"
+    _apply_diagnosis(r, rank, outcome, [])
+    r.observed.update({"exit_code": s.code, "heartbeat": outcome.heartbeats.get(rank)})
+    t.add(r, t.primary)
+
+
+def _silent_rank(t: _Triage, rank: int, outcome: RunOutcome, plan: Plan) -> None:
+    p = outcome.ranks.get(rank) or {}
+    beat = outcome.heartbeats.get(rank)
+    node = p.get("node") or plan.node
+    if beat is None and not p:
+        _never_started(t, rank, node, outcome)
+        return
+    done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
+    phase = (beat or {}).get("phase")
+    starting = phase == "start" and not p.get("phases")
+    if starting:
+        phase = "init"  # it died between its first heartbeat and its first phase (e.g. importing torch)
+    elif phase in (None, "start", "done") or phase in done_phases:
+        return
+    rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
+    rec = {**rec, "started": (beat or {}).get("time", rec.get("started"))}
+    step = (beat or {}).get("step")
+    where = f" (at {step})" if step else ""
+    t.reached.setdefault(phase, set()).add(rank)
+    s = _Silent(rank, outcome.exit_codes.get(f"rank {rank}"), starting, rank in t.blamed, outcome.timed_out)
+    if any(rule(s) for _, rule in _OWN_FAILURE_WHEN):
+        how = (
+            _signal_text(s.code)
+            if s.code is not None
+            else ("still running at the deadline" if outcome.timed_out else "ended")
         )
+        summary = (
+            f"rank {rank} stopped while starting, before its first phase: {how}"
+            if starting
+            else f"rank {rank} stopped in {phase}{where}: {how}"
+        )
+        _stopped(t, s, _phase_result(rank, node, rec, Status.FAIL, summary), where, outcome)
+        return
+    r = _phase_result(
+        rank,
+        node,
+        rec,
+        Status.SKIP,
+        f"rank {rank} was ended by torchrun "
+        f"{'while starting' if starting else f'in {phase}{where}'} after another rank failed",
+    )
+    r.observed.update({"exit_code": s.code})
+    t.ended.append(r)
+    t.add(r, t.secondary)
+
+
+def _judge_silent_ranks(t: _Triage, outcome: RunOutcome, plan: Plan, world: int) -> None:
+    """Step 2: ranks that died, hung or never started: what the heartbeat and the exit status say."""
+    for rank in sorted(plan.ranks) if plan.ranks is not None else range(world):
+        _silent_rank(t, rank, outcome, plan)
+
+
+def _stopped_from_outside(t: _Triage) -> None:
+    """Step 3: ranks ended by torchrun while nobody else failed: the SIGTERM came from outside the job."""
+    if not t.ended or t.primary:
+        return
+    for r in t.ended:
+        r.status = Status.FAIL
+        r.summary = r.summary.replace("after another rank failed", "and no rank had failed")
+        r.cause = "the job was stopped from outside: torchrun (or what started it) got SIGTERM"
+        r.remedy = "look for what sent SIGTERM: a scheduler's time limit or preemption, an OOM-killed agent, Ctrl-C"
+        t.secondary.remove(r)
+        t.primary.append(r)
+
+
+def _laggard_first(t: _Triage) -> None:
+    """Step 4: among stuck ranks, the one furthest behind is the cause; the others waited for it."""
+    stuck = [r for r in t.primary if r.observed.get("progress") is not None]
+    if len(stuck) <= 1:
+        return
+    least = min(r.observed["progress"] for r in stuck)
+    for r in stuck:
+        if r.observed["progress"] > least:
+            t.primary.remove(r)
+            t.secondary.append(r)
+
+
+def _teardown(payloads: dict[int, dict[str, Any]]) -> list[Result]:
+    stuck_teardown = sorted(r for r, p in payloads.items() if p.get("teardown_stuck"))
+    if not stuck_teardown:
+        return []
+    return [
+        Result(
+            "live.teardown",
+            "ranks shut down cleanly",
+            Status.WARN,
+            f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
+            cause="the process group hung while shutting down (seen with some NCCL versions)",
+            remedy="training scripts should call destroy_process_group() with a timeout guard; "
+            "try a newer NCCL if it hangs there",
+        )
+    ]
+
+
+def _unreached(t: _Triage, plan: Plan) -> list[Result]:
+    """Step 5: a planned phase no rank reached is a skip that names where the run stopped."""
+    out: list[Result] = []
     first_failed_phase = None
     for name in plan.phases:
-        if not reached.get(name):
-            m.results.append(
+        if not t.reached.get(name):
+            out.append(
                 Result(
                     id=f"live.{name}",
                     title=PHASE_TITLES.get(name, name),
@@ -392,27 +446,34 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
                     phase=name,
                 )
             )
-        elif first_failed_phase is None and any(r.phase == name and r.status is Status.FAIL for r in m.results):
+        elif first_failed_phase is None and any(r.phase == name and r.status is Status.FAIL for r in t.results):
             first_failed_phase = name
+    return out
 
-    pool = primary or secondary
+
+def _pick_root(t: _Triage) -> Result | None:
+    """Step 6: the earliest primary failure (secondary ones when no rank failed on its own), put first."""
+    pool = t.primary or t.secondary
     timed = [r for r in pool if r.started is not None and r.status is Status.FAIL]
-    m.root = (
+    root = (
         min(timed, key=lambda r: r.started or 0.0)
         if timed
         else next((r for r in pool if r.status is Status.FAIL), None)
     )
-    if m.root is not None:
-        # The root first, so every renderer shows it before the failures it caused.
-        m.results.remove(m.root)
-        m.results.insert(0, m.root)
-        for r in secondary:
-            if r.status is Status.FAIL and r is not m.root:
-                r.summary += f" [a consequence: rank {m.root.rank} failed first, in {m.root.phase}]"
-    m.results.extend(_nccl_results(outcome, plan))
-    rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
-    m.torch_facts = rank0.get("torch")
-    m.live_facts = {
+    if root is None:
+        return None
+    # The root first, so every renderer shows it before the failures it caused.
+    t.results.remove(root)
+    t.results.insert(0, root)
+    for r in t.secondary:
+        if r.status is Status.FAIL and r is not root:
+            r.summary += f" [a consequence: rank {root.rank} failed first, in {root.phase}]"
+    return root
+
+
+def _live_facts(outcome: RunOutcome, plan: Plan, world: int, root: Result | None) -> dict[str, Any]:
+    payloads, beats = outcome.ranks, outcome.heartbeats
+    return {
         "backend": plan.backend,
         "world_size": world,
         "nnodes": plan.nnodes,
@@ -434,18 +495,31 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
         "devices": {r: p.get("device") for r, p in payloads.items() if p.get("device")},
         "exit_codes": outcome.exit_codes,
         "root_cause": (
-            {
-                "id": m.root.id,
-                "rank": m.root.rank,
-                "node": m.root.node,
-                "phase": m.root.phase,
-                "summary": m.root.summary,
-            }
-            if m.root
+            {"id": root.id, "rank": root.rank, "node": root.node, "phase": root.phase, "summary": root.summary}
+            if root
             else None
         ),
     }
-    return m
+
+
+def merge(outcome: RunOutcome, plan: Plan) -> Merged:
+    """The ranks' payloads and the run's outcome -> Results, in named steps; the root cause first."""
+    payloads = outcome.ranks
+    world = plan.world_size or max([*payloads, *outcome.heartbeats, -1]) + 1
+    t = _Triage(reached={p: set() for p in plan.phases})
+    _judge_phases(t, outcome, plan)
+    _judge_silent_ranks(t, outcome, plan, world)
+    _stopped_from_outside(t)
+    _laggard_first(t)
+    t.results.extend(_merge_checks(payloads))
+    t.results.extend(_teardown(payloads))
+    t.results.extend(_unreached(t, plan))
+    root = _pick_root(t)
+    t.results.extend(_nccl_results(outcome, plan))
+    rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
+    return Merged(
+        results=t.results, root=root, torch_facts=rank0.get("torch"), live_facts=_live_facts(outcome, plan, world, root)
+    )
 
 
 def _nccl_results(outcome: RunOutcome, plan: Plan) -> list[Result]:
