@@ -124,6 +124,7 @@ def join(report: Report, received: list[dict[str, Any]], nnodes: int) -> None:
             r.node = r.node or name
             report.add(r)
         nodes[str(data.get("node_rank"))] = {"host": name, "run": other.facts.get("run")}
+    _order_failures(report)
     missing = nnodes - 1 - len(received)
     report.facts["nodes"] = nodes
     report.add(
@@ -137,3 +138,18 @@ def join(report: Report, received: list[dict[str, Any]], nnodes: int) -> None:
     )
     if report.root_cause is None:
         report.root_cause = report.pick_root_cause()
+
+
+def _order_failures(report: Report) -> None:
+    """Every node names its own first failing rank; across nodes the root is the earliest that is not a
+    consequence (a lost peer, a SIGTERM from the launcher). It goes first; the others say they followed it."""
+    failures = [r for r in report.results if r.id == "run.failure"]
+    if len(failures) < 2:
+        return
+    failures.sort(key=lambda r: (bool(r.observed.get("consequence")), r.started or float("inf")))
+    root = failures[0]
+    for r in failures[1:]:
+        r.summary += f" [after rank {root.rank} on {root.node} failed]"
+    others = [r for r in report.results if r.id != "run.failure"]
+    report.results[:] = [others[0], *failures, *others[1:]] if others else failures
+    report.root_cause = "run.failure"

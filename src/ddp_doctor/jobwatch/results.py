@@ -120,7 +120,8 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
         rank=rank,
         phase=phase,
         evidence=evidence_lines or (match.evidence[:4] if match else []),
-        observed={"diagnosis": match.id if match else None, "end": s["end"]},
+        observed={"diagnosis": match.id if match else None, "end": s["end"], "consequence": _is_consequence(s)},
+        started=out.started_epoch + float(s.get("ended_s") or 0.0),
     )
 
 

@@ -1,0 +1,39 @@
+"""A one-rank NCCL job for gpu/run.sh: healthy (matmuls + all_reduce, steps printed), or stuck in a kernel.
+
+modes: healthy | stuck (after a few healthy steps, a kernel that spins for ~10**13 cycles — hours — and a
+torch.cuda.synchronize() that waits for it: the rank is stuck in CUDA work, not in a collective)
+"""
+
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mode", default="healthy")
+parser.add_argument("--steps", type=int, default=300)
+args = parser.parse_args()
+
+local = int(os.environ.get("LOCAL_RANK", "0"))
+torch.cuda.set_device(local)
+dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+rank = dist.get_rank()
+a = torch.randn(4096, 4096, device="cuda")
+times = []
+for step in range(args.steps):
+    t0 = time.perf_counter()
+    b = a @ a
+    dist.all_reduce(b)
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - t0)
+    if step % 25 == 0:
+        print(f"rank {rank} step {step} norm {b.norm().item():.3e}", flush=True)
+    if args.mode == "stuck" and step == 10:
+        print(f"rank {rank} step {step}: launching a kernel that never ends", flush=True)
+        torch.cuda._sleep(10**13)
+        torch.cuda.synchronize()
+times.sort()
+print(f"STEP_MS {1000 * times[len(times) // 2]:.4f}", flush=True)
+dist.destroy_process_group()
