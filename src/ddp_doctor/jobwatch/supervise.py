@@ -27,8 +27,10 @@ from ddp_doctor.jobwatch.nvml import Timeline
 from ddp_doctor.jobwatch.stacks import Stack, classify
 from ddp_doctor.live import procs
 
-POLL_S = 0.25
-SCAN_S = 1.0
+POLL_S = 0.5
+SCAN_S = 2.0
+TREE_SCAN_S = 5.0
+"""The full /proc walk for the job's descendants (for the final cleanup) is the doctor's dearest read."""
 INTERRUPT_GRACE_S = 30.0
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT, signal.SIGINT)
 
@@ -75,6 +77,14 @@ def _cpu_ticks(pid: int) -> int:
         return 0
     fields = raw[raw.rfind(")") + 2 :].split()
     return int(fields[11]) + int(fields[12])
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(")") + 2 :].split()[19])
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -130,20 +140,27 @@ class Watcher:
     # -- ranks --------------------------------------------------------------------------------
     def rank_pids(self) -> dict[int, int]:
         """rank -> pid of the ranks still alive."""
-        living = procs.alive(self.tracked)
+        pids = {int(rec.get("pid", 0)) for rec in self.out.ranks.values()}
+        living = procs.alive({p: self.tracked[p] for p in pids if p in self.tracked})
         return {r: int(rec["pid"]) for r, rec in self.out.ranks.items() if int(rec.get("pid", 0)) in living}
 
-    def _scan(self, now: float) -> None:
+    def _scan(self, now: float, tree: bool = True) -> None:
         assert self.proc is not None
-        self.tracked.update(procs.descendants(self.proc.pid))
+        if tree:
+            self.tracked.update(procs.descendants(self.proc.pid))
         for r, rec in evidence.read_rank_json(self.cfg.run_dir, "pid").items():
+            pid = int(rec.get("pid", 0))
+            if pid and pid not in self.tracked:
+                start = _start_time(pid)
+                if start is not None:
+                    self.tracked[pid] = start
             self.out.ranks.setdefault(r, rec)
             if rec.get("pid") != self.out.ranks[r].get("pid"):
                 self.out.ranks[r] = rec  # a restarted worker (torchrun --max-restarts)
                 self.out.gone_at.pop(r, None)
-        living = procs.alive(self.tracked)
+        living = self.rank_pids()
         for r, rec in self.out.ranks.items():
-            if r not in self.out.gone_at and int(rec.get("pid", 0)) not in living:
+            if r not in self.out.gone_at and living.get(r) != int(rec.get("pid", 0)):
                 self.out.gone_at[r] = time.time()
 
     # -- hang examination: two samples a confirm window apart ------------------------------
@@ -269,7 +286,7 @@ class Watcher:
 
     def _loop(self) -> None:
         assert self.proc is not None
-        last_scan = last_sample = 0.0
+        last_scan = last_sample = last_tree = 0.0
         if self.cfg.live:
             from ddp_doctor.jobwatch.liveview import LiveView
 
@@ -278,8 +295,10 @@ class Watcher:
             self._forward()
             now = time.monotonic()
             if now - last_scan >= SCAN_S:
-                self._scan(now)
+                tree = now - last_tree >= TREE_SCAN_S or not self.out.ranks
+                self._scan(now, tree)
                 last_scan = now
+                last_tree = now if tree else last_tree
                 if self._live is not None:
                     self._live.update(self)
             if self.follow.poll(now):
