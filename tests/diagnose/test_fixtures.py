@@ -52,29 +52,6 @@ def test_nccl_last_error_is_shown() -> None:
     assert any(e.line == 28 for e in nccl.evidence)
 
 
-def _explain_with(engine: str, data: bytes) -> list[str]:
-    from ddp_doctor.diagnose import catalogue, prefilter
-    from ddp_doctor.diagnose.engine import Matcher
-    from ddp_doctor.diagnose.logread import Stats, scan
-
-    sigs = catalogue.load()
-    filt = prefilter.compile_bytes(prefilter.parts(p.pattern for s in sigs for p in s.patterns), engine=engine)
-    matcher = Matcher(sigs)
-    for cand in scan(io.BytesIO(data), filt, Stats(), chunk=4096):
-        matcher.line("log", cand.lineno, cand.text.decode("utf-8", "replace"))
-    return [r.id for r in matcher.results()]
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_literal_fallback_agrees_with_re2(name: str) -> None:
-    from ddp_doctor.diagnose.prefilter import engine_name
-
-    if engine_name() != "re2":
-        pytest.skip("google-re2 is not in use here")
-    data = (LOGS / name).read_bytes()
-    assert _explain_with("re", data) == _explain_with("re2", data)
-
-
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_line_list_and_stream_paths_agree(name: str) -> None:
     from ddp_doctor.diagnose import diagnose

@@ -10,18 +10,22 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddp_doctor.diagnose import _line_filter, explain_stream
+from ddp_doctor.diagnose import explain_stream, patterns
+from ddp_doctor.diagnose.blockscan import Tail, scan
 from ddp_doctor.diagnose.lines import clean, origin
-from ddp_doctor.diagnose.logread import MAX_LINE, Stats, scan
-from ddp_doctor.diagnose.prefilter import engine_name
+from ddp_doctor.diagnose.logread import MAX_LINE, Stats
+from ddp_doctor.diagnose.multimatch import available
 
 BUS = "RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error."
 HEALTHY = "host:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct"
 
 
-def _candidates(data: bytes, chunk: int) -> list[tuple[int, bytes]]:
-    prefilter = _line_filter()
-    return [(c.lineno, c.text) for c in scan(io.BytesIO(data), prefilter, Stats(), chunk=chunk) if not c.context]
+def _candidates(data: bytes, chunk: int, engine: str | None = None) -> list[tuple[int, bytes]]:
+    return [
+        (c.lineno, c.text)
+        for c in scan(io.BytesIO(data), patterns.engine(engine), Stats(), chunk=chunk)
+        if not c.context
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -29,19 +33,20 @@ def _candidates(data: bytes, chunk: int) -> list[tuple[int, bytes]]:
     lines=st.lists(st.sampled_from([BUS, HEALTHY, "", "x" * 300, "ERROR: boom", "step 1 loss 0.5"]), max_size=40),
     chunk=st.integers(min_value=16, max_value=600),
     crlf=st.booleans(),
+    engine=st.sampled_from(available()),
 )
-def test_line_numbers_are_exact_at_any_chunk_size(lines: list[str], chunk: int, crlf: bool) -> None:
+def test_line_numbers_are_exact_at_any_chunk_size(lines: list[str], chunk: int, crlf: bool, engine: str) -> None:
     eol = "\r\n" if crlf else "\n"
     data = eol.join(lines).encode() + (eol.encode() if lines else b"")
     expected = {i for i, line in enumerate(lines, start=1) if line in (BUS, "ERROR: boom")}
-    got = _candidates(data, chunk)
+    got = _candidates(data, chunk, engine)
     # every candidate carries its true line number (a line longer than the chunk may come in pieces) ...
     for n, text in got:
         assert text.rstrip(b"\r") in lines[n - 1].encode(), (n, text)
     # ... and every line that matters is a candidate (the RE2 filter is exact; the literal one may add more)
     numbers = {n for n, _ in got}
     assert expected <= numbers
-    if engine_name() == "re2":
+    if engine != "re":  # the regex engines are exact; the literal fallback may add lines the matcher drops
         assert numbers == expected
 
 
@@ -88,8 +93,7 @@ def test_binary_garbage_does_not_crash() -> None:
 
 def test_a_huge_line_is_capped_and_still_scanned() -> None:
     line = b"A" * (3 * MAX_LINE) + BUS.encode() + b"B" * (3 * MAX_LINE)
-    prefilter = _line_filter()
-    got = [c for c in scan(io.BytesIO(line + b"\nnext\n"), prefilter, Stats(), chunk=4096) if not c.context]
+    got = [c for c in scan(io.BytesIO(line + b"\nnext\n"), patterns.engine(), Stats(), chunk=4096) if not c.context]
     assert got and all(len(c.text) <= MAX_LINE for c in got)
     assert {c.lineno for c in got} == {1}
     assert any(BUS.encode() in c.text for c in got)
@@ -107,3 +111,13 @@ def test_origin_prefixes() -> None:
     assert origin("plain line").label() == ""
     assert clean("\x1b[1;31mred\x1b[0m\r\n") == "red"
     assert re.fullmatch(r"\S+", origin("h:1:2 [0] x", node="pod-0").node or "")
+
+
+def test_the_tail_keeps_the_last_lines_with_their_numbers() -> None:
+    data = b"".join(b"line %d\n" % i for i in range(1, 50001))
+    tail = Tail(limit=4096)
+    list(scan(io.BytesIO(data), patterns.engine(), Stats(), chunk=1 << 16, tail=tail))
+    rows = tail.finish()
+    assert rows[-1] == (50000, "line 50000")
+    assert all(text == f"line {n}" for n, text in rows)
+    assert 300 < len(rows) < 500  # about 4 KB of them, the first cut line dropped

@@ -1,32 +1,26 @@
 """Diagnosis: failure signatures (catalogue.yaml) + a matcher, log text / exit codes -> Results.
 
-The one entry point every part uses, so `check`, `bench`, image runs and `explain` name a
-failure with the same cause and remedy:
+The entry points every part uses, so `check`, `bench`, `run`, image runs and `explain` name a
+failure with the same cause and remedy (typed Results, root cause first):
 
-    diagnose({"rank-1.log": lines, ...}, {"rank 1": -9}) -> [Result, ...]   # root cause first
+    explain_text(captured_output, "job.log", {"rank 1": -9}) -> [Result, ...]  # all explain says
+    explain_stream(binary_stream, "job.log", stats) -> [Result, ...]            # any size, bounded memory
+    diagnose({"rank-1.log": lines, ...}, {"rank 1": -9}) -> [Result, ...]      # signature findings only
     signature("diag.shm_exhausted") -> {"title", "cause", "remedy", "severity", "source", ...}
 """
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, prefilter, readers
+from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, readers
 from ddp_doctor.diagnose.engine import Matcher
-from ddp_doctor.diagnose.logread import Stats, scan
+from ddp_doctor.diagnose.logread import Stats
 from ddp_doctor.report import Result, Status
 
 __all__ = ["Stats", "diagnose", "explain_stream", "explain_text", "signature"]
-
-
-@functools.lru_cache(maxsize=1)
-def _line_filter() -> Any:
-    """The one combined filter every input path uses to find the lines worth matching."""
-    sigs = catalogue.load()
-    return prefilter.compile_bytes(prefilter.parts(p.pattern for s in sigs for p in s.patterns))
 
 
 def _feed(matcher: Matcher, stream: IO[bytes], name: str, stats: Stats, tail: blockscan.Tail | None) -> None:
@@ -83,14 +77,6 @@ def explain_text(text: str | bytes, name: str = "log", exit_codes: Mapping[str, 
     """`explain_stream` for output already in memory (a captured run, a test)."""
     data = text.encode("utf-8", "replace") if isinstance(text, str) else text
     return explain_stream(io.BytesIO(data), name, exit_codes=exit_codes)
-
-
-def legacy_explain_stream(stream: IO[bytes], name: str) -> list[Result]:
-    """The previous reader (one RE2 union, every signature tried per line); kept to compare engines."""
-    matcher = Matcher(catalogue.load())
-    for cand in scan(stream, _line_filter(), Stats(), name=name):
-        matcher.line(name, cand.lineno, cand.text.decode("utf-8", "replace"))
-    return matcher.results(unknown=True, harmless=False)
 
 
 def signature(id: str) -> dict[str, Any] | None:

@@ -159,8 +159,9 @@ def scan(
         ended_with_newline = size > 0 and text_of[size - 1] == 10
         if tail is not None and not partial:
             tail.feed(bytes(region[max(0, size - tail.limit) : size]), lineno - 1 if ended_with_newline else lineno)
-        keep = OVERLAP if partial else have - end
-        buf[:keep] = buf[have - keep : have] if keep else b""
+        keep = min(OVERLAP, have) if partial else have - end
+        if keep:
+            buf[:keep] = buf[have - keep : have]  # same length: the buffer is never resized
         have = keep
         if got == 0:
             break

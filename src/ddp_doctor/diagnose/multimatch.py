@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ddp_doctor.diagnose.prefilter import _scoped
+from ddp_doctor.diagnose.prefilter import scoped
 
 _FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
 
@@ -113,10 +113,10 @@ class _Re2:
         options.max_mem = 256 << 20
         options.never_capture = True
         options.posix_syntax = False
-        self._union = re2.compile("|".join(f"(?m:{_scoped(p)})" for p in patterns).encode(), options)
+        self._union = re2.compile("|".join(f"(?m:{scoped(p)})" for p in patterns).encode(), options)
         self._set = re2.Set.SearchSet(options)
         for p in patterns:
-            self._set.Add(_scoped(p).encode())
+            self._set.Add(scoped(p).encode())
         self._set.Compile()
 
     def positions(self, block: bytes | memoryview) -> list[int]:
@@ -135,7 +135,7 @@ class _Re:
         self._each = [re.compile(p.encode(), re.MULTILINE) for p in patterns]
         self._literal = literal_filter(patterns)
         self._union = (
-            None if self._literal else re.compile(b"|".join(_scoped(p).encode() for p in patterns), re.MULTILINE)
+            None if self._literal else re.compile(b"|".join(scoped(p).encode() for p in patterns), re.MULTILINE)
         )
 
     def positions(self, block: bytes | memoryview) -> list[int]:
