@@ -8,6 +8,7 @@ diag.hang in catalogue.yaml.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ddp_doctor.diagnose.catalogue import Signature
@@ -93,7 +94,7 @@ def read(
         kind = classify(k, text)
         if kind is None:
             continue
-        comm = NCCL_COMM.search(text)
+        comm = NCCL_COMM.search(text) or _COMM_DONE.search(text)
         where = origin(text)
         if comm and where.pid is not None:
             pid_rank.setdefault((where.node, where.pid), int(comm.group("rank")))
@@ -190,12 +191,13 @@ def _result(
     lines.sort(key=lambda s: _order_key(s.split(":", 1)[0]))
     behind = _behind(last_coll)
     seen = {int(w.split()[1]) for w in ranks if w.startswith("rank ")}
-    missing = sorted(set(range(n_ranks)) - seen) if n_ranks else []
+    # only when lines are attributed to ranks at all can a rank be said to be missing
+    missing = sorted(set(range(n_ranks)) - seen) if n_ranks and seen else []
     summary = f"the log ends {STAGE_WORDS[stage]} (line {final.lineno}) with no error after it: the job hung there"
     if behind:
         summary += f"; {behind}"
     if missing:
-        summary += f"; rank(s) {_ranges(missing)} of {n_ranks} printed nothing in the last {tail_lines} lines"
+        summary += f"; no line of rank(s) {_ranges(missing)} of {n_ranks} in the last {tail_lines} lines"
     hypotheses = sig.hypotheses.get(stage, ())
     ranked = "\n".join(f"  {i}. {h.cause}\n     test: {h.test}" for i, h in enumerate(hypotheses, 1))
     remedy = f"Likely causes, most likely first:\n{ranked}\n{sig.remedy}" if ranked else sig.remedy
@@ -244,7 +246,9 @@ def _behind(last_coll: dict[str, Last]) -> str:
     return f"{', '.join(waiting)} {verb} in {op} #{top}, which {', '.join(lagging)} never entered"
 
 
-_NRANKS = __import__("re").compile(r"\bn[Rr]anks[ =](\d+)")
+_NRANKS = re.compile(r"\bn[Rr]anks[ =](\d+)")
+# "comm 0x.. rank 4 nranks 16 cudaDev 4 busId 85000 - Init COMPLETE": also says which pid is which rank
+_COMM_DONE = re.compile(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks \d+")
 
 
 def _order_key(who: str) -> tuple[int, int, str]:
