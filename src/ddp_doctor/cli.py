@@ -20,9 +20,10 @@ from types import ModuleType
 
 from ddp_doctor import __version__
 from ddp_doctor.commands import Printed
+from ddp_doctor.commands.options import use_color
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
 from ddp_doctor.output import write_text
-from ddp_doctor.render import FORMATS, render
+from ddp_doctor.render import render
 from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Report
 
@@ -37,14 +38,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _load(name: str) -> ModuleType:
     return importlib.import_module(f"ddp_doctor.commands.{name}")
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS) -> None:
-    parser.add_argument("--format", choices=list(formats), default="text", help="report format (default: text)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
-    parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
-    parser.add_argument("--verbose", "-v", action="store_true", help="text: every rank's row and every sub-check")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display on stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,14 +62,6 @@ def _crash_log(exc: BaseException) -> str:
         f.write(f"ddp-doctor {__version__}, argv={sys.argv!r}\n")
         f.write("".join(traceback.format_exception(exc)))
     return path
-
-
-def use_color(output: str | None) -> bool:
-    if "NO_COLOR" in os.environ or (output not in (None, "-")):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    return sys.stdout.isatty()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

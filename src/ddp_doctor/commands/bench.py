@@ -47,8 +47,8 @@ def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str],
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
     from ddp_doctor.commands.check import add_target_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     add_target_arguments(parser)
     sweep = parser.add_argument_group("sweep")

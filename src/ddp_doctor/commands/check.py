@@ -17,7 +17,7 @@ HELP = "check that this environment (or an image) really runs distributed PyTorc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument("--static", action="store_true", help="only the checks that need no ranks (about a second)")
     add_target_arguments(parser)

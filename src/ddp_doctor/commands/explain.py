@@ -17,7 +17,7 @@ HELP = "explain why a distributed training job failed, from its log (FILE, or '-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument(
         "file",

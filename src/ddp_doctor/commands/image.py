@@ -25,7 +25,7 @@ def _size(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument(
         "path", metavar="PATH", help="docker save tarball, OCI layout dir, OCI archive, rootfs tarball or rootfs dir"

@@ -16,7 +16,7 @@ FORMATS = ("text", "json", "sarif")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument("files", nargs="+", metavar="FILE", help="files to lint (kind told by name and content)")
     parser.add_argument(
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> Printed:
     import time
     from pathlib import Path
 
-    from ddp_doctor.cli import use_color
+    from ddp_doctor.commands.options import use_color
     from ddp_doctor.deploy.lint.config import load
     from ddp_doctor.render import render
     from ddp_doctor.render.headline import compose as compose_headline

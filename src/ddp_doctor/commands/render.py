@@ -11,7 +11,7 @@ HELP = "re-render a saved JSON report in another format"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument("report", metavar="REPORT.json", help="a report written with --format json ('-' for stdin)")
     add_output_arguments(parser)
@@ -35,7 +35,7 @@ def load_report(path: str) -> Report:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.cli import use_color
+    from ddp_doctor.commands.options import use_color
     from ddp_doctor.render import render
 
     # Rendered here, not by cli, so the saved timing and root cause stay as recorded.

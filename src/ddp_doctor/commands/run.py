@@ -26,7 +26,7 @@ HELP = "run your own distributed job (torchrun, python, accelerate, deepspeed) a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.cli import add_output_arguments
+    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument(
         "--run-dir", metavar="DIR", help="keep the run's evidence here (default: ./ddp-doctor-runs/<time>-<pid>)"
@@ -132,7 +132,7 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.cli import use_color
+    from ddp_doctor.commands.options import use_color
     from ddp_doctor.jobwatch import exitcodes, gather
     from ddp_doctor.jobwatch.results import build_report
     from ddp_doctor.jobwatch.supervise import watch
