@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.bench import health
+from ddp_doctor.health import gpu as health
 from ddp_doctor.report import Status
 from tests.conftest import FIXTURES
 

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.bench import formulas, health
+from ddp_doctor.bench import formulas
 from ddp_doctor.bench.results import op_result
+from ddp_doctor.health import gpu as health
 from ddp_doctor.report import Evidence, Report, Result, Status
 
 
@@ -192,10 +193,7 @@ def _launch_failure(
             evidence=evidence[:12],
         )
     ]
-    try:
-        from ddp_doctor.diagnose import diagnose
+    from ddp_doctor.diagnose import diagnose
 
-        results.extend(diagnose(outcome.logs, outcome.exit_codes))
-    except ImportError:
-        pass
+    results.extend(diagnose(outcome.logs, outcome.exit_codes))
     return results

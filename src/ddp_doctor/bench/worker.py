@@ -134,7 +134,7 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _health(ctx: Any, torch: Any, dist: Any) -> dict[str, Any]:
-    from ddp_doctor.bench import health
+    from ddp_doctor.health import gpu as health
 
     if ctx.device.type != "cuda":
         return {"skipped": "no CUDA device in this rank"}

@@ -143,7 +143,7 @@ def run_health(device_index: int) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def specs() -> dict[str, Any]:
-    text = resources.files("ddp_doctor.bench").joinpath("gpu_specs.yaml").read_text(encoding="utf-8")
+    text = resources.files("ddp_doctor.health").joinpath("gpu_specs.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     assert isinstance(data, dict)
     return data

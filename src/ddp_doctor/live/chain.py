@@ -222,12 +222,9 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
         observed={"argv": outcome.argv, "returncode": outcome.returncode},
         evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:],
     )
-    try:
-        from ddp_doctor.diagnose import diagnose
+    from ddp_doctor.diagnose import diagnose
 
-        found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
-    except ImportError:
-        found = []
+    found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
     top = first_failure(found)
     if top:
         r.cause, r.remedy = top.cause or r.cause, top.remedy or r.remedy
@@ -324,7 +321,7 @@ def run_check(
         report.add(_timeout_result(outcome, plan))
     report.extend(merged.results)
     if args.gpu_health:
-        from ddp_doctor.bench.health import evaluate
+        from ddp_doctor.health.gpu import evaluate
 
         per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]
         report.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])

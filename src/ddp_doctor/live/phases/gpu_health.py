@@ -1,6 +1,6 @@
 """gpu_health (only with --gpu-health): the bench's GPU micro-benchmarks on this rank's GPU.
 
-The numbers are judged in the parent by `ddp_doctor.bench.health.evaluate` (data sheets, peers).
+The numbers are judged in the parent by `ddp_doctor.health.gpu.evaluate` (data sheets, peers).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     if ctx.device is None or ctx.device.type != "cuda":
         ctx.payload["gpu_health"] = {"rank": ctx.rank, "skipped": "CPU rank: no GPU to measure"}
         return [check("live.gpu_health.run", "skip", "no GPU on this rank")]
-    from ddp_doctor.bench.health import run_health
+    from ddp_doctor.health.gpu import run_health
 
     ctx.step("micro-benchmarks")
     try:
