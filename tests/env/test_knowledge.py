@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.env import arch, knowledge
+from ddp_doctor import knowledge
+from ddp_doctor.knowledge import arch
 
 
 def test_2_7_ships_cu118_cu126_cu128_and_not_cu121() -> None:

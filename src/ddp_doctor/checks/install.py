@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks.facts import InstallTarget
-from ddp_doctor.env import knowledge
 
 
 def py_fits(rel: Mapping[str, Any], py: str) -> bool:

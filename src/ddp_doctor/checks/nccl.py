@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks.facts import NcclFacts
 from ddp_doctor.checks.install import install_for
 from ddp_doctor.checks.model import Check, Finding, skip
-from ddp_doctor.env import knowledge
 from ddp_doctor.report import Status
 
 CANNOT = "this environment cannot run DDP on GPUs"
@@ -32,7 +32,7 @@ def judge(f: NcclFacts) -> Finding:
     """Fails when a CUDA build of torch has no NCCL (absent, not built in, or not loadable); warns
     when its version differs from the one the official wheel of that release ships.
 
-    Expected versions come from env/knowledge/torch_releases.yaml. An NCCL inside torch/lib is the one
+    Expected versions come from knowledge/torch_releases.yaml. An NCCL inside torch/lib is the one
     torch was built with, so it is never compared.
     """
     t = f.torch

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import re
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks.facts import TorchFacts
 from ddp_doctor.checks.install import suggest_variant
 from ddp_doctor.checks.model import Check, Finding, skip
-from ddp_doctor.env import knowledge
 from ddp_doctor.report import Status
 
 
 def judge(f: TorchFacts) -> Finding:
     """Warns on a custom build: a local version tag or CUDA variant the release never shipped.
 
-    The release table (env/knowledge/torch_releases.yaml) lists each release's official CUDA
+    The release table (knowledge/torch_releases.yaml) lists each release's official CUDA
     variants; a source, vendor or third-party build may differ in NCCL, arch list and fixes.
     """
     version = f.version or ""

@@ -21,7 +21,7 @@ def installed(f: TorchFacts) -> Finding:
     """Fails when no torch is installed for the interpreter that will run the job.
 
     The remedy is the pip command for the newest official wheel that fits that Python and, with
-    GPUs, the driver's CUDA (release tables in env/knowledge/).
+    GPUs, the driver's CUDA (release tables in knowledge/).
     """
     if f.installed:
         return Finding(

@@ -10,9 +10,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks import install, nccl, official_build, shm, table, torch_build, torchrun, user
 from ddp_doctor.checks.facts import InstallTarget, NcclFacts, ShmFacts, TorchFacts, TorchrunFacts, UserFacts
-from ddp_doctor.env import arch, knowledge, trust_checks
+from ddp_doctor.env import trust_checks
+from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Result, Status
 
 NOFILE_WARN = 4096

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.env import knowledge
+from ddp_doctor import knowledge
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
 _TRUE_FALSE = ("0", "1")

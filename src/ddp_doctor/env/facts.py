@@ -132,7 +132,7 @@ def _warm_up() -> None:
     """The parent is idle while the child imports torch: load what judging and rendering need now."""
     import importlib
 
-    from ddp_doctor.env import knowledge
+    from ddp_doctor import knowledge
 
     knowledge.releases()
     knowledge.env_rules()

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks import nccl as nccl_check
 from ddp_doctor.checks import official_build as official_build_check
 from ddp_doctor.checks import table, torch_build
 from ddp_doctor.checks import torchrun as torchrun_check
 from ddp_doctor.checks import user as user_check
 from ddp_doctor.checks.facts import NcclFacts, TorchFacts, TorchrunFacts, UserFacts
-from ddp_doctor.env import knowledge
 from ddp_doctor.report import Result, Status
 
 Facts = dict[str, Any]

@@ -112,7 +112,7 @@ def env_rules() -> dict[str, Any]:
 
 def variants_supporting(torch_version: str, sm: str) -> list[str]:
     """Official variants of this release whose recorded arch list runs an `sm_XY` GPU."""
-    from ddp_doctor.env.arch import runs_on
+    from ddp_doctor.knowledge.arch import runs_on
 
     rel = release(torch_version)
     if rel is None:
