@@ -28,6 +28,7 @@ from ddp_doctor.image.streams import (
     check_digest,
     compression_of,
     decompressed,
+    scan_markers,
 )
 from ddp_doctor.image.tarstream import TarStream
 from ddp_doctor.image.tree import Tree
@@ -127,7 +128,7 @@ class Layers:
             if path is not None:
                 wanted = self.policy.scan(path)
                 if wanted:
-                    self.markers[path] = (tree.layer, _scan(tar.content_chunks(), wanted))
+                    self.markers[path] = (tree.layer, scan_markers(tar.content_chunks(), wanted))
         tar.drain()
         ahead.finish()
         entry: dict[str, Any] = {"compression": compression, "entries": tar.count}
@@ -159,19 +160,6 @@ class Layers:
             if hit is not None and hit[1].layer == layer:
                 live[path] = found
         return Image(self.tree, config, info, live)
-
-
-def _scan(chunks: Any, markers: tuple[bytes, ...]) -> set[bytes]:
-    found: set[bytes] = set()
-    overlap = max(len(m) for m in markers) - 1
-    tail = b""
-    for chunk in chunks:
-        window = tail + chunk
-        for m in markers:
-            if m not in found and m in window:
-                found.add(m)
-        tail = window[-overlap:] if overlap else b""
-    return found
 
 
 # -- stores: where blobs come from ----------------------------------------------------------------

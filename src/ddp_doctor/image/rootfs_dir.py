@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ddp_doctor.errors import InputError
-from ddp_doctor.image.streams import CHUNK
+from ddp_doctor.image.streams import CHUNK, scan_markers
 
 if TYPE_CHECKING:
     from ddp_doctor.image.archive import Layers
@@ -77,10 +77,8 @@ def walk_into(root: str, layers: Layers) -> None:
                         if wanted:
                             fd = fd if fd is not None else _open_file(name, dfd)
                             if fd is not None:
-                                from ddp_doctor.image.archive import _scan
-
                                 os.lseek(fd, 0, os.SEEK_SET)
-                                scanned[full] = _scan(_chunks(fd), wanted)
+                                scanned[full] = scan_markers(_chunks(fd), wanted)
                 finally:
                     if fd is not None:
                         os.close(fd)

@@ -10,6 +10,7 @@ import queue
 import re
 import threading
 import zlib
+from collections.abc import Iterable
 from typing import Any, BinaryIO, Protocol
 
 from ddp_doctor.errors import InputError
@@ -283,3 +284,17 @@ def decompressed(src: Readable, compression: str, what: str) -> Readable:
     if compression == "zstd":
         return Unzstd(src, what)
     return src
+
+
+def scan_markers(chunks: Iterable[bytes], markers: tuple[bytes, ...]) -> set[bytes]:
+    """Which of `markers` occur in the streamed content, also across chunk boundaries."""
+    found: set[bytes] = set()
+    overlap = max(len(m) for m in markers) - 1
+    tail = b""
+    for chunk in chunks:
+        window = tail + chunk
+        for m in markers:
+            if m not in found and m in window:
+                found.add(m)
+        tail = window[-overlap:] if overlap else b""
+    return found

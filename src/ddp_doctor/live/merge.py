@@ -72,10 +72,8 @@ def _signal_text(code: int) -> str:
 
 
 def _diagnose(sources: dict[str, list[str]], codes: dict[str, int]) -> list[Result]:
-    try:
-        from ddp_doctor.diagnose import diagnose
-    except ImportError:  # diagnosis not installed: the live results still stand
-        return []
+    from ddp_doctor.diagnose import diagnose  # on first use: the catalogue loads only when a rank failed
+
     return diagnose(sources, codes)
 
 
