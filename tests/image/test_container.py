@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def args(**kw: object) -> argparse.Namespace:
 
 
 def test_plan_uses_recommended_flags_unless_given() -> None:
-    p = container.plan(args(static=True, nproc=2), "podman", "/stage/lib", "/stage/out", gpu=True)
+    mounts = ["-v", "/site/ddp_doctor:/ddp-doctor/lib/ddp_doctor:ro"]
+    p = container.plan(args(static=True, nproc=2), "podman", mounts, gpu=True)
     assert p.defaults_used and p.flags == [
         "--device",
         "nvidia.com/gpu=all",
@@ -60,38 +62,42 @@ def test_plan_uses_recommended_flags_unless_given() -> None:
         "stack=67108864:67108864",
     ]
     assert p.argv[:3] == ["podman", "run", "--rm"] and "example/img:1" in p.argv
-    assert p.argv[p.argv.index("example/img:1") + 1] == "-c"
-    assert (
-        p.argv[-7:] == ["--output", "/ddp-doctor/out/report.json", "--static", "--nproc", "2", "--timeout", "180.0"]
-        or "--static" in p.argv
-        and p.argv[p.argv.index("--nproc") + 1] == "2"
-    )
-    assert "/stage/lib:/ddp-doctor/lib:ro" in p.argv
-    docker = container.plan(args(), "docker", "/l", "/o", gpu=True)
+    assert p.argv[p.argv.index("example/img:1") + 1] == "/ddp-doctor/lib/ddp_doctor/image/enter.sh"
+    inner = p.argv[p.argv.index("/ddp-doctor/lib/ddp_doctor/image/enter.sh") + 1 :]
+    assert inner[:6] == ["check", "--format", "json", "--static", "--nproc", "2"]
+    assert "/site/ddp_doctor:/ddp-doctor/lib/ddp_doctor:ro" in p.argv and "-c" not in p.argv
+    hand = container.by_hand(p)
+    assert "--name" not in hand and "--format" not in hand and "…" not in hand
+    assert " example/img:1 /ddp-doctor/lib/ddp_doctor/image/enter.sh check --static --nproc 2 " in hand
+    docker = container.plan(args(), "docker", [], gpu=True)
     assert docker.flags[:2] == ["--gpus", "all"]
-    assert "--gpus" not in container.plan(args(), "docker", "/l", "/o", gpu=False).flags
+    assert "--gpus" not in container.plan(args(), "docker", [], gpu=False).flags
     kept, dropped = container.without_ulimits(p.flags)
     assert kept == ["--device", "nvidia.com/gpu=all", "--shm-size", SHM] and dropped[:2] == (
         "--ulimit",
         "memlock=-1:-1",
     )
-    mine = container.plan(args(engine_flags=["--shm-size", "64m"]), "podman", "/l", "/o", gpu=False)
+    mine = container.plan(args(engine_flags=["--shm-size", "64m"]), "podman", [], gpu=False)
     assert mine.flags == ["--shm-size", "64m"] and not mine.defaults_used
-    assert "--network" in container.plan(args(nnodes="2"), "docker", "/l", "/o", gpu=False).flags
+    assert "--network" in container.plan(args(nnodes="2"), "docker", [], gpu=False).flags
 
 
 def test_rootfs_dirs_need_podman(tmp_path: Path) -> None:
-    assert container.plan(args(image=f"{tmp_path}:O"), "podman", "/l", "/o", gpu=False).argv.count("--rootfs") == 1
+    assert container.plan(args(image=f"{tmp_path}:O"), "podman", [], gpu=False).argv.count("--rootfs") == 1
     with pytest.raises(UsageError, match="only podman"):
-        container.plan(args(image=str(tmp_path)), "docker", "/l", "/o", gpu=False)
+        container.plan(args(image=str(tmp_path)), "docker", [], gpu=False)
     proc = run_cli("check", "--image", str(tmp_path), "--engine", "docker")
     assert proc.returncode == 2 and "only podman" in proc.stderr
 
 
-def test_stage_has_the_doctor_and_pure_python_deps(tmp_path: Path) -> None:
-    staged = container.stage_lib(tmp_path)
-    assert {"ddp_doctor", "rich", "yaml"} <= set(staged)
-    assert (tmp_path / "ddp_doctor" / "cli.py").is_file() and not list(tmp_path.rglob("__pycache__"))
+def test_the_doctor_is_mounted_from_where_it_is_installed() -> None:
+    flags, mounted = container.lib_mounts()
+    assert {"ddp_doctor", "rich", "yaml"} <= set(mounted)
+    sources = [f.split(":")[0] for f in flags[1::2]]
+    import ddp_doctor
+
+    assert str(Path(ddp_doctor.__file__).resolve().parent) in sources  # not a temp copy that goes away
+    assert Path(ddp_doctor.__file__).with_name("image").joinpath("enter.sh").is_file()
 
 
 def _check(podman: Podman, *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -152,22 +158,42 @@ def test_deadline_kills_and_removes_the_container(
     for key, value in podman.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(container, "STARTUP_S", 0.0)
-    monkeypatch.setattr(container.tempfile, "tempdir", str(tmp_path))
     report = container.check_in_image(args(image="/:O", timeout=2.0, engine_flags=["-e", VENV_PATH]))
     result = report.results[0]
     assert result.id == "image.container" and result.status.value == "error"
     assert "did not finish within 2 s" in result.summary
-    assert list(tmp_path.iterdir()) == []  # the staging dir is gone
     _no_containers_left(podman)
 
 
 @pytest.mark.root
-def test_missing_image_is_an_error_result(podman: Podman) -> None:
+def test_an_image_the_engine_cannot_get_is_an_input_error_in_its_words(podman: Podman, tmp_path: Path) -> None:
     proc = run_cli("check", "--image", "localhost:1/ddp-doctor/none:1", "--format", "json", env=podman.env, timeout=120)
-    assert proc.returncode == 1, proc.stderr
-    result = json.loads(proc.stdout)["results"][0]
-    assert result["id"] == "image.container" and result["status"] == "error"
-    assert "podman exited" in result["summary"] and "podman run --rm" in result["remedy"]
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("ddp-doctor: error: podman cannot run image localhost:1/ddp-doctor/none:1: Error: ")
+    assert "connection refused" in line  # the engine's words, not ours
+    # a short name with no search registries (the case): exit 2, podman's sentence
+    registries = tmp_path / "registries.conf"
+    registries.write_text("unqualified-search-registries = []\n")
+    env = {**podman.env, "CONTAINERS_REGISTRIES_CONF": str(registries)}
+    proc = run_cli("check", "--image", "nosuch/thing:1", env=env, timeout=120)
+    assert proc.returncode == 2 and "verdict" not in proc.stdout, proc.stdout
+    assert 'short-name "nosuch/thing:1" did not resolve to an alias' in proc.stderr
+    _no_containers_left(podman)
+
+
+@pytest.mark.root
+def test_the_printed_command_runs_as_printed_after_the_doctor_exits(podman: Podman) -> None:
+    _, report = _check(podman, "--static")
+    command = report["facts"]["container"]["command"]
+    assert "…" not in command and " -c " not in command
+    proc = subprocess.run(
+        shlex.split(command), check=False, capture_output=True, text=True, env=podman.env, timeout=300
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert proc.stdout.startswith("Static checks only"), proc.stdout[:500]
+    _no_containers_left(podman)
 
 
 def _no_containers_left(podman: Podman) -> None:
@@ -180,3 +206,24 @@ def _no_containers_left(podman: Podman) -> None:
         check=True,
     ).stdout
     assert "ddp-doctor-" not in out, out
+
+
+def test_engine_error_table_has_a_source_per_entry_and_matches_real_wordings() -> None:
+    import re
+
+    import yaml
+
+    entries = yaml.safe_load(container._IMAGE_ERRORS.read_text())
+    assert all(e["source"] and e["meaning"] and re.compile(e["pattern"]) for e in entries)
+    seen = {  # stderr lines as podman 4.3.1 and docker print them (engine_errors.yaml names where from)
+        'Error: short-name "nosuch/thing:1" did not resolve to an alias and no unqualified-search registries '
+        'are defined in "/etc/containers/registries.conf"': "short-name",
+        "Error: localhost/nosuch:1: image not known": "image not known",
+        "docker: Error response from daemon: pull access denied for ndtar, repository does not exist or may "
+        "require 'docker login'.": "pull access denied",
+        "Error: repository name must be lowercase": "lowercase",
+    }
+    for line, words in seen.items():
+        found = container.image_error("podman", "x", "Trying to pull ...\n" + line + "\n")
+        assert found is not None and words in found and found.startswith("podman cannot run image x: ")
+    assert container.image_error("podman", "x", "Error: OCI runtime error: crun: unknown option --foo") is None

@@ -1,8 +1,10 @@
 """`ddp-doctor check --image REF`: the whole check, run inside the image by docker or podman.
 
 The doctor itself (its package and its pure-Python dependencies) is mounted read-only into the
-container, so the image needs nothing installed but a Python; the Report comes back as JSON
-through a mounted output directory and is merged with a result that records the engine command.
+container from where it is installed, so the image needs nothing but a Python and the engine
+command still works when typed by hand after the doctor exits. The Report comes back as JSON on
+the container's stdout and is merged with a result that records the engine command. An image the
+engine cannot resolve, find or pull is an input error (exit 2) in the engine's own words.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 
 from ddp_doctor import proc
 from ddp_doctor.checks import table
-from ddp_doctor.errors import UsageError
+from ddp_doctor.errors import InputError, UsageError
 from ddp_doctor.report import Report, Result, Status
 
 MOUNT = "/ddp-doctor"
@@ -47,11 +49,9 @@ PASS_THROUGH = (
     ("join_timeout", "--join-timeout", True),
 )
 RLIMIT_REFUSED = "error setting rlimit"
-LAUNCHER = (
-    'for p in python3 python; do if command -v "$p" >/dev/null 2>&1; then '
-    f'export PYTHONPATH="{MOUNT}/lib${{PYTHONPATH:+:$PYTHONPATH}}"; exec "$p" -m ddp_doctor "$@"; fi; done; '
-    'echo "ddp-doctor: no python3 or python on the image PATH" >&2; exit 127'
-)
+ENTER = f"{MOUNT}/lib/ddp_doctor/image/enter.sh"
+"""The entry script (in this package, so mounted with it): runs `python3 -m ddp_doctor` in the image."""
+_IMAGE_ERRORS = Path(__file__).with_name("engine_errors.yaml")
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def pick_engine(choice: str | None) -> str:
 
 
 def inner_args(args: argparse.Namespace) -> list[str]:
-    out = ["check", "--format", "json", "--output", f"{MOUNT}/out/report.json"]
+    out = ["check", "--format", "json"]  # the report comes back on the container's stdout
     for attr, flag, takes_value in PASS_THROUGH:
         value = getattr(args, attr, None)
         if value is None or value is False:
@@ -124,7 +124,7 @@ def without_ulimits(flags: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
 
 def plan(
-    args: argparse.Namespace, engine: str, lib: str, out: str, gpu: bool | None = None, drop_ulimits: bool = False
+    args: argparse.Namespace, engine: str, mounts: list[str], gpu: bool | None = None, drop_ulimits: bool = False
 ) -> Plan:
     name = f"ddp-doctor-{uuid.uuid4().hex[:12]}"
     recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(getattr(args, "nnodes", None)))
@@ -144,52 +144,63 @@ def plan(
         name,
         "--entrypoint",
         "sh",
-        "-v",
-        f"{lib}:{MOUNT}/lib:ro",
-        "-v",
-        f"{out}:{MOUNT}/out",
+        *mounts,
         "-e",
         "PYTHONDONTWRITEBYTECODE=1",
         "-e",
         "NO_COLOR=1",
         *flags,
         *target,
-        "-c",
-        LAUNCHER,
-        "sh",
+        ENTER,
         *inner_args(args),
     ]
     return Plan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
 
 
-def stage_lib(dest: Path) -> list[str]:
-    """Hard-link (or copy) ddp_doctor and its pure-Python dependencies into dest; returns what was staged."""
-    staged = []
+def by_hand(p: Plan) -> str:
+    """The engine command a person can run after the doctor exits: the same run, its report as text."""
+    argv = list(p.argv)
+    i = argv.index("--name")
+    del argv[i : i + 2]  # the name is only there so the doctor can remove a container it had to kill
+    i = argv.index(ENTER)
+    inner = argv[i + 1 :]
+    j = inner.index("--format")
+    del inner[j : j + 2]
+    return shlex.join(argv[: i + 1] + inner)
+
+
+def lib_mounts() -> tuple[list[str], list[str]]:
+    """`-v SRC:/ddp-doctor/lib/NAME:ro` for ddp_doctor and each pure-Python dependency, from where it is
+    installed (it stays there after the run); returns the flags and the modules mounted."""
+    flags: list[str] = []
+    mounted: list[str] = []
     for module in VENDORED:
         spec = importlib.util.find_spec(module)
         if spec is None or spec.origin is None:
             continue
-        origin = Path(spec.origin)
+        origin = Path(spec.origin).resolve()
         if origin.name == "__init__.py":
-            shutil.copytree(
-                origin.parent,
-                dest / module,
-                copy_function=_link_or_copy,
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            )
+            source, name = origin.parent, module
         elif origin.suffix == ".py":
-            _link_or_copy(str(origin), str(dest / origin.name))
+            source, name = origin, origin.name
         else:
             continue
-        staged.append(module)
-    return staged
+        flags += ["-v", f"{source}:{MOUNT}/lib/{name}:ro"]
+        mounted.append(module)
+    return flags, mounted
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+def image_error(engine: str, image: str, stderr: str) -> str | None:
+    """The engine's own line when it could not use the image itself (not found, not pullable, bad name)."""
+    import yaml
+
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for entry in yaml.safe_load(_IMAGE_ERRORS.read_text(encoding="utf-8")):
+        pattern = re.compile(entry["pattern"])
+        hit = next((ln for ln in reversed(lines) if pattern.search(ln)), None)
+        if hit is not None:
+            return f"{engine} cannot run image {image}: {hit[:600]}"
+    return None
 
 
 def _remove(engine: str, name: str) -> None:
@@ -199,37 +210,39 @@ def _remove(engine: str, name: str) -> None:
 
 def check_in_image(args: argparse.Namespace) -> Report:
     engine = pick_engine(getattr(args, "engine", None))
-    stage = Path(tempfile.mkdtemp(prefix="ddp-doctor-image-"))
+    mounts, mounted = lib_mounts()
     finished = False
     p: Plan | None = None
     try:
-        lib, out = stage / "lib", stage / "out"
-        lib.mkdir()
-        out.mkdir()
-        staged = stage_lib(lib)
-        for d in (stage, lib):
-            d.chmod(0o755)
-        out.chmod(0o777)  # the image's user may not be root
-        p = plan(args, engine, str(lib), str(out))
+        p = plan(args, engine, mounts)
         deadline = float(getattr(args, "timeout", None) or 180.0) + STARTUP_S
         done = proc.run(p.argv, timeout_s=deadline)
         finished = not done.timed_out
-        if p.defaults_used and finished and not (out / "report.json").exists() and RLIMIT_REFUSED in done.stderr:
+        if p.defaults_used and finished and _inner(done) is None and RLIMIT_REFUSED in done.stderr:
             # Rootless or sandboxed engines cannot raise hard limits; rather than no answer, run without them.
-            p = plan(args, engine, str(lib), str(out), drop_ulimits=True)
+            p = plan(args, engine, mounts, drop_ulimits=True)
             done = proc.run(p.argv, timeout_s=deadline)
             finished = not done.timed_out
-        return _merge(args, p, done, out / "report.json", staged, deadline)
+        if finished and _inner(done) is None:
+            problem = image_error(engine, args.image, done.stderr)
+            if problem:
+                raise InputError(problem)
+        return _merge(args, p, done, mounted, deadline)
     finally:
         if p is not None and not finished:
             _remove(engine, p.name)  # a killed client leaves its container running
-        shutil.rmtree(stage, ignore_errors=True)
 
 
-def _merge(
-    args: argparse.Namespace, p: Plan, done: proc.Completed, path: Path, staged: list[str], deadline: float
-) -> Report:
-    command = shlex.join(p.argv[: p.argv.index("-c")] + ["-c", "…", "sh", *p.argv[p.argv.index("-c") + 3 :]])
+def _inner(done: proc.Completed) -> dict[str, Any] | None:
+    try:
+        value = json.loads(done.stdout)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and "results" in value else None
+
+
+def _merge(args: argparse.Namespace, p: Plan, done: proc.Completed, mounted: list[str], deadline: float) -> Report:
+    command = by_hand(p)
     flags = shlex.join(p.flags)
     facts: dict[str, Any] = {
         "engine": p.engine,
@@ -240,7 +253,8 @@ def _merge(
         "dropped_flags": list(p.dropped),
         "returncode": done.returncode,
         "duration_s": round(done.duration_s, 3),
-        "vendored": staged,
+        "vendored": mounted,
+        "command": command,
         "stderr_tail": done.stderr[-4000:],
     }
     which = "the recommended flags" if p.defaults_used else "your flags"
@@ -248,11 +262,11 @@ def _merge(
     problem = None
     if done.timed_out:
         problem = f"the container did not finish within {deadline:.0f} s; it was killed and removed"
-    elif path.is_file():
+    elif (data := _inner(done)) is not None:
         try:
-            inner = Report.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            inner = Report.from_dict(data)
         except (ValueError, KeyError, TypeError) as exc:
-            problem = f"the report written inside the container is unreadable: {exc}"
+            problem = f"the report printed inside the container is unreadable: {exc}"
     else:
         tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
         problem = f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
