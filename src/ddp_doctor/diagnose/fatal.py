@@ -97,14 +97,23 @@ class FatalReader:
         i = 0
         while i < len(frames) and (self.k.handler_frames.search(frames[i][2]) or _is_handler_lib(crash, frames[i][1])):
             i += 1
-        # glibc's signal trampoline prints as a bare libc offset right after the handler's frames
-        if crash.handler == "UCX" and 0 < i < len(frames) - 1 and "libc" in frames[i][1] and not frames[i][2]:
+        # The kernel's signal trampoline prints as a bare libc / libpthread offset at the top of the frames
+        if i < len(frames) - 1 and _is_libc(frames[i][1]) and not frames[i][2] and crash.handler != "glibc":
             i += 1
         if i < len(frames):
             return frames[i][1], frames[i][2]
         if frames:
             return frames[-1][1], frames[-1][2]
         return None, ""
+
+    def caller(self, crash: _Crash, lib_path: str | None) -> str | None:
+        """For a fault inside glibc (memcpy on a bad pointer): the first library below it that is not libc."""
+        if not lib_path or not _is_libc(lib_path):
+            return None
+        below = [f for f in crash.frames if not _is_libc(f[1]) and not self.k.handler_frames.search(f[2])]
+        below = [f for f in below if not _is_handler_lib(crash, f[1])]
+        lib = self._library(below[0][1]) if below else None
+        return lib.name if lib else None
 
     def _library(self, path: str) -> Library | None:
         if not path:
@@ -119,6 +128,9 @@ class FatalReader:
         if lib is not None and lib_path:
             shown = "/".join(lib_path.split("/")[-2:]) if lib_path.endswith(".py") else lib_path.rsplit("/", 1)[-1]
             in_lib = f"in {lib.name} ({shown}{', ' + fn if fn else ''})"
+            caller = self.caller(crash, lib_path)
+            if caller:
+                in_lib += f", called from {caller}"
         elif lib is not None and crash.library_hint:
             in_lib = f"in {lib.name}: {crash.what}" if crash.what else f"in {lib.name}"
         elif lib is not None:
@@ -150,6 +162,11 @@ class FatalReader:
             },
             evidence=evidence,
         )
+
+
+def _is_libc(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(("libc.so", "libc-2", "libpthread"))
 
 
 def _is_handler_lib(crash: _Crash, path: str) -> bool:
