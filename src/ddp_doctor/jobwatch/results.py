@@ -105,7 +105,8 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
     tb = str(s.get("traceback") or "")
     phase = phase_of_traceback(tb) if tb else "unknown (no traceback: the process was killed)"
     own = [d for d in diag if d.status is Status.FAIL and (d.rank == rank or rank in d.observed.get("ranks", []))]
-    match = own[0] if own else (diag[0] if diag and diag[0].status is Status.FAIL else None)
+    # Only a signature seen on this rank explains it: another rank's lost-peer error is a consequence, not the cause.
+    match = own[0] if own else None
     what = s.get("detail") or s["end"]
     evidence_lines = [Evidence(f"rank-{rank}.error.json", line) for line in tb.strip().splitlines()[-8:]]
     return Result(
@@ -113,10 +114,12 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
         title="First failing rank",
         status=Status.FAIL,
         summary=f"rank {rank} failed first ({s['ended_s']:.1f} s after start), in {phase}: {what}",
-        cause=match.cause if match else f"rank {rank}: {what}",
+        cause=match.cause
+        if match
+        else f"rank {rank} ended with {what}; no known failure signature explains it, so it is the job's own error",
         remedy=match.remedy
         if match
-        else "Read rank {rank}'s traceback (below, and rank-{rank}.log in the run directory).",
+        else f"Read rank {rank}'s traceback (below; rank-{rank}.log in the run directory has its whole output).",
         rank=rank,
         phase=phase,
         evidence=evidence_lines or (match.evidence[:4] if match else []),
@@ -194,7 +197,7 @@ def _balance_results(out: WatchOutcome) -> list[Result]:
             status=Status.PASS if rates else Status.SKIP,
             summary=", ".join(f"rank {r} {v['steps_per_s']:.2f} steps/s" for r, v in sorted(rates.items()))
             if rates
-            else "the job's output shows no step numbers ('step N', 'iter N')",
+            else "fewer than two step lines ('step N', 'iter N') seen at different times in the ranks' output",
             metrics={f"steps_per_s_rank_{r}": v["steps_per_s"] for r, v in rates.items()},
         )
     )

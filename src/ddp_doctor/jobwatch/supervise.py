@@ -235,7 +235,8 @@ class Watcher:
             in_step = any(a.kind in ("collective", "backward") for a in acts.values())
             if in_step and not any(a.kind in ("compile", "import") for a in acts.values()):
                 for r, act in acts.items():
-                    self.out.waits.add(r, act.kind, act.frame.where() if act.frame else None)
+                    where = f"{act.frame.where()}: {act.frame.source()}" if act.frame else None
+                    self.out.waits.add(r, act.kind, where)
             self._sampling = False
         if now - last >= self.cfg.stack_sample_s:
             pids = self.rank_pids()
