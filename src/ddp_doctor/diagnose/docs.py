@@ -128,9 +128,10 @@ MEASURED = """\
 |---|---|---|---|---|---|
 | 2 runs (5.48 5.80 5.09) | 1.56 s / 1.71 s | 2.23 s / 2.61 s (235 MB/s) | 0.70x, 0.65x, 0.81x | 0.42x, 0.41x | 32 MiB |
 | 3 runs (7.06 6.11 5.42) | 2.47 s / 2.99 s | 2.90 s / 4.27 s (181 MB/s) | 0.85x, 0.70x, 0.66x | 0.54x, 0.57x | 33 MiB |
+| 3 runs (3.95 5.84 5.97), after the line reader was removed | 1.36 s / 1.57 s | 1.77 s / 1.88 s (296 MB/s) | 0.77x, 0.83x, 0.72x | 0.44x, 0.44x | 33 MiB |
 
 Both engines meet the target (>= 0.25x grep, moonshot 0.5x) with a flat ~30 MiB peak RSS and name the
-SIGKILLed rank (`diag.sigkill_oom`). The machine was never quiet (load average 5-7 on 2 cores), so the
+SIGKILLed rank (`diag.sigkill_oom`). The machine was never quiet (load average 4-7 on 2 cores), so the
 absolute MB/s are low for both tools; the ratio, measured alternately on the same warm file, is what
 the script is for. Before this engine, the line reader (one RE2 union, every signature's Python regex per
 candidate line) took 5.6 s for this file against grep's 1.85 s (0.33x, one run, load average 6); the
