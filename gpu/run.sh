@@ -19,7 +19,7 @@ torchrun=(python3 -m torch.distributed.run --nproc-per-node 1 --monitor-interval
 
 echo "== healthy" >> "$log"
 timeout 300 python3 -m ddp_doctor run --run-dir "$work/healthy" --format json --output "$OUT/run/healthy.json" \
-    -- "${torchrun[@]}" "$job" --mode healthy --steps 400 >> "$log" 2>&1
+    -- "${torchrun[@]}" "$job" --mode healthy --steps 5000 >> "$log" 2>&1
 echo "healthy: exit $?" >> "$log"
 python3 -m ddp_doctor render "$OUT/run/healthy.json" --format html --output "$OUT/run/healthy.html" >> "$log" 2>&1
 
