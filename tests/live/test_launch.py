@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.live import faults, launch, nccl_log, rankio
-from ddp_doctor.live.launch import LaunchSpec, build_command, parse_exit_codes, port_problem
+from ddp_doctor.live.launch import TorchrunSpec, build_command, parse_exit_codes, port_problem
 
 TORCHRUN = ("/opt/env/bin/torchrun",)
 
 
-def spec(**kw: object) -> LaunchSpec:
+def spec(**kw: object) -> TorchrunSpec:
     base: dict[str, object] = {
         "entry_module": "ddp_doctor.live.worker",
         "entry_args": ["--backend", "gloo"],
@@ -26,7 +26,7 @@ def spec(**kw: object) -> LaunchSpec:
         "launcher": TORCHRUN,
     }
     base.update(kw)
-    return LaunchSpec(**base)  # type: ignore[arg-type]
+    return TorchrunSpec(**base)  # type: ignore[arg-type]
 
 
 def test_standalone_single_node(tmp_path: Path) -> None:

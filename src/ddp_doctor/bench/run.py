@@ -52,9 +52,9 @@ class SweepSpec:
 
 
 def launch_spec(spec: SweepSpec) -> Any:
-    from ddp_doctor.live.launch import LaunchSpec
+    from ddp_doctor.live.launch import TorchrunSpec
 
-    return LaunchSpec(
+    return TorchrunSpec(
         entry_module="ddp_doctor.bench.worker",
         entry_args=["--config", json.dumps(spec.worker_config(), separators=(",", ":"))],
         nproc=spec.nproc,

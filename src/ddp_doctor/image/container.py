@@ -55,7 +55,7 @@ _IMAGE_ERRORS = Path(__file__).with_name("engine_errors.yaml")
 
 
 @dataclass(frozen=True)
-class Plan:
+class ContainerPlan:
     engine: str
     argv: list[str]
     flags: list[str]
@@ -125,7 +125,7 @@ def without_ulimits(flags: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
 def plan(
     args: argparse.Namespace, engine: str, mounts: list[str], gpu: bool | None = None, drop_ulimits: bool = False
-) -> Plan:
+) -> ContainerPlan:
     name = f"ddp-doctor-{uuid.uuid4().hex[:12]}"
     recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(getattr(args, "nnodes", None)))
     flags = list(args.engine_flags or []) or recommended
@@ -154,10 +154,10 @@ def plan(
         ENTER,
         *inner_args(args),
     ]
-    return Plan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
+    return ContainerPlan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
 
 
-def by_hand(p: Plan) -> str:
+def by_hand(p: ContainerPlan) -> str:
     """The engine command a person can run after the doctor exits: the same run, its report as text."""
     argv = list(p.argv)
     i = argv.index("--name")
@@ -212,7 +212,7 @@ def check_in_image(args: argparse.Namespace) -> Report:
     engine = pick_engine(getattr(args, "engine", None))
     mounts, mounted = lib_mounts()
     finished = False
-    p: Plan | None = None
+    p: ContainerPlan | None = None
     try:
         p = plan(args, engine, mounts)
         deadline = float(getattr(args, "timeout", None) or 180.0) + STARTUP_S
@@ -241,7 +241,9 @@ def _inner(done: proc.Completed) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and "results" in value else None
 
 
-def _merge(args: argparse.Namespace, p: Plan, done: proc.Completed, mounted: list[str], deadline: float) -> Report:
+def _merge(
+    args: argparse.Namespace, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float
+) -> Report:
     command = by_hand(p)
     flags = shlex.join(p.flags)
     facts: dict[str, Any] = {

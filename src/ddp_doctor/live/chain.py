@@ -77,7 +77,7 @@ def _baseline_env(snapshot: dict[str, Any]) -> str:
 
 def plan_for(
     args: argparse.Namespace, target: Target | None = None, snapshot: dict[str, Any] | None = None
-) -> tuple[Plan, launcher.LaunchSpec]:
+) -> tuple[Plan, launcher.TorchrunSpec]:
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout}")
     if args.nproc is not None and args.nproc < 1:
@@ -125,7 +125,7 @@ def plan_for(
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
             }
         )
-    spec = launcher.LaunchSpec(
+    spec = launcher.TorchrunSpec(
         entry_module="ddp_doctor.live.worker",
         entry_args=entry,
         nproc=nproc,
@@ -154,7 +154,7 @@ def plan_for(
     return plan, spec
 
 
-def _with_deadline(spec: launcher.LaunchSpec) -> launcher.LaunchSpec:
+def _with_deadline(spec: launcher.TorchrunSpec) -> launcher.TorchrunSpec:
     from dataclasses import replace
 
     # Wall-clock, because ranks on other nodes share it (the parent itself uses a monotonic one).

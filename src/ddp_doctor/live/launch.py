@@ -1,9 +1,9 @@
 """Launch a torchrun job as data, run it under one deadline, always clean up.
 
 Generic: the live chain, `bench` and the multi-node check all start their ranks through
-`launch(LaunchSpec(...))`. The parent never imports torch.
+`launch(TorchrunSpec(...))`. The parent never imports torch.
 
-    spec = LaunchSpec("ddp_doctor.live.worker", ["--phases", "init"], nproc=2, backend="gloo",
+    spec = TorchrunSpec("ddp_doctor.live.worker", ["--phases", "init"], nproc=2, backend="gloo",
                       timeout_s=60, env={})
     argv, env = build_command(spec, run_dir)      # pure data: printable, testable
     outcome = launch(spec)                        # RunOutcome; nothing of the run survives it
@@ -42,7 +42,7 @@ _SRC_DIR = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True)
-class LaunchSpec:
+class TorchrunSpec:
     """One torchrun job on this node."""
 
     entry_module: str
@@ -150,7 +150,7 @@ def rank_tmp_dir(run_dir: str | Path) -> Path:
     return inside if len(str(inside)) <= UNIX_PATH_MAX - 40 else Path("/tmp") / f"{Path(run_dir).name}-tmp"
 
 
-def build_command(spec: LaunchSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
+def build_command(spec: TorchrunSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
     """The torchrun argv and the full environment for it; no side effects."""
     launcher = spec.launcher or find_torchrun(spec.python)[0]
     run_dir = str(run_dir)
@@ -319,7 +319,7 @@ def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[i
         time.sleep(0.05)
 
 
-def launch(spec: LaunchSpec, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> RunOutcome:
+def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> RunOutcome:
     """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
     started = time.monotonic()
     deadline = started + spec.timeout_s
@@ -393,7 +393,7 @@ def launch(spec: LaunchSpec, on_poll: Callable[[dict[int, dict[str, Any]]], None
     return outcome
 
 
-def _with_launcher(spec: LaunchSpec, launcher: tuple[str, ...]) -> LaunchSpec:
+def _with_launcher(spec: TorchrunSpec, launcher: tuple[str, ...]) -> TorchrunSpec:
     from dataclasses import replace
 
     return replace(spec, launcher=launcher)
@@ -401,7 +401,7 @@ def _with_launcher(spec: LaunchSpec, launcher: tuple[str, ...]) -> LaunchSpec:
 
 def _finish(
     outcome: RunOutcome,
-    spec: LaunchSpec,
+    spec: TorchrunSpec,
     proc: subprocess.Popen[bytes] | None,
     tracked: dict[int, int],
     run_dir: Path,

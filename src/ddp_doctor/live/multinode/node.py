@@ -108,7 +108,7 @@ class NodePlan:
         }
 
     def apply(self, spec: Any) -> Any:
-        """The chain's LaunchSpec with this node's rendezvous and the env the ranks need."""
+        """The chain's TorchrunSpec with this node's rendezvous and the env the ranks need."""
         from dataclasses import replace
 
         return replace(spec, env={**spec.env, **self.env}, **self.spec_fields())
