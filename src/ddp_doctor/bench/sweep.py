@@ -101,124 +101,164 @@ def _count_wrong(got: torch.Tensor, expected_int: torch.Tensor, dtype: str, exac
     return int(((got.to(torch.float64) - expected_int.to(torch.float64)).abs() > tol).sum().item())
 
 
-def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:  # noqa: C901 - one branch per collective; to become a table of builders (issue 15 list)
+def _all_reduce_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
     tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
     exact_sum = 3 * n <= EXACT_INT[dtype]
+    buf = torch.empty(c, dtype=tdt, device=dev)
+    return Buffers(
+        buf,
+        buf,
+        call=lambda: dist.all_reduce(buf),
+        fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
+        wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum),
+    )
 
-    if op == "all_reduce":
-        buf = torch.empty(c, dtype=tdt, device=dev)
-        return Buffers(
-            buf,
-            buf,
-            call=lambda: dist.all_reduce(buf),
-            fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
-            wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum),
-        )
-    if op == "broadcast":
-        buf = torch.empty(c, dtype=tdt, device=dev)
 
-        def fill_bcast() -> None:
-            if r == ctx.root:
-                buf.copy_(copy_pattern(ctx.root, _idx(c, ctx)))
-            else:
-                buf.zero_()
+def _broadcast_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, lay.count
+    buf = torch.empty(c, dtype=tdt, device=dev)
 
-        return Buffers(
-            buf,
-            buf,
-            call=lambda: dist.broadcast(buf, ctx.root),
-            fill=fill_bcast,
-            wrong=lambda: _count_wrong(buf, copy_pattern(ctx.root, _idx(c, ctx)), dtype, True),
-        )
-    if op == "reduce":
-        buf = torch.empty(c, dtype=tdt, device=dev)
-        return Buffers(
-            buf,
-            buf,
-            call=lambda: dist.reduce(buf, ctx.root),
-            fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
-            # Only the root's buffer holds a defined result.
-            wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum) if r == ctx.root else 0,
-        )
-    if op == "all_gather":
-        out = torch.empty(c * n, dtype=tdt, device=dev)
-        inp = out.narrow(0, r * c, c) if inplace else torch.empty(c, dtype=tdt, device=dev)
+    def fill_bcast() -> None:
+        if r == ctx.root:
+            buf.copy_(copy_pattern(ctx.root, _idx(c, ctx)))
+        else:
+            buf.zero_()
 
-        def expected_gather() -> torch.Tensor:
-            return torch.cat([copy_pattern(s, _idx(c, ctx)) for s in range(n)])
+    return Buffers(
+        buf,
+        buf,
+        call=lambda: dist.broadcast(buf, ctx.root),
+        fill=fill_bcast,
+        wrong=lambda: _count_wrong(buf, copy_pattern(ctx.root, _idx(c, ctx)), dtype, True),
+    )
 
-        def fill_gather() -> None:
+
+def _reduce_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
+    exact_sum = 3 * n <= EXACT_INT[dtype]
+    buf = torch.empty(c, dtype=tdt, device=dev)
+    return Buffers(
+        buf,
+        buf,
+        call=lambda: dist.reduce(buf, ctx.root),
+        fill=lambda: _set(buf, sum_pattern(r, _idx(c, ctx))),
+        # Only the root's buffer holds a defined result.
+        wrong=lambda: _count_wrong(buf, sum_expected(n, _idx(c, ctx)), dtype, exact_sum) if r == ctx.root else 0,
+    )
+
+
+def _all_gather_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
+    out = torch.empty(c * n, dtype=tdt, device=dev)
+    inp = out.narrow(0, r * c, c) if inplace else torch.empty(c, dtype=tdt, device=dev)
+
+    def expected_gather() -> torch.Tensor:
+        return torch.cat([copy_pattern(s, _idx(c, ctx)) for s in range(n)])
+
+    def fill_gather() -> None:
+        out.zero_()
+        inp.copy_(copy_pattern(r, _idx(c, ctx)))
+
+    return Buffers(
+        inp,
+        out,
+        call=lambda: _all_gather(out, inp),
+        fill=fill_gather,
+        wrong=lambda: _count_wrong(out, expected_gather(), dtype, True),
+    )
+
+
+def _reduce_scatter_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
+    exact_sum = 3 * n <= EXACT_INT[dtype]
+    inp = torch.empty(c * n, dtype=tdt, device=dev)
+    out = inp.narrow(0, r * c, c) if inplace else torch.empty(c, dtype=tdt, device=dev)
+
+    def fill_rs() -> None:
+        if not inplace:
             out.zero_()
-            inp.copy_(copy_pattern(r, _idx(c, ctx)))
+        inp.copy_(sum_pattern(r, _idx(c * n, ctx)))
 
-        return Buffers(
-            inp,
-            out,
-            call=lambda: _all_gather(out, inp),
-            fill=fill_gather,
-            wrong=lambda: _count_wrong(out, expected_gather(), dtype, True),
-        )
-    if op == "reduce_scatter":
-        inp = torch.empty(c * n, dtype=tdt, device=dev)
-        out = inp.narrow(0, r * c, c) if inplace else torch.empty(c, dtype=tdt, device=dev)
+    return Buffers(
+        inp,
+        out,
+        call=lambda: _reduce_scatter(out, inp),
+        fill=fill_rs,
+        wrong=lambda: _count_wrong(out, sum_expected(n, _idx(c, ctx, r * c)), dtype, exact_sum),
+    )
 
-        def fill_rs() -> None:
-            if not inplace:
-                out.zero_()
-            inp.copy_(sum_pattern(r, _idx(c * n, ctx)))
 
-        return Buffers(
-            inp,
-            out,
-            call=lambda: _reduce_scatter(out, inp),
-            fill=fill_rs,
-            wrong=lambda: _count_wrong(out, sum_expected(n, _idx(c, ctx, r * c)), dtype, exact_sum),
-        )
-    if op == "all_to_all":
-        inp = torch.empty(c * n, dtype=tdt, device=dev)
-        out = torch.empty(c * n, dtype=tdt, device=dev)
+def _all_to_all_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
+    inp = torch.empty(c * n, dtype=tdt, device=dev)
+    out = torch.empty(c * n, dtype=tdt, device=dev)
 
-        def expected_a2a() -> torch.Tensor:
-            # Chunk s of my output is chunk r (mine) of rank s's input.
-            return torch.cat([copy_pattern(s, _idx(c, ctx, r * c)) for s in range(n)])
+    def expected_a2a() -> torch.Tensor:
+        # Chunk s of my output is chunk r (mine) of rank s's input.
+        return torch.cat([copy_pattern(s, _idx(c, ctx, r * c)) for s in range(n)])
 
-        def fill_a2a() -> None:
-            out.zero_()
-            inp.copy_(copy_pattern(r, _idx(c * n, ctx)))
+    def fill_a2a() -> None:
+        out.zero_()
+        inp.copy_(copy_pattern(r, _idx(c * n, ctx)))
 
-        return Buffers(
-            inp,
-            out,
-            call=lambda: dist.all_to_all_single(out, inp),
-            fill=fill_a2a,
-            wrong=lambda: _count_wrong(out, expected_a2a(), dtype, True),
-        )
-    if op == "sendrecv":
-        # A ring like nccl-tests' sendrecv_perf: send to rank+1, receive from rank-1.
-        send = torch.empty(c, dtype=tdt, device=dev)
-        recv = torch.empty(c, dtype=tdt, device=dev)
-        peer_to, peer_from = (r + 1) % n, (r - 1 + n) % n
+    return Buffers(
+        inp,
+        out,
+        call=lambda: dist.all_to_all_single(out, inp),
+        fill=fill_a2a,
+        wrong=lambda: _count_wrong(out, expected_a2a(), dtype, True),
+    )
 
-        def call_sr() -> None:
-            ops = [dist.P2POp(dist.isend, send, peer_to), dist.P2POp(dist.irecv, recv, peer_from)]
-            for work in dist.batch_isend_irecv(ops):
-                work.wait()
 
-        def fill_sr() -> None:
-            recv.zero_()
-            send.copy_(copy_pattern(r, _idx(c, ctx)))
+def _sendrecv_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    tdt, dev, r, n, c = TORCH_DTYPE[dtype], ctx.device, ctx.rank, ctx.world, lay.count
+    # A ring like nccl-tests' sendrecv_perf: send to rank+1, receive from rank-1.
+    send = torch.empty(c, dtype=tdt, device=dev)
+    recv = torch.empty(c, dtype=tdt, device=dev)
+    peer_to, peer_from = (r + 1) % n, (r - 1 + n) % n
 
-        return Buffers(
-            send,
-            recv,
-            call=call_sr,
-            fill=fill_sr,
-            wrong=lambda: _count_wrong(recv, copy_pattern(peer_from, _idx(c, ctx)), dtype, True),
-        )
-    if op == "barrier":
-        empty = torch.empty(0, device=dev)
-        return Buffers(empty, empty, call=lambda: dist.barrier(), fill=lambda: None, wrong=lambda: 0)
-    raise ValueError(f"unknown op {op!r}")
+    def call_sr() -> None:
+        ops = [dist.P2POp(dist.isend, send, peer_to), dist.P2POp(dist.irecv, recv, peer_from)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+    def fill_sr() -> None:
+        recv.zero_()
+        send.copy_(copy_pattern(r, _idx(c, ctx)))
+
+    return Buffers(
+        send,
+        recv,
+        call=call_sr,
+        fill=fill_sr,
+        wrong=lambda: _count_wrong(recv, copy_pattern(peer_from, _idx(c, ctx)), dtype, True),
+    )
+
+
+def _barrier_buffers(lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    dev = ctx.device
+    empty = torch.empty(0, device=dev)
+    return Buffers(empty, empty, call=lambda: dist.barrier(), fill=lambda: None, wrong=lambda: 0)
+
+
+_BUILDERS: dict[str, Callable[[formulas.Layout, str, bool, Ctx], Buffers]] = {
+    "all_reduce": _all_reduce_buffers,
+    "broadcast": _broadcast_buffers,
+    "reduce": _reduce_buffers,
+    "all_gather": _all_gather_buffers,
+    "reduce_scatter": _reduce_scatter_buffers,
+    "all_to_all": _all_to_all_buffers,
+    "sendrecv": _sendrecv_buffers,
+    "barrier": _barrier_buffers,
+}
+"""One builder per collective: its buffers, the call, how to fill them and how to count wrong elements."""
+
+
+def _buffers(op: str, lay: formulas.Layout, dtype: str, inplace: bool, ctx: Ctx) -> Buffers:
+    build = _BUILDERS.get(op)
+    if build is None:
+        raise ValueError(f"unknown op {op!r}")
+    return build(lay, dtype, inplace, ctx)
 
 
 def unsupported_reason(op: str, world: int) -> str | None:
