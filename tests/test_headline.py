@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,24 @@ def test_lint_of_a_missing_file_is_an_input_error_in_text_and_exit_code(tmp_path
     assert proc.returncode == 2
     assert proc.stdout == "" and "verdict: FAIL" not in proc.stdout
     assert proc.stderr.strip() == f"ddp-doctor: error: {missing}: cannot read: No such file or directory"
+
+
+def test_explain_names_every_rank_the_same_way() -> None:
+    proc = run_cli("explain", str(FIXTURES / "logs" / "cpu-sigkill-rank.log"))
+    assert proc.returncode == 1, proc.stderr
+    rows = [x for x in proc.stdout.splitlines() if x[:1] in "✘!✔?i" and x[2:6] in ("FAIL", "WARN", "PASS")]
+    assert rows, proc.stdout
+    # one notation: 'rank N' or 'rank N on NODE' in the where column; never 'localhost/1' beside a bare '0'
+    assert not any(re.search(r"\s\S+/\d+\s", x) for x in rows), rows
+    assert any(re.search(r"\srank 1 on localhost\s", x) for x in rows) and any(
+        re.search(r"\srank 0\s", x) for x in rows
+    )
+    pods = run_cli("explain", str(FIXTURES / "logs" / "k8s-two-pods.log")).stdout
+    assert "rank 1 on bert-worker-0" in pods and "bert-worker-0/1" not in pods
+
+
+def test_bench_counts_one_rank_as_one_rank() -> None:
+    """The recorded one-H200 sweep (gpu/bench.sh) rendered again: its tables say '1 rank'."""
+    proc = run_cli("render", str(FIXTURES / "gpu" / "bench" / "bench.json"))
+    assert "# bench.all_reduce: all_reduce, fp32, 1 rank, nccl" in proc.stdout
+    assert not any(line.startswith("#") and "1 ranks" in line for line in proc.stdout.splitlines())

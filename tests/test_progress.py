@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,51 @@ def test_lines_name_phase_deadline_op_and_size() -> None:
     bench = {0: {"phase": "bench", "step": "all_reduce fp32 1048576 B in-place"}, 1: {"phase": "bench"}}
     assert progress.bench_lines(bench, "") == ["bench: all_reduce fp32 1 MiB in-place", "2 ranks running"]
     assert progress.bytes_lines(3 << 20, 12 << 20, "read") == ["read: 3 MiB of 12 MiB (25%)"]
+
+
+EXPERIENCE = ROOT / "tests" / "fixtures" / "gpu" / "experience"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
+
+def progress_frames(typescript: Path) -> set[tuple[str, str]]:
+    """The (phase, elapsed) pairs of rank 0's progress line in a terminal recording."""
+    text = _ANSI.sub("\n", typescript.read_bytes().decode("utf-8", "replace"))
+    return {m.groups()[:2] for m in CHECK_LINE.finditer(text) if m.group(3)}
+
+
+def test_recorded_h200_terminal_showed_each_ranks_phase() -> None:
+    """gpu/experience.sh runs `check` on the lent H200 inside script(1), a real pseudo-terminal."""
+    typescript = EXPERIENCE / "progress.typescript"
+    if not typescript.exists():
+        pytest.skip(f"fixture missing: run gpu/experience.sh on the GPU machine to record {typescript}")
+    frames = progress_frames(typescript)
+    assert len(frames) >= 2 and {p for p, _ in frames} & {"init", "collectives", "ddp"}, frames
+    report = (EXPERIENCE / "check-tty.txt").read_text()
+    assert report.startswith("Distributed training works here on GPU") and "NCCL on the GPU was verified." in report
+
+
+def test_image_reader_tells_the_layer_and_the_bytes_read(tmp_path: Path) -> None:
+    from ddp_doctor.image.audit import audit
+    from tests.image import imgbuild
+
+    layers = [imgbuild.layer([("etc/a", "file", b"x" * 5000)]), imgbuild.layer([("etc/b", "file", b"y" * 7000)])]
+    archive = imgbuild.docker_archive(tmp_path / "img.tar", layers)
+    heard: list[tuple[str, int]] = []
+    audit(str(archive), on_layer=lambda what, read: heard.append((progress.layer_lines(what, read)[0], read[0])))
+    assert [line.split(" ")[:2] for line, _ in heard] == [["layer", "1/2"], ["layer", "2/2"]], heard
+    assert heard[1][1] > 5000  # the second layer starts after the first one's bytes were read
+
+
+def test_explain_progress_reads_the_stats_the_reader_keeps() -> None:
+    from ddp_doctor.diagnose import Stats, explain_stream
+    from ddp_doctor.diagnose.logread import open_log
+
+    log = ROOT / "tests" / "fixtures" / "logs" / "cpu-sigkill-rank.log"
+    stream, name = open_log(str(log))
+    stats = Stats()
+    shown = progress.Display("explain", lambda: progress.bytes_lines(stats.bytes_read, log.stat().st_size, name))
+    with stream:
+        explain_stream(stream, name, stats)
+    assert shown.text().splitlines()[1].strip() == (
+        f"{name}: {progress.human_bytes(log.stat().st_size)} of {progress.human_bytes(log.stat().st_size)} (100%)"
+    )

@@ -135,3 +135,13 @@ def bytes_lines(read: int, total: int | None, what: str) -> list[str]:
     if total:
         return [f"{what}: {human_bytes(read)} of {human_bytes(total)} ({100 * read / total:.0f}%)"]
     return [f"{what}: {human_bytes(read)}"]
+
+
+_LAYER = re.compile(r"layer \d+/\d+(?: \S{1,19})?")
+
+
+def layer_lines(what: str, read: list[int]) -> list[str]:
+    """image: the layer being read ('layer 3/7 sha256:1a2b...') and the bytes unpacked so far."""
+    m = _LAYER.search(what)
+    name = m.group(0) if m else os.path.basename(what.split(": ")[0]) or "opening"
+    return [f"{name}: {human_bytes(read[0] if read else 0)} read"]

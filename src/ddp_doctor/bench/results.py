@@ -9,6 +9,7 @@ from typing import Any
 
 from ddp_doctor.bench import formulas
 from ddp_doctor.report import Result, Status
+from ddp_doctor.words import plural
 
 TITLES = {
     "all_reduce": "all_reduce bandwidth",
@@ -86,7 +87,7 @@ def op_result(
             observed={**observed, "traceback": entry.get("traceback")},
         )
     metrics = summary_metrics(op, points)
-    where = f"{world_size} ranks, {backend}" if world_size else (backend or "")
+    where = f"{plural(world_size, 'rank')}, {backend}" if world_size else (backend or "")
     wrong = [p for p in points if p.get("check_ok") is False]
     if not points:
         return Result(

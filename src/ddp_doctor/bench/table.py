@@ -7,6 +7,7 @@ from typing import Any
 from ddp_doctor.bench import formulas
 from ddp_doctor.bench.results import is_op_result, points_of
 from ddp_doctor.report import Report, Result
+from ddp_doctor.words import plural
 
 ROOTED = ("broadcast", "reduce")
 
@@ -75,7 +76,9 @@ def render_result(result: Result) -> str:
     op, dtype = str(obs.get("op")), str(obs.get("dtype"))
     points = points_of(result)
     world, backend = obs.get("world_size"), obs.get("backend")
-    lines = [f"# {result.id}: {op}, {dtype}, {world} ranks, {backend} (source: {obs.get('source')})"]
+    lines = [
+        f"# {result.id}: {op}, {dtype}, {plural(int(world or 0), 'rank')}, {backend} (source: {obs.get('source')})"
+    ]
     if not points:
         lines.append(f"#   {result.summary}")
         return "\n".join(lines)

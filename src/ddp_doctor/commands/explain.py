@@ -8,6 +8,8 @@ prove it. Exit 1 when a failure signature matched, 0 when none, 2 when the input
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 
 from ddp_doctor.errors import UsageError
@@ -38,8 +40,14 @@ def run(args: argparse.Namespace) -> Report:
         raise UsageError("no log given: pass a FILE, or pipe a log into 'ddp-doctor explain -'")
     stream, name = open_log(args.file)
     stats = Stats()
+    from ddp_doctor import progress
+
+    # A plain file's size is known; a compressed or piped log counts its unpacked bytes only.
+    total = os.fstat(stream.fileno()).st_size if isinstance(stream, io.BufferedReader) and args.file != "-" else None
+    shown = progress.Display("explain", lambda: progress.bytes_lines(stats.bytes_read, total, f"reading {name}"))
     try:
-        results = explain_stream(stream, name, stats)
+        with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
+            results = explain_stream(stream, name, stats)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

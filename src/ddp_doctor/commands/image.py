@@ -75,4 +75,9 @@ def run(args: argparse.Namespace) -> Report:
         max_entries=args.max_entries,
         verify_diff_ids=args.verify_diff_ids,
     )
-    return audit(args.path, args.platform, limits)
+    from ddp_doctor import progress
+
+    layer = progress.Latest(("", [0]))
+    shown = progress.Display("image", lambda: progress.layer_lines(*layer.get()))
+    with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
+        return audit(args.path, args.platform, limits, on_layer=lambda what, read: layer.set((what, read)))

@@ -57,6 +57,9 @@ class Policy:
 
     keep: Callable[[str], int]
     scan: Callable[[str], tuple[bytes, ...]]
+    on_layer: Callable[[str, list[int]], None] | None = None
+    """Told of each layer as it starts ('PATH: layer 2/7 sha256:...') with the image's live count of
+    uncompressed bytes read (a one-element list the readers keep adding to): the command's progress."""
 
 
 def _json(data: bytes, what: str) -> Any:
@@ -83,6 +86,8 @@ class Layers:
         self.info: list[dict[str, Any]] = []
 
     def apply(self, blob: Readable, what: str, blob_hash: Hashing | None, diff_id: str | None) -> None:
+        if self.policy.on_layer is not None:
+            self.policy.on_layer(what, self.budget)
         ahead = ReadAhead(blob)
         try:
             self._apply(ahead, what, blob_hash, diff_id)

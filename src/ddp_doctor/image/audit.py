@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ddp_doctor.image import findings, rules
@@ -56,8 +58,13 @@ def facts_of(image: Image, path: str) -> dict[str, Any]:
     }
 
 
-def audit(path: str, platform: str = "linux/amd64", limits: Limits | None = None) -> Report:
-    image = load(path, platform, limits, findings.policy())
+def audit(
+    path: str,
+    platform: str = "linux/amd64",
+    limits: Limits | None = None,
+    on_layer: Callable[[str, list[int]], None] | None = None,
+) -> Report:
+    image = load(path, platform, limits, replace(findings.policy(), on_layer=on_layer))
     report = Report(command="image", target={"image": os.path.abspath(path)})
     report.facts = facts_of(image, path)
     nccl = report.facts["nccl"]
