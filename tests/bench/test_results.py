@@ -90,4 +90,26 @@ def test_one_rank_is_not_an_interconnect_number() -> None:
         world_size=1,
         backend="nccl",
     )
-    assert r.status is Status.PASS and "with 1 rank nothing crosses a link" in r.summary
+    assert r.status is Status.SKIP and "nothing moves between devices" in r.summary
+    assert "GB/s" not in r.summary and not r.metrics and r.observed["points"] == []
+    assert r.observed["call_times"][0]["bytes"] == 1 << 30
+    from ddp_doctor.bench.table import render_result
+
+    assert "GB/s" not in render_result(r) and "Avg bus bandwidth" not in render_result(r)
+
+
+def test_a_figure_above_the_physical_link_limit_is_an_invalid_measurement() -> None:
+    fast = {**_point(1 << 30, True, 0), "time_us": 100.0, "algbw_gbps": 10737.0, "busbw_gbps": 10737.0}
+    r = op_result(
+        "all_reduce", "fp32", {"status": "ok", "points": [fast]}, several_dtypes=False, world_size=2, backend="nccl"
+    )
+    assert r.status is Status.WARN and r.summary.startswith("invalid measurement") and "900 GB/s" in r.summary
+    ok = op_result(
+        "all_reduce",
+        "fp32",
+        {"status": "ok", "points": [{**fast, "busbw_gbps": 350.0, "algbw_gbps": 350.0}]},
+        several_dtypes=False,
+        world_size=2,
+        backend="nccl",
+    )
+    assert ok.status is Status.PASS

@@ -5,6 +5,7 @@ Used for our own ranks' payloads and for imported nccl-tests logs alike, so both
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 from ddp_doctor.bench import formulas
@@ -86,6 +87,8 @@ def op_result(
             remedy="rerun with --ops " + op + " --max-bytes 1M to isolate it; the error above names the call",
             observed={**observed, "traceback": entry.get("traceback")},
         )
+    if world_size == 1 and op != "barrier" and points:
+        return _one_rank(rid, title, op, points, observed)
     metrics = summary_metrics(op, points)
     where = f"{plural(world_size, 'rank')}, {backend}" if world_size else (backend or "")
     wrong = [p for p in points if p.get("check_ok") is False]
@@ -131,7 +134,47 @@ def op_result(
                 "; with 1 rank nothing crosses a link (in-place calls do no work), so these are not "
                 "interconnect numbers: use --nproc 2 or more"
             )
+    limit = link_limit(backend)
+    if op != "barrier" and limit is not None and metrics.get("peak_busbw_gbps", 0.0) > limit["gbps"]:
+        return Result(
+            rid,
+            title,
+            Status.WARN,
+            f"invalid measurement: busbw {metrics['peak_busbw_gbps']:.1f} GB/s at "
+            f"{human_bytes(int(metrics['peak_busbw_bytes']))} is above the physical limit of any {backend} link "
+            f"({limit['gbps']:g} GB/s: {limit['what']}); {summary}",
+            cause="no link moves data that fast: the timing was wrong (calls not finished when the timer stopped) "
+            "or the call moved nothing",
+            remedy="rerun with more --iters and report the ddp-doctor version with this output",
+            observed={**observed, "limit": limit},
+            metrics=metrics,
+        )
     return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
+
+
+def link_limit(backend: str | None) -> dict[str, Any] | None:
+    """The fastest any link of this backend moves data (bench/link_limits.yaml), or None."""
+    import yaml
+
+    text = resources.files(__package__).joinpath("link_limits.yaml").read_text(encoding="utf-8")
+    limits = (yaml.safe_load(text) or {}).get("limits") or {}
+    found = limits.get(backend or "")
+    return dict(found) if isinstance(found, dict) else None
+
+
+def _one_rank(rid: str, title: str, op: str, points: list[dict[str, Any]], observed: dict[str, Any]) -> Result:
+    """With one rank no byte crosses a link (an in-place all_reduce returns its input): a bandwidth
+    figure would be a division by a call that did nothing, so none is reported."""
+    times = [{"bytes": p["bytes"], "time_us": p["time_us"], "inplace": p.get("inplace")} for p in points]
+    slowest = max(times, key=lambda p: float(p["time_us"]))
+    return Result(
+        rid,
+        title,
+        Status.SKIP,
+        f"1 rank: nothing moves between devices, so no bandwidth is reported (a call took at most "
+        f"{float(slowest['time_us']):.1f} us, at {human_bytes(int(slowest['bytes']))}); use --nproc 2 or more",
+        observed={**observed, "points": [], "call_times": times},
+    )
 
 
 def points_of(result: Result) -> list[dict[str, Any]]:
