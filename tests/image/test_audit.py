@@ -103,3 +103,25 @@ def test_secret_env_values_stay_out_of_the_report(tmp_path: Path) -> None:
     assert "hf_abc123" not in proc.stdout and "xyz" not in proc.stdout
     env = json.loads(proc.stdout)["facts"]["image"]["env"]
     assert env["HF_TOKEN"] == "<redacted>" and env["NCCL_DEBUG"] == "WARN"
+
+
+def test_every_environment_with_torch_is_listed_and_the_choice_explained(tmp_path: Path) -> None:
+    rootfs = imgbuild.torch_rootfs(tmp_path / "rootfs")
+    # another user's scratch venv, not on PATH: listed, never judged in place of the image's own torch
+    scratch = rootfs / "tmp/someone/venv/lib/python3.11/site-packages/torch"
+    scratch.mkdir(parents=True)
+    (scratch / "version.py").write_text("__version__ = '2.0.0+cpu'\ncuda = None\n")
+    (rootfs / "tmp/someone/venv/bin").mkdir(parents=True)
+    (rootfs / "tmp/someone/venv/bin/python3.11").write_text("")
+    _, r = results(rootfs_image(tmp_path, rootfs, env=["PATH=/usr/local/bin:/usr/bin:/bin"]))
+    py = r["image.python"]
+    assert (
+        "2 environment(s) with torch: /usr/local (torch 2.5.1+cu124), /tmp/someone/venv (torch 2.0.0+cpu)"
+        in py["summary"]
+    )
+    assert "judged /usr/local because its bin (/usr/local/bin) comes first on the image's PATH" in py["summary"]
+    assert [e["prefix"] for e in py["observed"]["torch_environments"]] == ["/usr/local", "/tmp/someone/venv"]
+    # nothing on PATH: the system location still wins over the scratch venv, and says why
+    (tmp_path / "b").mkdir()
+    _, r = results(rootfs_image(tmp_path / "b", rootfs, env=["PATH=/nowhere"]))
+    assert "judged /usr/local because none is on PATH; it is in a system location" in r["image.python"]["summary"]

@@ -150,6 +150,9 @@ def realdir(tree: Tree, path: str) -> str | None:
     return found[0] if found else None
 
 
+_SCRATCH = ("/tmp/", "/var/tmp/", "/home/", "/root/")
+
+
 def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
     """facts["torch"] of env.facts' shape, plus where it lives; the torch first on PATH wins."""
     found = []
@@ -177,11 +180,36 @@ def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
         return out
     order = [d.rstrip("/") for d in path_var.split(":")]
 
-    def rank(item: tuple[str, dict[str, str | None]]) -> int:
+    def rank(item: tuple[str, dict[str, str | None]]) -> tuple[int, int, str]:
+        # First on PATH (what `torchrun` / `python` in the image run); then system-wide locations
+        # before someone's scratch venv under /tmp or a home directory; then by path.
         prefix = item[0].split("/lib/python")[0]
-        return order.index(prefix + "/bin") if prefix + "/bin" in order else len(order)
+        on_path = order.index(prefix + "/bin") if prefix + "/bin" in order else len(order)
+        scratch = int(prefix.startswith(_SCRATCH))
+        return on_path, scratch, prefix
 
-    sp, version = min(found, key=rank)
+    ranked = sorted(found, key=rank)
+    sp, version = ranked[0]
+    chosen_prefix = sp.split("/lib/python")[0] or "/"
+    if rank(ranked[0])[0] < len(order):
+        why = f"its bin ({chosen_prefix}/bin) comes first on the image's PATH"
+    elif len(ranked) == 1:
+        why = "it is the only environment with torch"
+    elif not rank(ranked[0])[1]:
+        why = "none is on PATH; it is in a system location, not under /tmp or a home directory"
+    else:
+        why = "none is on PATH; first by path"
+    out["environments"] = [
+        {
+            "prefix": e[0].split("/lib/python")[0] or "/",
+            "site_packages": e[0],
+            "version": e[1].get("__version__"),
+            "cuda": e[1].get("cuda"),
+            "on_path": rank(e)[0] < len(order),
+        }
+        for e in ranked
+    ]
+    out["chosen_because"] = why
     prefix, _, rest = sp.rpartition("/lib/")
     out.update(
         version=version.get("__version__"),

@@ -42,6 +42,15 @@ def integrity(f: Facts) -> Result:
     )
 
 
+def _torch_envs(f: Facts) -> str:
+    """Every environment with torch, and which one the audit judged and why."""
+    envs = f["torch"].get("environments") or []
+    if not envs:
+        return ""
+    listed = ", ".join(f"{e['prefix']} (torch {e['version'] or '?'})" for e in envs[:6])
+    return f"; {len(envs)} environment(s) with torch: {listed}; judged {envs[0]['prefix']} because {f['torch'].get('chosen_because')}"
+
+
 def python(f: Facts) -> Result:
     py = f["python"]
     if not py["interpreters"]:
@@ -60,8 +69,13 @@ def python(f: Facts) -> Result:
         "image.python",
         "Python interpreter",
         Status.PASS,
-        f"{len(py['interpreters'])} interpreter(s): {shown}; torch's is {py['executable'] or 'unknown'}",
-        observed={"interpreters": py["interpreters"], "site_packages": py["site_packages"]},
+        f"{len(py['interpreters'])} interpreter(s): {shown}; torch's is {py['executable'] or 'unknown'}"
+        + _torch_envs(f),
+        observed={
+            "interpreters": py["interpreters"],
+            "site_packages": py["site_packages"],
+            "torch_environments": f["torch"].get("environments") or [],
+        },
     )
 
 
