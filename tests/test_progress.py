@@ -52,7 +52,8 @@ class Tmux:
             screen = self.screen()
             seen.append(screen)
             if re.search(rf"^{DONE}\d+$", screen, re.MULTILINE):
-                return seen, screen
+                # the whole scrollback: a report near 50 lines pushes its first line off a 50-line pane
+                return seen, self.tmux("capture-pane", "-p", "-t", "t", "-S", "-")
             time.sleep(0.2)
         raise AssertionError(f"not done within {deadline_s} s; last screen:\n{seen[-1] if seen else ''}")
 

@@ -36,15 +36,18 @@ def render(report: Report, color: bool = False, verbose: bool = False) -> str:
         buf.write(getattr(importlib.import_module(module), function)(report))
     verdict = report.verdict().value
     tally = counts(report)
+    rows = unfolded(report) if verbose else fold(report)
+    folded = (
+        f"; {len(report.results)} results in {len(rows)} rows, -v shows each" if len(rows) < len(report.results) else ""
+    )
     console.print(
         Text.assemble(
             ("ddp-doctor ", "bold"),
             f"{report.command} — {target_line(report)} — verdict: ",
             (verdict.upper(), VERDICT_STYLE[verdict]),
-            f"  ({tally + '; ' if tally else ''}{report.duration_s:.1f} s)",
+            f"  ({tally + '; ' if tally else ''}{report.duration_s:.1f} s{folded})",
         )
     )
-    rows = unfolded(report) if verbose else fold(report)
     if rows:
         console.print(_table(rows))
     if report.root_cause:
@@ -53,8 +56,6 @@ def render(report: Report, color: bool = False, verbose: bool = False) -> str:
         for r, where in row.details:
             if needs_detail(r):
                 _detail(console, r, where)
-    if not verbose and len(rows) < len(report.results):
-        console.print(Text(f"{len(report.results)} results folded into {len(rows)} rows; -v shows each", style="dim"))
     return buf.getvalue()
 
 
