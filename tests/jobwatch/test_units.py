@@ -110,3 +110,9 @@ def test_straggler_needs_a_clear_gap() -> None:
         even.add(0, "collective" if i % 2 else "user", None)
         even.add(1, "collective" if i % 2 else "user", None)
     assert straggler(even).rank is None
+
+
+def test_compiling_rank_waiting_for_its_compiler_is_not_hung() -> None:
+    # Seen for real: rank 1 in inductor's _run_compile_cmd (waiting on gcc, no CPU of its own, same stack).
+    j = hang.judge([_obs(0, "collective"), _obs(1, "compile", cpu=0.0, same=True)], 60)
+    assert j.verdict == "busy"

@@ -52,8 +52,12 @@ def _waiting(o: RankObs) -> bool:
     return o.activity.kind == "collective" or (o.activity.kind == "backward" and o.cpu_per_s < BUSY_CPU_PER_S)
 
 
+WORK = ("compile", "data", "checkpoint", "import")
+"""Activities that are progress even when the rank itself uses no CPU (it waits for its compiler, reader, disk)."""
+
+
 def _busy(o: RankObs) -> bool:
-    return not _waiting(o) and (o.cpu_per_s >= BUSY_CPU_PER_S or not o.same_stack)
+    return not _waiting(o) and (o.cpu_per_s >= BUSY_CPU_PER_S or not o.same_stack or o.activity.kind in WORK)
 
 
 def describe(o: RankObs) -> dict[str, Any]:

@@ -76,7 +76,8 @@ def _cpu_ticks(pid: int) -> int:
     except OSError:
         return 0
     fields = raw[raw.rfind(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
+    # utime + stime, plus cutime + cstime: children it already reaped (a compiler's cc1plus) count as its work.
+    return int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
 
 
 def _start_time(pid: int) -> int | None:
