@@ -82,7 +82,7 @@ engineers (Python 3.11, hyperscan 0.9.1, google-re2 1.1).
 ## Real-world corpus
 
 tests/fixtures/logs/real/ holds 63 logs pasted into public issue threads (pytorch, NCCL, nccl-tests,
-Lightning, accelerate, DeepSpeed, HF Trainer, Megatron-LM, torchtitan, Kubeflow, Kubernetes CI runners, Slurm
+Lightning, accelerate, DeepSpeed, HF Trainer, Megatron-LM, Ray, Kubeflow, Kubernetes CI runners, Slurm
 sites and projects built on them), each labelled with the cause its thread confirmed (README.md there lists
 every source). `explain` names that cause first on 63 of 63 (tests/diagnose/test_real_corpus.py); the explain
 of before this corpus (commit 3454ee4) named it on 42 of 63: it missed the library / ABI failures, fatal
