@@ -35,7 +35,9 @@ record() {  # name, then the command; keeps the exit code in the log
 
 # 1. The doctor in its own venv: wheels from .whl/ and this checkout's package, no torch in it.
 rm -rf /tmp/dv && python3 -m venv /tmp/dv >> "$LOG" 2>&1
-/tmp/dv/bin/python -m pip install -q --no-index --no-deps --no-compile "$ROOT"/.whl/*.whl >> "$LOG" 2>&1
+# PYTHONPATH off: with the node's site dir on it, pip would call the wheels "already satisfied" and skip them.
+env -u PYTHONPATH /tmp/dv/bin/python -m pip install -q --no-index --no-deps --no-compile "$ROOT"/.whl/*.whl >> "$LOG" 2>&1
+env -u PYTHONPATH /tmp/dv/bin/python -c 'import yaml, rich, re2, pynvml' >> "$LOG" 2>&1 || echo "doctor venv is missing a dependency" >> "$LOG"
 SP=$(/tmp/dv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp -r "$ROOT/src/ddp_doctor" "$SP/ddp_doctor"  # an installed (not editable) package, as pip would lay it out
 printf '#!/tmp/dv/bin/python\nimport sys\nfrom ddp_doctor.cli import main\nsys.exit(main())\n' > /tmp/dv/bin/ddp-doctor
