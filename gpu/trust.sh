@@ -56,7 +56,8 @@ record system-check doc check --timeout 150
 CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000 record cvd-bogus doc check --timeout 120
 
 # 4. A busy GPU: another process holds ~100 GiB and keeps the SMs busy.
-timeout 300 python3 -c '
+# No `timeout` wrapper: $! must be the python process itself (the pid NVML reports); it ends itself.
+python3 -c '
 import time, torch
 hold = torch.empty(100 * 2**30, dtype=torch.uint8, device="cuda")
 a = torch.randn(8192, 8192, device="cuda")

@@ -79,7 +79,11 @@ def test_busy_gpu_is_named_and_its_load_not_claimed() -> None:
     assert m, "log.txt records the busy process's pid"
     r = results(report)
     assert r["env.gpus.busy"]["status"] == "warn"
-    assert f"pid {m.group(1)}" in r["env.gpus.busy"]["summary"]
+    # The first recording started the load under `timeout`, so log.txt holds the wrapper's pid and NVML
+    # the python child's (the next pid but one); gpu/trust.sh now starts python itself.
+    named = re.search(r"pid (\d+) \(python3\) holds (\d+\.\d) GiB", r["env.gpus.busy"]["summary"])
+    assert named, r["env.gpus.busy"]["summary"]
+    assert 0 <= int(named.group(1)) - int(m.group(1)) <= 3 and float(named.group(2)) >= 100
     util = r.get("live.balance.gpu_util")
     if util is not None:  # absent only when the ranks' python has no nvidia-ml-py
         assert util["status"] == "warn" and "other processes shared the GPUs" in util["summary"]
@@ -103,3 +107,18 @@ def test_bench_with_one_rank_prints_no_bandwidth() -> None:
     ops = [x for x in report["results"] if x["id"].startswith("bench.all_reduce")]
     assert ops and all(x["status"] == "skip" and "nothing moves between devices" in x["summary"] for x in ops)
     assert all("GB/s" not in x["summary"] for x in ops)
+
+
+def test_bogus_nccl_net_failure_rejudged_names_the_variable() -> None:
+    """The H200 recording of NCCL_NET=Bogus (made before the rule knew NCCL 2.28's words), judged again
+    by today's rule over the recorded live result, env and interfaces."""
+    from ddp_doctor.live.reconcile import blame_variables
+
+    report = load("net-bogus")
+    facts = report["facts"]
+    names = [i["name"] for i in facts["network"]["interfaces"]]
+    recorded = [x for x in Report.from_dict(report).results if x.id == "live.init" and x.status is Status.FAIL]
+    assert recorded and "invalid usage" in recorded[0].summary
+    (again,) = blame_variables(recorded[:1], facts["env"], names)
+    assert again.observed["root_cause_variable"] == "NCCL_NET"
+    assert again.cause is not None and again.cause.startswith("NCCL_NET=Bogus is the root cause")

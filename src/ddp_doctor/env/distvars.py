@@ -180,6 +180,9 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
 
 
 _NO_INTERFACE = ("no socket interface found", "no usable", "IFNAME")
+# NCCL 2.28's words when NCCL_NET names no loaded network (recorded on the H200:
+# tests/fixtures/gpu/trust/net-bogus.json); the value itself is not in the message.
+_NO_NET = "Failed to initialize any NET plugin"
 
 
 def root_cause_variable(env: dict[str, str], text: str, interfaces: list[str]) -> str | None:
@@ -191,7 +194,7 @@ def root_cause_variable(env: dict[str, str], text: str, interfaces: list[str]) -
         if name in env and invalid(env[name], specs[name]) is not None:
             return name
     net = env.get("NCCL_NET", "").strip()
-    if net and net.lower() not in ("ib", "socket") and re.search(rf"\b{re.escape(net)}\b", text):
+    if net and net.lower() not in ("ib", "socket") and (re.search(rf"\b{re.escape(net)}\b", text) or _NO_NET in text):
         return "NCCL_NET"
     for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         value = env.get(name, "").strip()
