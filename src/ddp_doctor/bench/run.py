@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.bench import formulas
-from ddp_doctor.bench.results import op_result
+from ddp_doctor.bench.results import TITLES, op_result, result_id
 from ddp_doctor.health import gpu as health
 from ddp_doctor.report import Evidence, Report, Result, Status
 
@@ -117,10 +117,29 @@ def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
     failure = _launch_failure(spec, outcome, ranks, done)
     if failure:
         report.extend(failure)
+        report.extend(_not_measured(spec, done, several))
         # A dead or stuck rank explains the ops that failed after it: the diagnosis (root cause
         # first) if there is one, else the launch result.
         report.root_cause = failure[1].id if len(failure) > 1 else failure[0].id
     return report
+
+
+def _not_measured(spec: SweepSpec, done: set[tuple[str, str]], several: bool) -> list[Result]:
+    """An op the ranks never reported is an error, never a silent gap: whether rank 0 still wrote its
+    own failure before torchrun stopped it is a race, and the verdict must not depend on it."""
+    return [
+        Result(
+            result_id(op, dt, several),
+            f"{TITLES.get(op, op)} ({dt})",
+            Status.ERROR,
+            f"{op} was not measured: the run ended before any rank reported it (see bench.launch)",
+            cause="a rank died or hung before or during this op, so its bandwidth is unknown",
+            remedy=f"fix the failure named in bench.launch, then rerun with --ops {op}",
+        )
+        for op in spec.ops
+        for dt in spec.dtypes
+        if (op, dt) not in done
+    ]
 
 
 def _how_it_ended(code: int) -> str:
