@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.live.launch import tail_lines
+
 _RANK_FILE = re.compile(r"^rank-(\d+)\.(pid|exit|error\.json|stack|log)$")
 _STEP = re.compile(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?(\d+)")
 MAX_LOG_LINES = 4000
@@ -129,23 +131,11 @@ class LogFollower:
         return out
 
 
-def tail_lines(p: Path, lines: int = MAX_LOG_LINES) -> list[str]:
-    try:
-        with open(p, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 1024 * 1024))
-            data = f.read()
-    except OSError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()[-lines:]
-
-
 def logs(run_dir: Path) -> dict[str, list[str]]:
     """Every captured log (ranks, the launcher's agent, NCCL's warnings) -> its last lines."""
     out: dict[str, list[str]] = {}
     for p in sorted(run_dir.glob("*.log")):
-        out[p.name] = tail_lines(p)
+        out[p.name] = tail_lines(p, MAX_LOG_LINES, 1024 * 1024)
     return out
 
 

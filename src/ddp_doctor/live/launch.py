@@ -246,12 +246,13 @@ def port_problem(port: int) -> str | None:
 # ---- running -------------------------------------------------------------------------------
 
 
-def _tail(p: Path, lines: int) -> list[str]:
+def tail_lines(p: Path, lines: int, window_bytes: int = 256 * 1024) -> list[str]:
+    """The last `lines` lines of a log, reading at most its last `window_bytes` (logs can be huge)."""
     try:
         with open(p, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 256 * 1024))
+            f.seek(max(0, size - window_bytes))
             data = f.read()
     except OSError:
         return []
@@ -273,9 +274,9 @@ def _collect_logs(run_dir: Path, pid_rank: dict[int, int]) -> dict[str, list[str
         m = re.match(r"^(.+)\.(\d+)\.log$", name)  # e.g. nccl.<pid>.log from NCCL_DEBUG_FILE
         if m and int(m.group(2)) in pid_rank:
             name = f"{m.group(1)}-rank-{pid_rank[int(m.group(2))]}.log"
-            logs[name] = _tail(p, 4000)
+            logs[name] = tail_lines(p, 4000)
         else:
-            logs[name] = _tail(p, LOG_TAIL_LINES)
+            logs[name] = tail_lines(p, LOG_TAIL_LINES)
     return logs
 
 
