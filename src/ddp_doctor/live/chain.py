@@ -45,10 +45,13 @@ class _Background(threading.Thread):
             self.error = exc
 
 
-def _gather_facts(target: Target | None) -> dict[str, Any]:
+def _gather_facts(target: Target | None, rdzv_endpoint: str | None = None) -> dict[str, Any]:
     from ddp_doctor.env import facts
 
-    return facts.gather(probe_torch=False, target=target)
+    # Interface advice is ranked by the route to the rendezvous host when there is one (the ranks'
+    # traffic goes there), else to $MASTER_ADDR, else the default route.
+    host = rdzv_endpoint.rpartition(":")[0].strip("[]") if rdzv_endpoint and ":" in rdzv_endpoint else rdzv_endpoint
+    return facts.gather(probe_torch=False, target=target, route_to=host or None)
 
 
 def gpu_snapshot() -> dict[str, Any]:
@@ -272,7 +275,7 @@ def run_check(
             return multinode.blocked_report(mn, report)
         spec = mn.apply(spec)
     # -- end multi-node
-    facts_job = _Background(lambda: _gather_facts(target))
+    facts_job = _Background(lambda: _gather_facts(target, getattr(args, "rdzv_endpoint", None)))
     facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
         outcome = launcher.launch(_with_deadline(spec), on_poll=on_poll)
