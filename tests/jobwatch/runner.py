@@ -51,12 +51,21 @@ def torchrun(job: Path, nproc: int = 2, *job_args: str) -> list[str]:
     return [TORCHRUN, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2", str(job), *job_args]
 
 
+NOPTRACE = Path(__file__).with_name("noptrace.py")
+
+
 def run_doctor(
-    tmp: Path, doctor_args: list[str], command: list[str], timeout: float = 240, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    doctor_args: list[str],
+    command: list[str],
+    timeout: float = 240,
+    extra_env: dict[str, str] | None = None,
+    wrap: list[str] | None = None,
 ) -> Ran:
+    """wrap: a prefix for the doctor's own argv (e.g. noptrace.py: the doctor and its job where ptrace is refused)."""
     run_dir = tmp / "run"
     report = tmp / "report.json"
-    argv = [sys.executable, "-m", "ddp_doctor", "run", "--run-dir", str(run_dir), "--format", "json"]
+    argv = [*(wrap or []), sys.executable, "-m", "ddp_doctor", "run", "--run-dir", str(run_dir), "--format", "json"]
     argv += ["--output", str(report), *doctor_args, "--", *command]
     t0 = time.monotonic()
     done = subprocess.run(

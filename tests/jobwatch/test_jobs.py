@@ -5,11 +5,16 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.jobwatch.runner import env, job_copy, processes_with, run_doctor, torchrun
+from ddp_doctor.jobwatch import stacks
+from tests.jobwatch.runner import NOPTRACE, env, job_copy, processes_with, run_doctor, torchrun
+
+PYSPY = [str(stacks.pyspy_path() or "py-spy")]
 
 pytestmark = pytest.mark.slow
 
@@ -90,11 +95,14 @@ def test_a_rank_killed_by_sigkill_is_the_first_failure(tmp_path: Path) -> None:
     assert not processes_with(str(job))
 
 
-def _assert_hang_named(tmp_path: Path, job: Path, ran_args: list[str], method: str) -> None:
+def _assert_hang_named(
+    tmp_path: Path, job: Path, ran_args: list[str], method: str, wrap: list[str] | None = None
+) -> dict[str, Any]:
     ran = run_doctor(
         tmp_path,
         ["--hang-after", "5", "--on-hang", "kill", "--exit-code", "verdict", *ran_args],
         torchrun(job, 2, "--mode", "hang"),
+        wrap=wrap,
     )
     hang = ran.result("run.hang")
     assert ran.report["root_cause"] == "run.hang"
@@ -112,15 +120,50 @@ def _assert_hang_named(tmp_path: Path, job: Path, ran_args: list[str], method: s
     first_step = min(float(v.get("started_s", 0)) for v in ran.report["facts"]["run"]["ranks"].values())
     assert hang["metrics"]["detected_after_s"] - first_step <= 5 + 30 + 30  # start-up (imports, DDP) + window
     assert not processes_with(str(job))
+    return hang
 
 
 def test_a_rank_that_never_enters_the_collective_is_named_py_spy(tmp_path: Path) -> None:
     _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "py-spy"], "py-spy")
 
 
-def test_the_same_hang_without_ptrace_uses_the_startup_hook(tmp_path: Path) -> None:
-    # py-spy switched off through the doctor's own switch (what `auto` falls back to when ptrace is denied).
-    _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "faulthandler"], "faulthandler")
+def test_the_same_hang_with_the_hook_forced_uses_the_startup_hook(tmp_path: Path) -> None:
+    hang = _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "faulthandler"], "faulthandler")
+    assert "--stacks faulthandler" in hang["observed"]["stacks_method"]
+
+
+def test_py_spy_is_really_refused_by_the_kernel_under_the_seccomp_filter(tmp_path: Path) -> None:
+    """The precondition of the test below: under noptrace.py the kernel itself refuses py-spy (EPERM)."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(1.0)
+        allowed = subprocess.run(
+            [*PYSPY, "dump", "--pid", str(sleeper.pid)], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert allowed.returncode == 0 and "Thread" in allowed.stdout, allowed.stderr
+        denied = subprocess.run(
+            [sys.executable, str(NOPTRACE), *PYSPY, "dump", "--pid", str(sleeper.pid)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert denied.returncode != 0 and "Thread" not in denied.stdout
+        assert "EPERM: Operation not permitted" in denied.stderr, denied.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+
+
+def test_the_same_hang_where_the_kernel_refuses_ptrace_falls_back_to_the_hook(tmp_path: Path) -> None:
+    # The doctor and its job run under a seccomp filter that returns EPERM for ptrace and process_vm_readv (what
+    # a container without CAP_SYS_PTRACE gets): `--stacks auto` (the default) tries py-spy, reads its refusal and
+    # takes the hook's faulthandler stacks by itself.
+    job = job_copy(tmp_path)
+    hang = _assert_hang_named(tmp_path, job, [], "faulthandler", wrap=[sys.executable, str(NOPTRACE)])
+    method = hang["observed"]["stacks_method"]
+    assert "kernel refused py-spy" in method and "EPERM" in method, method
+    assert any(e["source"] == "stacks" and "faulthandler" in e["text"] for e in hang["evidence"]), hang["evidence"]
 
 
 def test_a_rank_compiling_longer_than_hang_after_is_not_hung(tmp_path: Path) -> None:

@@ -116,3 +116,25 @@ def test_compiling_rank_waiting_for_its_compiler_is_not_hung() -> None:
     # Seen for real: rank 1 in inductor's _run_compile_cmd (waiting on gcc, no CPU of its own, same stack).
     j = hang.judge([_obs(0, "collective"), _obs(1, "compile", cpu=0.0, same=True)], 60)
     assert j.verdict == "busy"
+
+
+# py-spy 0.4's stderr when the seccomp filter of tests/jobwatch/noptrace.py refuses its ptrace attach (RUST_BACKTRACE=1).
+PYSPY_REFUSED = """Error: Failed to get stack traces
+
+Caused by:
+    0: Failed to suspend process
+    1: EPERM: Operation not permitted
+    2: EPERM: Operation not permitted
+
+Stack backtrace:
+   0: <E as anyhow::context::ext::StdError>::ext_context
+   1: py_spy::python_spy::PythonSpy::get_stack_traces
+"""
+
+
+def test_py_spy_refusal_is_one_line_and_a_kernel_refusal() -> None:
+    why = stacks.pyspy_error(PYSPY_REFUSED)
+    assert why == "Failed to get stack traces: Failed to suspend process: EPERM: Operation not permitted"
+    assert stacks.refused_by_kernel(f"py-spy failed (exit 1): {why}")
+    assert not stacks.refused_by_kernel("py-spy failed (exit 1): Failed to find python version from target process")
+    assert not stacks.refused_by_kernel("py-spy is not installed")

@@ -20,6 +20,8 @@ class StackTaker:
     """auto | py-spy | faulthandler | off."""
     notes: list[str] = field(default_factory=list)
     """Why a method was not used (py-spy denied by ptrace, ...), once each."""
+    refused: str | None = None
+    """py-spy's error when the kernel refused it (no ptrace here): it is not asked again, the hook answers."""
     _offsets: dict[int, int] = field(default_factory=dict)
 
     def _file(self, rank: int) -> Path:
@@ -61,13 +63,20 @@ class StackTaker:
         got: dict[int, Stack] = {}
         if self.method == "off":
             return got
-        if self.method in ("auto", "py-spy"):
+        # A kernel refusal holds for the whole run (a seccomp profile, no CAP_SYS_PTRACE): under `auto` py-spy is
+        # not asked again, each rank would cost another refused attach.
+        if self.method == "py-spy" or (self.method == "auto" and self.refused is None):
             for rank, pid in pids.items():
                 text, why = stacks.pyspy_dump(pid)
                 if text is not None:
                     got[rank] = Stack(text, stacks.main_frames(text, "py-spy"), "py-spy")
-                elif why and why not in self.notes:
+                    continue
+                if why and why not in self.notes:
                     self.notes.append(why)
+                if stacks.refused_by_kernel(why) and self.refused is None:
+                    self.refused = why
+                    if self.method == "auto":
+                        break
         todo = {r: p for r, p in pids.items() if r not in got}
         if todo and hook_stacks and self.method in ("auto", "faulthandler"):
             offsets = {r: self._size(r) for r in todo}
@@ -81,3 +90,22 @@ class StackTaker:
                 if text.strip():
                     got[r] = Stack(text, stacks.main_frames(text, "faulthandler"), "faulthandler")
         return got
+
+    def why_method(self, got: dict[int, Stack]) -> str:
+        """Which method took these stacks and why, one sentence for the report."""
+        methods = sorted({s.method for s in got.values()})
+        if not methods:
+            return f"no stacks (--stacks {self.method})" + (f"; {self.notes[-1]}" if self.notes else "")
+        if methods == ["py-spy"]:
+            return "py-spy (ptrace allowed here)"
+        used = " and ".join(f"{m} (the startup hook)" if m == "faulthandler" else m for m in methods)
+        if self.method == "faulthandler":
+            return f"{used}: --stacks faulthandler"
+        if self.refused is not None:
+            return (
+                f"{used}, because the kernel refused py-spy: {self.refused.removeprefix('py-spy failed ')}; "
+                "no ptrace here (a container without CAP_SYS_PTRACE, a seccomp profile, or yama ptrace_scope)"
+            )
+        if self.notes:
+            return f"{used}, because {self.notes[-1]}"
+        return used

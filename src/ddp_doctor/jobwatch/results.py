@@ -135,6 +135,8 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         ev.append(
             Evidence(f"rank {r}", f"{st['state']}: {st['doing']}" + (f" at {st['where']}" if st["where"] else ""))
         )
+    if event.stack_method:
+        ev.append(Evidence("stacks", event.stack_method))
     remedy = {
         "collective": "Make every rank reach the same collectives in the same order: the behind rank's stack shows "
         "where it stopped (a rank-dependent branch, a data loader that ran dry, an exception swallowed on one rank). "
@@ -156,7 +158,13 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         rank=j.behind[0] if len(j.behind) == 1 else None,
         phase=j.kind,
         evidence=ev,
-        observed={"behind": list(j.behind), "kind": j.kind, "at_s": event.at_s, "index": index},
+        observed={
+            "behind": list(j.behind),
+            "kind": j.kind,
+            "at_s": event.at_s,
+            "index": index,
+            "stacks_method": event.stack_method,
+        },
         metrics={"detected_after_s": event.at_s},
     )
 
@@ -340,6 +348,7 @@ def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str,
                 "message": e.judgement.message,
                 "states": {str(r): v for r, v in e.judgement.states.items()},
                 "stacks": {str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
+                "stacks_method": e.stack_method,
                 "flight_recorder": {str(r): v for r, v in e.flight_recorder.items()},
                 "killed": e.killed,
             }

@@ -170,21 +170,53 @@ def pyspy_path() -> str | None:
 
 
 def pyspy_dump(pid: int, nonblocking: bool = False) -> tuple[str | None, str]:
-    """(stack text, '') or (None, why py-spy could not)."""
+    """(stack text, '') or (None, why py-spy could not: its own error, one line)."""
     exe = pyspy_path()
     if exe is None:
         return None, "py-spy is not installed"
     argv = [exe, "dump", "--full-filenames", "--pid", str(pid)] + (["--nonblocking"] if nonblocking else [])
+    # RUST_BACKTRACE=0: py-spy's error chain without the Rust backtrace a user's environment may ask for.
+    env = {**os.environ, "RUST_BACKTRACE": "0"}
     try:
-        done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=PYSPY_TIMEOUT_S)
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=PYSPY_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return None, f"py-spy dump timed out after {PYSPY_TIMEOUT_S:.0f} s"
     except OSError as exc:
         return None, f"py-spy could not run: {exc.strerror or exc}"
     if done.returncode != 0 or "Thread" not in done.stdout:
-        why = (done.stderr or done.stdout).strip().splitlines()
-        return None, f"py-spy failed (exit {done.returncode}): {why[-1] if why else 'no output'}"
+        return None, f"py-spy failed (exit {done.returncode}): {pyspy_error(done.stderr or done.stdout)}"
     return done.stdout, ""
+
+
+def pyspy_error(text: str) -> str:
+    """py-spy's error as one line: 'Error: X' and its 'Caused by:' chain, without a backtrace.
+
+    py-spy (anyhow) prints e.g. 'Error: Failed to get stack traces / Caused by: / 0: Failed to suspend
+    process / 1: EPERM: Operation not permitted' when the kernel refuses ptrace.
+    """
+    parts: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("Stack backtrace:"):
+            break
+        if s.startswith("Error:"):
+            parts.append(s[len("Error:") :].strip())
+        elif parts and s and s != "Caused by:":
+            cause = re.sub(r"^\d+:\s*", "", s)
+            if cause not in parts:
+                parts.append(cause)
+    if parts:
+        return ": ".join(parts)
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return lines[-1] if lines else "no output"
+
+
+_REFUSED = re.compile(r"EPERM|EACCES|Operation not permitted|Permission denied|ptrace", re.IGNORECASE)
+
+
+def refused_by_kernel(why: str) -> bool:
+    """py-spy's error says the kernel refused it (ptrace / process_vm_readv denied), not that it merely failed."""
+    return why.startswith("py-spy failed") and bool(_REFUSED.search(why))
 
 
 def stack_signal() -> int:

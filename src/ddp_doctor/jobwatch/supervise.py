@@ -42,6 +42,8 @@ class HangEvent:
     stacks: dict[int, Stack]
     flight_recorder: dict[int, dict[str, Any]]
     killed: bool = False
+    stack_method: str = ""
+    """Which method took the stacks and why (py-spy, or the hook's faulthandler because py-spy was refused)."""
 
 
 @dataclass
@@ -207,7 +209,7 @@ class Watcher:
         at_s = round(now - self.started, 1)
         self.out.stack_notes = list(self.taker.notes)
         if verdict.verdict == "hang":
-            event = HangEvent(at_s, verdict, second, fr)
+            event = HangEvent(at_s, verdict, second, fr, stack_method=self.taker.why_method(second))
             self.out.hangs.append(event)
             self._episode_reported = True
             print(f"ddp-doctor: HANG at {at_s:.0f} s: {verdict.message}", file=sys.stderr, flush=True)
