@@ -34,6 +34,9 @@ def test_the_tree_keeps_its_layers() -> None:
         ("report.py", "import ddp_doctor.cli"),  # an upward edge: the report model must not know the cli
         ("knowledge/arch.py", "import ddp_doctor.checks"),  # knowledge is below checks
         ("live/merge.py", "import ddp_doctor.bench.sweep"),  # bench uses live: live using bench is a cycle
+        # env.target imports env.probes (interp_child, interpreters): a probe importing the target is
+        # the cycle that used to be ignored in pyproject.toml, now caught
+        ("env/probes/system.py", "import ddp_doctor.env.target"),
     ],
 )
 def test_an_upward_import_breaks_the_contract(tmp_path: Path, module: str, bad_import: str) -> None:

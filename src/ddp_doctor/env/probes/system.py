@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.env.probes import interp_child
-from ddp_doctor.env.target import same_environment, shebang_python
+from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 
 SHM_PATH = "/dev/shm"
 
