@@ -73,3 +73,18 @@ def test_docs_check_mode_detects_a_stale_page(tmp_path) -> None:  # type: ignore
     assert subprocess.run(cmd, capture_output=True, check=False).returncode == 1
     stale.write_text(render())
     assert subprocess.run(cmd, capture_output=True, check=False).returncode == 0
+
+
+def test_a_wrong_typed_fact_is_an_error_never_a_pass() -> None:
+    """A facts file from another version or edited by hand: the adapter refuses the field, and the
+    host's evaluate() reports each check that reads it as an error (before: `importable: 1` passed)."""
+    from ddp_doctor.env import checks
+    from tests.env.factsbuilder import make_facts
+
+    good = {r.id: r for r in checks.evaluate(make_facts())}
+    assert good["env.torch.import"].status is Status.PASS and good["env.distributed"].status is Status.PASS
+    bad = {r.id: r for r in checks.evaluate(make_facts(torch={"importable": 1, "import_s": [2.1]}))}
+    for rid in ("env.torch.import", "env.numpy", "env.distributed"):
+        assert bad[rid].status is Status.ERROR, (rid, bad[rid].summary)
+        assert "torch.importable is int" in bad[rid].summary
+    assert bad["env.python"].status is Status.PASS  # a check that does not read the field is unaffected

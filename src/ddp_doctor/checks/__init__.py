@@ -8,13 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.checks import nccl, official_build, shm, torch_build, torchrun, user
+from ddp_doctor.checks import (
+    distributed,
+    nccl,
+    numpy_import,
+    official_build,
+    python,
+    shm,
+    torch_build,
+    torch_import,
+    torchrun,
+    user,
+)
 from ddp_doctor.checks.model import Check, Finding
 
 ALL: tuple[Check[Any], ...] = (
+    python.CHECK,
     torch_build.INSTALLED,
+    torch_import.CHECK,
     torch_build.BUILD,
+    numpy_import.CHECK,
     official_build.CHECK,
+    distributed.CHECK,
     nccl.CHECK,
     torchrun.CHECK,
     shm.CHECK,

@@ -24,6 +24,25 @@ def _str(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+def typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """`value` when it is None or of `kind`; else a TypeError naming the field.
+
+    A facts file written by another version or edited by hand can hold anything; a check reading a
+    wrong-typed field must end as an `error` Result (Check.run / env.checks.evaluate), never be
+    coerced into a value that passes.
+    """
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
+        return value
+    names = " or ".join(k.__name__ for k in kinds)
+    raise TypeError(f"facts field {what} is {type(value).__name__} {value!r:.60}; expected {names}")
+
+
+def _float(value: Any, what: str) -> float | None:
+    n = typed(value, (int, float), what)
+    return None if n is None else float(n)
+
+
 @dataclass(frozen=True)
 class ShmFacts:
     size_bytes: int | None
@@ -106,6 +125,35 @@ class InstallTarget:
 
 
 @dataclass(frozen=True)
+class PythonFacts:
+    """The interpreter that runs the job, and the torch release it must fit."""
+
+    version: str | None
+    implementation: str | None
+    executable: str | None
+    environment: str
+    """In words: 'conda env base', 'venv /opt/venv', 'system interpreter (no venv/conda)'."""
+    torch_version: str | None = None
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> PythonFacts:
+        py, t = _section(facts, "python"), _section(facts, "torch")
+        if py.get("conda_env"):
+            where = f"conda env {py['conda_env']}"
+        elif py.get("venv"):
+            where = f"venv {py.get('prefix')}"
+        else:
+            where = "system interpreter (no venv/conda)"
+        return cls(
+            version=typed(py.get("version"), str, "python.version"),
+            implementation=typed(py.get("implementation", "CPython"), str, "python.implementation"),
+            executable=typed(py.get("executable"), str, "python.executable"),
+            environment=where,
+            torch_version=_str(t.get("version")),
+        )
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     """The torch build as the subject sees it (imported on a host, read from version.py in an image)."""
 
@@ -133,6 +181,21 @@ class TorchFacts:
     """torch's METADATA Requires-Dist (an image reads them; names the NCCL wheel torch expects)."""
     gpus_expected: str | None = None
     """Where GPUs are expected, as words ('on a machine with 2 visible GPU(s)'); None: no GPU here."""
+    import_s: float | None = None
+    """Seconds `import torch` took in a fresh interpreter."""
+    import_error: str | None = None
+    import_stderr_tail: str | None = None
+    numpy_probed: bool = False
+    """The import child asked for numpy (it does only after torch imported)."""
+    numpy: str | None = None
+    """numpy's version beside torch; None when it does not import (or was not probed)."""
+    arch_list: tuple[str, ...] = ()
+    """torch.cuda.get_arch_list(): 'sm_90', 'compute_90'; empty when torch was not imported here."""
+
+    @property
+    def usable(self) -> bool:
+        """Installed and not known to fail to import (an image's torch is never imported)."""
+        return self.installed and self.importable is not False
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> TorchFacts:
@@ -149,12 +212,18 @@ class TorchFacts:
             cuda=_str(t.get("cuda")),
             hip=_str(t.get("hip")),
             cudnn=t.get("cudnn") if isinstance(t.get("cudnn"), (int, str)) else None,
-            importable=t.get("importable") if isinstance(t.get("importable"), bool) else None,
-            distributed=t.get("distributed") if isinstance(t.get("distributed"), bool) else None,
-            backends=dict(_section(t, "backends")),
+            importable=typed(t.get("importable"), bool, "torch.importable"),
+            distributed=typed(t.get("distributed"), bool, "torch.distributed"),
+            backends=dict(typed(t.get("backends"), Mapping, "torch.backends") or {}),
             nccl_version=_str(t.get("nccl_version")),
             run_module=t.get("run_module") if isinstance(t.get("run_module"), bool) else None,
             gpus_expected=f"on a machine with {count} visible GPU(s)" if count else None,
+            import_s=_float(t.get("import_s"), "torch.import_s"),
+            import_error=typed(t.get("import_error"), str, "torch.import_error"),
+            import_stderr_tail=typed(t.get("import_stderr_tail"), str, "torch.import_stderr_tail"),
+            numpy_probed="numpy" in t,
+            numpy=typed(t.get("numpy"), str, "torch.numpy") or None,
+            arch_list=tuple(typed(t.get("arch_list"), list, "torch.arch_list") or ()),
         )
 
     @classmethod

@@ -7,15 +7,39 @@ Everything here works from the facts dict alone, so a facts file recorded on ano
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks import install, nccl, official_build, shm, table, torch_build, torchrun, user
-from ddp_doctor.checks.facts import InstallTarget, NcclFacts, ShmFacts, TorchFacts, TorchrunFacts, UserFacts
+from ddp_doctor.checks import (
+    distributed,
+    install,
+    nccl,
+    numpy_import,
+    official_build,
+    python,
+    shm,
+    table,
+    torch_build,
+    torch_import,
+    torchrun,
+    user,
+)
+from ddp_doctor.checks.facts import (
+    InstallTarget,
+    NcclFacts,
+    PythonFacts,
+    ShmFacts,
+    TorchFacts,
+    TorchrunFacts,
+    UserFacts,
+)
+from ddp_doctor.checks.model import Check
 from ddp_doctor.env import trust_checks
 from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Result, Status
+
+F = TypeVar("F")
 
 NOFILE_WARN = 4096
 
@@ -73,101 +97,8 @@ def _install_for(facts: dict[str, Any], torch_version: str | None = None) -> str
 # --- the checks -------------------------------------------------------------------------
 
 
-def check_python(facts: dict[str, Any]) -> Result:
-    py = _section(facts, "python")
-    where = (
-        "conda env " + str(py["conda_env"])
-        if py.get("conda_env")
-        else ("venv " + str(py.get("prefix")))
-        if py.get("venv")
-        else "system interpreter (no venv/conda)"
-    )
-    summary = f"Python {py.get('version')} ({py.get('implementation', 'CPython')}) at {py.get('executable')}, {where}"
-    t = _section(facts, "torch")
-    rel = knowledge.release(str(t.get("version") or "")) if t.get("version") else None
-    if rel and not _py_fits(rel, str(py.get("version") or "")):
-        lo, hi = rel["python"]
-        return Result(
-            "env.python",
-            "Python interpreter",
-            Status.WARN,
-            f"{summary}; torch {rel['version']} supports Python {lo} to {hi}",
-            cause=f"official torch {rel['version']} wheels are built for Python {lo}..{hi} only",
-            remedy=f"use a Python {lo}..{hi} environment for torch {rel['version']}",
-            observed={"python": py.get("version")},
-            expected={"python": f"{lo}..{hi}"},
-        )
-    return Result("env.python", "Python interpreter", Status.PASS, summary, observed={"python": py.get("version")})
-
-
 def check_torch_installed(facts: dict[str, Any]) -> Result:
     return torch_build.INSTALLED.run(TorchFacts.from_env(facts), "env")
-
-
-def _import_advice(error: str, facts: dict[str, Any]) -> tuple[str, str]:
-    version = _section(facts, "torch").get("metadata_version")
-    install = _install_for(facts, str(version) if version else None)
-    for rule in knowledge.load_list("import_errors.yaml", "patterns"):
-        if any(m in error for m in rule["match"]):
-            return rule["cause"], rule["remedy"].format(python=_python(facts), install=install)
-    return ("torch is installed but raises during import", f"reinstall it: `{install} --force-reinstall`")
-
-
-def check_torch_import(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    title = "torch imports"
-    if not t.get("installed"):
-        return _skip("env.torch.import", title, "torch is not installed (see env.torch.installed)")
-    if t.get("importable") is None:
-        return _skip("env.torch.import", title, "import not probed here (the live chain imports torch in every rank)")
-    if t.get("importable"):
-        secs = t.get("import_s")
-        return Result(
-            "env.torch.import",
-            title,
-            Status.PASS,
-            f"`import torch` works in a fresh interpreter ({secs:.2f} s)" if secs else "`import torch` works",
-            metrics={"import_s": float(secs)} if secs else {},
-        )
-    error = str(t.get("import_error") or "unknown error")
-    cause, remedy = _import_advice(error + "\n" + str(t.get("import_stderr_tail") or ""), facts)
-    first = error.strip().splitlines()[-1] if error.strip() else error
-    return Result(
-        "env.torch.import",
-        title,
-        Status.FAIL,
-        f"`import torch` fails: {first[:300]}; expected it to import",
-        cause=cause,
-        remedy=remedy,
-        observed={"import_error": error[:2000]},
-    )
-
-
-def check_numpy(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    title = "numpy beside torch"
-    if not _torch_ok(facts) or "numpy" not in t:
-        return _skip("env.numpy", title, "not probed (torch did not import here)")
-    if t["numpy"]:
-        return Result(
-            "env.numpy",
-            title,
-            Status.PASS,
-            f"numpy {t['numpy']} imports beside torch {t.get('version')}",
-            observed={"numpy": t["numpy"]},
-        )
-    return Result(
-        "env.numpy",
-        title,
-        Status.WARN,
-        "numpy is not importable; torch.distributed.all_gather_object / gather_object / broadcast_object_list "
-        "will raise 'Numpy is not available' (plain tensor collectives and DDP work)",
-        cause="torch does not require numpy, so slim images often lack it, but torch.distributed's *_object "
-        "collectives turn bytes back through tensor.numpy()",
-        remedy=f"{_python(facts)} -m pip install numpy   (Dockerfile: RUN pip install numpy)",
-        observed={"numpy": None},
-        expected={"numpy": "importable"},
-    )
 
 
 def check_torch_build(facts: dict[str, Any]) -> Result:
@@ -176,59 +107,6 @@ def check_torch_build(facts: dict[str, Any]) -> Result:
 
 def check_official_build(facts: dict[str, Any]) -> Result:
     return official_build.CHECK.run(TorchFacts.from_env(facts), "env")
-
-
-def check_distributed(facts: dict[str, Any]) -> Result:
-    t = _section(facts, "torch")
-    title = "torch.distributed and backends"
-    if not _torch_ok(facts) or t.get("distributed") is None:
-        return _skip("env.distributed", title, "torch is not importable here, so torch.distributed was not probed")
-    backends = t.get("backends") or {}
-    have = [b for b in ("nccl", "gloo", "mpi") if backends.get(b)]
-    observed = {"distributed": t.get("distributed"), "backends": backends}
-    if not t.get("distributed"):
-        return Result(
-            "env.distributed",
-            title,
-            Status.FAIL,
-            "torch.distributed.is_available() is False; expected True",
-            cause="this torch was built without distributed support (USE_DISTRIBUTED=0), common in mobile or minimal builds",
-            remedy=f"install an official wheel:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
-            observed=observed,
-            expected={"distributed": True},
-        )
-    if t.get("flavour") == "cuda" and not backends.get("nccl"):
-        return Result(
-            "env.distributed",
-            title,
-            Status.FAIL,
-            f"CUDA build without the NCCL backend (has: {', '.join(have) or 'none'}): this environment cannot run DDP on GPUs",
-            cause="torch was built with USE_NCCL=0 or its NCCL could not be linked",
-            remedy=f"install an official CUDA wheel, which always includes NCCL:\n{_install_for(facts, str(t.get('version')).split('+')[0])}",
-            observed=observed,
-            expected={"nccl": True},
-        )
-    if not backends.get("gloo"):
-        status = Status.WARN if backends.get("nccl") else Status.FAIL
-        return Result(
-            "env.distributed",
-            title,
-            status,
-            f"no gloo backend (has: {', '.join(have) or 'none'}); expected gloo for CPU tensors and as fallback",
-            cause="torch was built with USE_GLOO=0",
-            remedy="install an official wheel, which includes gloo",
-            observed=observed,
-            expected={"gloo": True},
-        )
-    missing = [b for b in ("nccl", "gloo", "mpi") if not backends.get(b)]
-    return Result(
-        "env.distributed",
-        title,
-        Status.PASS,
-        f"torch.distributed available; backends: {', '.join(have)}"
-        + (f" (not built: {', '.join(missing)})" if missing else ""),
-        observed=observed,
-    )
 
 
 def check_nccl(facts: dict[str, Any]) -> Result:
@@ -706,14 +584,23 @@ def check_network(facts: dict[str, Any]) -> Result:
     return Result("env.network", title, Status.PASS, f"{shown}{ib_note}", observed=observed)
 
 
+def _unit(check: Check[F], adapter: Callable[[Mapping[str, Any]], F]) -> tuple[str, Callable[[dict[str, Any]], Result]]:
+    """A declared unit of checks/ run on this host: its facts built from the facts dict, its env id."""
+
+    def run(facts: dict[str, Any]) -> Result:
+        return check.run(adapter(facts), "env")
+
+    return check.id_for("env"), run
+
+
 CHECKS: list[tuple[str, Callable[[dict[str, Any]], Result]]] = [
-    ("env.python", check_python),
+    _unit(python.CHECK, PythonFacts.from_env),
     ("env.torch.installed", check_torch_installed),
-    ("env.torch.import", check_torch_import),
+    _unit(torch_import.CHECK, TorchFacts.from_env),
     ("env.torch.build", check_torch_build),
-    ("env.numpy", check_numpy),
+    _unit(numpy_import.CHECK, TorchFacts.from_env),
     ("env.official_build", check_official_build),
-    ("env.distributed", check_distributed),
+    _unit(distributed.CHECK, TorchFacts.from_env),
     ("env.nccl", check_nccl),
     ("env.torchrun", check_torchrun),
     ("env.gpus", check_gpus),
