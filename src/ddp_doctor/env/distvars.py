@@ -14,6 +14,8 @@ from ddp_doctor import knowledge
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
 _TRUE_FALSE = ("0", "1")
+# torch's getCvarBool (c10d/Utils.hpp), compared after lower-casing.
+_TORCH_BOOL = ("1", "0", "y", "n", "yes", "no", "t", "f", "true", "false")
 _OP_PREFIX = re.compile(r"^[A-Za-z]+:")
 
 
@@ -39,9 +41,13 @@ def accepted(spec: dict[str, Any]) -> str:
     kind = spec["type"]
     if kind == "bool":
         return "0 or 1"
+    if kind == "torch_bool":
+        return "1/0, true/false, yes/no, y/n or t/f (any case)"
     if kind == "int":
-        lo, hi = spec.get("min"), spec.get("max")
-        return f"an integer{f' >= {lo}' if lo is not None else ''}{f' and <= {hi}' if hi is not None else ''}"
+        lo, hi, step = spec.get("min"), spec.get("max"), spec.get("multiple")
+        return f"an integer{f' >= {lo}' if lo is not None else ''}{f' and <= {hi}' if hi is not None else ''}" + (
+            f", a multiple of {step}" if step else ""
+        )
     values = ", ".join(str(v) for v in spec.get("values") or [])
     if kind == "list":
         return f"a comma-separated list of {values} (a leading ^ excludes)"
@@ -58,13 +64,16 @@ def invalid(value: str, spec: dict[str, Any]) -> str | None:
     allowed = {_norm(str(x), spec) for x in spec.get("values") or []}
     if kind == "bool":
         return None if v in _TRUE_FALSE else v
+    if kind == "torch_bool":
+        return None if v.lower() in _TORCH_BOOL else v
     if kind == "int":
         try:
             n = int(v, 0)
         except ValueError:
             return v
-        lo, hi = spec.get("min"), spec.get("max")
-        return v if (lo is not None and n < lo) or (hi is not None and n > hi) else None
+        lo, hi, step = spec.get("min"), spec.get("max"), spec.get("multiple")
+        out_of_range = (lo is not None and n < lo) or (hi is not None and n > hi)
+        return v if out_of_range or (step and n % int(step)) else None
     if kind == "enum":
         if spec.get("open"):
             return None if v else v  # a plugin name cannot be judged here; the live chain names it if init fails
@@ -102,6 +111,14 @@ def _covered_elsewhere(name: str, value: str) -> bool:
     )
 
 
+def _source(spec: dict[str, Any], sources: dict[str, Any]) -> str:
+    """The entry's own source (a file of a tagged source tree, or a URL), then its docs page."""
+    own = str(spec.get("source") or "")
+    docs = str(sources.get(str(spec.get("docs")), "")) if spec.get("docs") else ""
+    own = str(sources.get(own, own))
+    return "; ".join(dict.fromkeys(x for x in (own, docs) if x))
+
+
 def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
     specs = _spec_index()
     data = table()
@@ -122,11 +139,11 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
                         name,
                         f"{name} is not a variable NCCL or torch reads; did you mean {close[0]}?",
                         f"rename it: {close[0]}={value}  ({accepted(specs[close[0]])})",
-                        str(src.get(specs[close[0]]["source"], "")),
+                        _source(specs[close[0]], src),
                     )
                 )
             continue
-        source = str(src.get(spec["source"], spec["source"]))
+        source = _source(spec, src)
         bad = invalid(value, spec)
         if bad is not None and spec["type"] not in ("string", "path", "ifname"):
             out.append(
@@ -139,6 +156,10 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
                 )
             )
             continue
+        if spec.get("open"):
+            unseen = _unseen_plugin(name, value, spec, facts, source)
+            if unseen:
+                out.append(unseen)
         since, removed = _version(spec.get("since")), _version(spec.get("removed"))
         if nccl and since and nccl < since:
             out.append(
@@ -177,6 +198,34 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
             )
         )
     return out
+
+
+def _unseen_plugin(name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], source: str) -> Finding | None:
+    """NCCL_NET names neither a built-in network (compared case-insensitively, NCCL src/plugin/net.cc)
+    nor anything a network plugin could provide, because no plugin library is where NCCL loads one.
+    A WARN, never a FAIL: a plugin may sit where the loader finds it and we did not look (a RUNPATH)."""
+    builtin = [str(v) for v in spec.get("values") or []]
+    if value.strip().lower() in {b.lower() for b in builtin}:
+        return None
+    plugins = (facts.get("nccl") or {}).get("net_plugins")
+    if not isinstance(plugins, dict) or plugins.get("found"):
+        return None  # not probed (an older report), or a plugin exists: its declared name is unknown here
+    names = plugins.get("names") or []
+    looked = (
+        f"looked for {', '.join(names)} in {'; '.join(plugins.get('searched') or [])}"
+        if names
+        else "NCCL_NET_PLUGIN=none turns external plugins off"
+    )
+    return Finding(
+        "warn",
+        name,
+        f"{name}={value}: NCCL accepts {' or '.join(builtin)} (any case) or the name a loaded network plugin "
+        f"declares, and no network plugin library is where NCCL loads one ({looked}); "
+        "NCCL init will fail with 'invalid usage' unless a plugin is found elsewhere",
+        f"unset {name} (NCCL picks IB when present, else Socket), set it to {' or '.join(builtin)}, or install "
+        "the plugin (libnccl-net-<name>.so on LD_LIBRARY_PATH, or NCCL_NET_PLUGIN=<path>)",
+        source,
+    )
 
 
 _NO_INTERFACE = ("no socket interface found", "no usable", "IFNAME")

@@ -210,6 +210,8 @@ def gather(
         loaded = nccl_probe.load(first[1])
     facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first, nccl_candidates)
     facts["nccl"]["candidates"] = [{"source": s, "path": str(p)} for s, p in nccl_candidates]
+    # Where NCCL would find an external network plugin: NCCL_NET can only name IB, Socket or one of them.
+    facts["nccl"]["net_plugins"] = nccl_probe.net_plugins(facts["env"], meta["location"], facts["nccl"]["library"])
     if facts["nccl"]["library"] is None and facts["nccl"]["version"] is None:
         static = nccl_probe.static_in_torch(meta["location"])
         if static:

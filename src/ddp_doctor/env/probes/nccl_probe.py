@@ -18,7 +18,7 @@ from ddp_doctor.env.probes import interp_child
 LOAD_TIMEOUT_S = 20.0
 PACKAGES = interp_child.NCCL_PACKAGES
 LDCONFIG_TIMEOUT_S = 5.0
-_LDCONFIG_LINE = re.compile(r"^\s*libnccl\.so\S*\s.*=>\s*(\S+)\s*$", re.MULTILINE)
+_LDCONFIG_LINE = r"^\s*{name}\S*\s.*=>\s*(\S+)\s*$"
 
 _CHILD = r"""
 import ctypes, json, sys
@@ -49,8 +49,9 @@ def _libs_in(directory: str | Path) -> list[Path]:
         return []
 
 
-def ldconfig_libs() -> list[Path]:
-    """libnccl entries of the dynamic loader's cache (`ldconfig -p`), e.g. a system libnccl2 package."""
+def ldconfig_libs(name: str = "libnccl.so") -> list[Path]:
+    """Entries of the dynamic loader's cache (`ldconfig -p`) whose file name starts with `name`, e.g. a
+    system libnccl2 package (or, with name="libnccl-net", NCCL network plugins)."""
     exe = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if Path(p).exists()), None
     )
@@ -59,7 +60,8 @@ def ldconfig_libs() -> list[Path]:
     done = proc.run([exe, "-p"], timeout_s=LDCONFIG_TIMEOUT_S)
     if done.timed_out or done.returncode != 0:
         return []
-    return [Path(m.group(1)) for m in _LDCONFIG_LINE.finditer(done.stdout)]
+    line = re.compile(_LDCONFIG_LINE.format(name=re.escape(name)), re.MULTILINE)
+    return [Path(m.group(1)) for m in line.finditer(done.stdout)]
 
 
 def candidates(
@@ -160,3 +162,68 @@ def load(path: str, timeout_s: float = LOAD_TIMEOUT_S) -> dict[str, Any]:
             return data
     tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
     return {"loadable": False, "version": None, "error": f"loading {path} crashed (status {done.returncode}): {tail}"}
+
+
+# ---- network plugins (NCCL_NET / NCCL_NET_PLUGIN) ------------------------------------------
+
+# Where dlopen() finds a bare library name (man 8 ld.so): LD_LIBRARY_PATH, the RUNPATH of the caller
+# (libnccl, or libtorch_cuda when NCCL is linked into it: their own directories are the usual
+# $ORIGIN entries), the ldconfig cache, then the default directories.
+DEFAULT_LIB_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
+
+
+def net_plugin_names(net_plugin: str | None) -> list[str]:
+    """The library names NCCL dlopen()s for its external network plugin, in its order.
+
+    NCCL src/plugin/plugin_open.cc and net.cc (2.21 to 2.28): NCCL_NET_PLUGIN unset -> libnccl-net.so;
+    set -> each comma-separated entry as given (a path when it has a '/'), then libnccl-net-<entry>.so
+    unless the entry is a path or already a lib*.so name; "none" (any case) -> no external plugin.
+    (NCCL 2.18 tried only libnccl-net-<entry>.so; listing both covers it.)"""
+    if net_plugin is None:
+        return ["libnccl-net.so"]
+    value = net_plugin.strip()
+    if not value or value.lower() == "none":
+        return []
+    names: list[str] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        names.append(entry)
+        if "/" not in entry and not (entry.startswith("lib") and entry.endswith(".so")):
+            names.append(f"libnccl-net-{entry}.so")
+    return names
+
+
+def net_plugins(
+    env: dict[str, str],
+    torch_location: str | None,
+    nccl_library: str | None,
+    use_ldconfig: bool = True,
+    default_dirs: tuple[str, ...] = DEFAULT_LIB_DIRS,
+) -> dict[str, Any]:
+    """Which NCCL network plugin libraries the loader would find for the target's environment `env`.
+
+    Returns {"names": [library names NCCL tries], "searched": [where we looked, in order],
+    "found": [{"where": ..., "path": ...}]}."""
+    names = net_plugin_names(env.get("NCCL_NET_PLUGIN"))
+    dirs: list[tuple[str, str]] = [
+        ("LD_LIBRARY_PATH", d) for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d
+    ]
+    if nccl_library and "/" in nccl_library:
+        dirs.append(("the NCCL library's directory", str(Path(nccl_library).parent)))
+    if torch_location:
+        dirs.append(("torch/lib", str(Path(torch_location, "lib"))))
+    dirs.extend(("default directory", d) for d in default_dirs)
+    found: list[dict[str, str]] = []
+    for name in names:
+        if "/" in name:
+            if Path(name).is_file():
+                found.append({"where": "NCCL_NET_PLUGIN path", "path": name})
+            continue
+        found.extend({"where": where, "path": str(Path(d, name))} for where, d in dirs if Path(d, name).is_file())
+    searched = [f"{where} {d}" for where, d in dirs]
+    if use_ldconfig and any("/" not in n for n in names):
+        searched.append("the ldconfig cache")
+        cached = {str(p.name): p for p in ldconfig_libs("libnccl-net")}
+        found.extend({"where": "ldconfig cache", "path": str(cached[n])} for n in names if n in cached)
+    return {"names": names, "searched": searched, "found": found}
