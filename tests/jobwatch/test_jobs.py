@@ -120,6 +120,10 @@ def _assert_hang_named(
     first_step = min(float(v.get("started_s", 0)) for v in ran.report["facts"]["run"]["ranks"].values())
     assert hang["metrics"]["detected_after_s"] - first_step <= 5 + 30 + 30  # start-up (imports, DDP) + window
     assert not processes_with(str(job))
+    # A gloo job has no NCCL RAS: asked, and the report says why there is no answer.
+    ras = hang["observed"]["ras"]
+    assert ras["available"] is False and "nothing listens on localhost:28028" in ras["why_not"], ras
+    assert any(e["source"] == "NCCL RAS" and e["text"].startswith("unavailable:") for e in hang["evidence"])
     return hang
 
 

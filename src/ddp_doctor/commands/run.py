@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-flight-recorder", action="store_true", help="do not turn on the NCCL flight recorder")
     parser.add_argument("--no-nccl-debug", action="store_true", help="do not set NCCL_DEBUG=WARN / NCCL_DEBUG_FILE")
+    parser.add_argument("--no-ras", action="store_true", help="do not query NCCL's RAS (localhost:28028) on a hang")
     parser.add_argument(
         "--sample-hz", type=float, default=1.0, metavar="HZ", help="NVML timeline rate, 0 = off (default 1)"
     )
@@ -121,6 +122,7 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         error_files=not args.no_error_files,
         flight_recorder=not args.no_flight_recorder,
         nccl_debug=not args.no_nccl_debug,
+        ras=not args.no_ras,
         sample_hz=args.sample_hz,
         stack_sample_s=args.stack_sample,
         live=args.live,

@@ -23,6 +23,8 @@ class WatchConfig:
     error_files: bool = True
     flight_recorder: bool = True
     nccl_debug: bool = True
+    ras: bool = True
+    """On a hang, ask NCCL's RAS (NCCL >= 2.24, in the job's processes) which peers are dead or missing."""
     sample_hz: float = 1.0
     """NVML timeline rate; 0 = off."""
     stack_sample_s: float = 1.0

@@ -124,6 +124,16 @@ def plan(cfg: WatchConfig, base: Mapping[str, str]) -> tuple[dict[str, str], lis
         add("NCCL warnings", "NCCL_DEBUG", "WARN", cfg.nccl_debug, "NCCL's warnings, one file per rank process")
         if cfg.nccl_debug and "NCCL_DEBUG_FILE" not in base:
             env["NCCL_DEBUG_FILE"] = f"{run_dir}/nccl.%h.%p.log"
+    # RAS is NCCL's own (on by default since 2.24); the doctor changes no variable, it only asks on a hang.
+    ras_addr = base.get("NCCL_RAS_ADDR", "localhost:28028")
+    if not cfg.ras:
+        items.append(Item("NCCL RAS query", "off", "--no-ras: RAS not asked on a hang"))
+    elif base.get("NCCL_RAS_ENABLE", "").strip() == "0":
+        items.append(Item("NCCL RAS query", "user", "NCCL_RAS_ENABLE=0 (yours, kept): no RAS to ask"))
+    else:
+        items.append(
+            Item("NCCL RAS query", "added", f"on a hang, NCCL's RAS at {ras_addr} is asked for dead or missing peers")
+        )
     return env, items
 
 

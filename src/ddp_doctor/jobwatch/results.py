@@ -6,7 +6,7 @@ import socket
 from typing import Any
 
 from ddp_doctor import diagnose
-from ddp_doctor.jobwatch import balance, evidence, exitcodes
+from ddp_doctor.jobwatch import balance, evidence, exitcodes, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
@@ -137,6 +137,9 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         )
     if event.stack_method:
         ev.append(Evidence("stacks", event.stack_method))
+    ranks_by_pid = {pid: r for r, pid in event.pids.items()}
+    if event.ras is not None:
+        ev.append(Evidence("NCCL RAS", ras.headline(event.ras, ranks_by_pid)))
     remedy = {
         "collective": "Make every rank reach the same collectives in the same order: the behind rank's stack shows "
         "where it stopped (a rank-dependent branch, a data loader that ran dry, an exception swallowed on one rank). "
@@ -164,9 +167,27 @@ def _hang_result(event: HangEvent, index: int) -> Result:
             "at_s": event.at_s,
             "index": index,
             "stacks_method": event.stack_method,
+            "ras": _ras_facts(event.ras, ranks_by_pid),
         },
         metrics={"detected_after_s": event.at_s},
     )
+
+
+def _ras_facts(answer: ras.RasAnswer | None, ranks_by_pid: dict[int, int]) -> dict[str, Any] | None:
+    if answer is None:
+        return None
+    rep = answer.report
+    return {
+        "addr": answer.addr,
+        "available": rep is not None,
+        "why_not": answer.why_not or None,
+        "seconds": answer.seconds,
+        "nccl_version": rep.nccl_version if rep else None,
+        "findings": ras.findings(rep, ranks_by_pid) if rep else [],
+        "dead_pids": [p.pid for p in rep.dead] if rep else [],
+        "missing_pids": [p.pid for p in rep.missing_processes] if rep else [],
+        "groups": [f"{g.status} {g.errors}" for g in rep.groups] if rep else [],
+    }
 
 
 def _balance_results(out: WatchOutcome) -> list[Result]:
@@ -349,6 +370,7 @@ def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str,
                 "states": {str(r): v for r, v in e.judgement.states.items()},
                 "stacks": {str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
                 "stacks_method": e.stack_method,
+                "ras": e.ras.report.text[-8000:] if e.ras and e.ras.report else (e.ras.why_not if e.ras else None),
                 "flight_recorder": {str(r): v for r, v in e.flight_recorder.items()},
                 "killed": e.killed,
             }

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.errors import UsageError
-from ddp_doctor.jobwatch import envplan, evidence, hang
+from ddp_doctor.jobwatch import envplan, evidence, hang, ras
 from ddp_doctor.jobwatch.balance import WaitShares
 from ddp_doctor.jobwatch.capture import StackTaker
 from ddp_doctor.jobwatch.config import WatchConfig
@@ -44,6 +44,10 @@ class HangEvent:
     killed: bool = False
     stack_method: str = ""
     """Which method took the stacks and why (py-spy, or the hook's faulthandler because py-spy was refused)."""
+    ras: ras.RasAnswer | None = None
+    """NCCL RAS's answer on this hang (or why there is none); None: not asked (--no-ras)."""
+    pids: dict[int, int] = field(default_factory=dict)
+    """rank -> pid at the hang (RAS names processes, the report names ranks)."""
 
 
 @dataclass
@@ -118,6 +122,7 @@ class Watcher:
         self._episode_reported = False
         self._sampling = False
         self._live: Any = None
+        self._env: dict[str, str] = {}
 
     # -- signals ------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -209,7 +214,9 @@ class Watcher:
         at_s = round(now - self.started, 1)
         self.out.stack_notes = list(self.taker.notes)
         if verdict.verdict == "hang":
-            event = HangEvent(at_s, verdict, second, fr, stack_method=self.taker.why_method(second))
+            event = HangEvent(at_s, verdict, second, fr, stack_method=self.taker.why_method(second), pids=dict(pids))
+            if self.cfg.ras:
+                event.ras = self._ask_ras()
             self.out.hangs.append(event)
             self._episode_reported = True
             print(f"ddp-doctor: HANG at {at_s:.0f} s: {verdict.message}", file=sys.stderr, flush=True)
@@ -219,6 +226,15 @@ class Watcher:
         else:
             self.out.busy.append({"at_s": at_s, "message": verdict.message, "states": verdict.states})
             self.follow.last_output = now  # judged busy: look again after another --hang-after
+
+    def _ask_ras(self) -> ras.RasAnswer:
+        """NCCL's RAS, bounded by its deadline; its raw answer is kept in the run directory."""
+        assert self.proc is not None
+        job = set(self.tracked) | {self.proc.pid} | set(self.rank_pids().values())
+        answer = ras.ask(self._env, job)
+        if answer.report is not None:
+            (self.cfg.run_dir / "ras-status.txt").write_text(answer.report.text, encoding="utf-8")
+        return answer
 
     def _hook_stacks(self) -> bool:
         return self.cfg.hook and self.cfg.stacks in ("auto", "faulthandler")
@@ -267,6 +283,7 @@ class Watcher:
         cfg = self.cfg
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         env, self.out.observability = envplan.plan(cfg, os.environ)
+        self._env = env
         timeline = Timeline(cfg.run_dir / "gpu-timeline.jsonl", cfg.sample_hz)
         self.out.timeline = timeline
         shm_before = procs.shm_entries()

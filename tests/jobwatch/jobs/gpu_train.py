@@ -1,7 +1,9 @@
 """A one-rank NCCL job for gpu/run.sh: healthy (matmuls + all_reduce, steps printed), or stuck in a kernel.
 
 modes: healthy | stuck (after a few healthy steps, a kernel that spins for ~10**13 cycles — hours — and a
-torch.cuda.synchronize() that waits for it: the rank is stuck in CUDA work, not in a collective)
+torch.cuda.synchronize() that waits for it: the rank is stuck in CUDA work, not in a collective) |
+stuck-allreduce (the same kernel with an all_reduce queued behind it: NCCL's communicator is live and its
+RAS thread answers while the rank waits; gpu/run_ras.sh)
 """
 
 import argparse
@@ -30,9 +32,11 @@ for step in range(args.steps):
     times.append(time.perf_counter() - t0)
     if step % 25 == 0:
         print(f"rank {rank} step {step} norm {b.norm().item():.3e}", flush=True)
-    if args.mode == "stuck" and step == 10:
+    if args.mode in ("stuck", "stuck-allreduce") and step == 10:
         print(f"rank {rank} step {step}: launching a kernel that never ends", flush=True)
         torch.cuda._sleep(10**13)
+        if args.mode == "stuck-allreduce":
+            dist.all_reduce(b)  # enqueued behind the endless kernel: a collective that never starts
         torch.cuda.synchronize()
 times.sort()
 print(f"STEP_MS {1000 * times[len(times) // 2]:.4f}", flush=True)
