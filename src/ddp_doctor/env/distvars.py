@@ -212,7 +212,7 @@ def _unseen_plugin(name: str, value: str, spec: dict[str, Any], facts: dict[str,
         return None  # not probed (an older report), or a plugin exists: its declared name is unknown here
     names = plugins.get("names") or []
     looked = (
-        f"looked for {', '.join(names)} in {'; '.join(plugins.get('searched') or [])}"
+        f"looked for {' and '.join(names)} in {', '.join(plugins.get('searched') or [])}"
         if names
         else "NCCL_NET_PLUGIN=none turns external plugins off"
     )

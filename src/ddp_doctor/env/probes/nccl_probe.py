@@ -221,7 +221,7 @@ def net_plugins(
                 found.append({"where": "NCCL_NET_PLUGIN path", "path": name})
             continue
         found.extend({"where": where, "path": str(Path(d, name))} for where, d in dirs if Path(d, name).is_file())
-    searched = [f"{where} {d}" for where, d in dirs]
+    searched = [d if where == "default directory" else f"{d} ({where})" for where, d in dirs]
     if use_ldconfig and any("/" not in n for n in names):
         searched.append("the ldconfig cache")
         cached = {str(p.name): p for p in ldconfig_libs("libnccl-net")}
