@@ -16,6 +16,9 @@ separate-jobs  The issue's comparison: the real `python -m ddp_doctor bench` com
 pinned         separate-jobs again with both methods under `taskset -c --cpus`, so every job's ranks
                run on the same cores (tests whether job-to-job differences come from where the
                scheduler placed the ranks).
+first-size     (with --parts first-size) the loop at the smallest size measured 8 times back to back
+               right after init, 3 jobs: whether the fixed warm-up is enough for a sweep's first size
+               (both methods start cold there, so this does not enter the ratios).
 
 Prints, per size and comparison, the median over rounds of the per-round ratio bench/loop (algbw);
 target: within 5%. Exit 0 when every median ratio is within 5%, else 1.
@@ -114,6 +117,31 @@ dist.destroy_process_group()
 """
 
 
+# The same loop at one size, measured several times back to back right after init: is bench's
+# fixed warm-up (--warmup-iters calls per size) enough for the FIRST size of a sweep?
+REPEAT_JOB = r"""
+import json, sys, time
+import torch
+import torch.distributed as dist
+
+nbytes, iters, warmup, repeats = (int(a) for a in sys.argv[1:5])
+dist.init_process_group("gloo")
+x = torch.ones(nbytes // 4)
+out = []
+for _ in range(repeats):
+    for _ in range(warmup):
+        dist.all_reduce(x)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    out.append(nbytes / 1e9 / ((time.perf_counter() - start) / iters))
+if dist.get_rank() == 0:
+    print("RESULT " + json.dumps({"algbw": out}))
+dist.destroy_process_group()
+"""
+
+
 def parse_size(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = text.strip().upper()
@@ -195,6 +223,21 @@ def separate_jobs(tmp: str, sizes: list[int], rounds: int, iters: int, warmup: i
     return out
 
 
+def first_size(tmp: str, nbytes: int, iters: int, warmup: int, rounds: int) -> dict[str, Any]:
+    script = Path(tmp, "repeat_job.py")
+    script.write_text(REPEAT_JOB)
+    argv = [torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
+    runs = [run_job([*argv, str(nbytes), str(iters), str(warmup), "8"], timeout=600)["algbw"] for _ in range(rounds)]
+    return {"bytes": nbytes, "runs": runs}
+
+
+def summarize_first(data: dict[str, Any]) -> None:
+    print(f"\n== first size of a sweep: the loop at {data['bytes'] >> 20} MiB, 8 measurements back to back after init")
+    for run in data["runs"]:
+        later = statistics.median(run[1:])
+        print("  " + " ".join(f"{x:.3f}" for x in run) + f"  GB/s; first / median of the rest {run[0] / later:.3f}")
+
+
 def summarize(name: str, data: dict[str, Any], sizes: list[int], extra: str | None = None) -> float:
     """Prints one table; returns the largest deviation of a median ratio from 1."""
     print(f"\n== {name}")
@@ -232,7 +275,9 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup-iters", type=int, default=5)
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated (default: {DEFAULT_SIZES})")
-    parser.add_argument("--parts", default="same-job,separate-jobs", help="same-job, separate-jobs (default: both)")
+    parser.add_argument(
+        "--parts", default="same-job,separate-jobs", help="same-job, separate-jobs, first-size (default: the first two)"
+    )
     parser.add_argument("--cpus", help="also run separate-jobs with both methods under `taskset -c CPUS`")
     parser.add_argument("--json", help="write every measured figure here")
     args = parser.parse_args()
@@ -263,9 +308,15 @@ def main() -> int:
                 where = f" (taskset -c {cpus})" if cpus else ""
                 title = f"separate jobs{where}: `ddp-doctor bench` vs a torchrun job of the minimal loop, one each per round"
                 worst = max(worst, summarize(title, raw[part], sizes))
+            elif part == "first-size":
+                raw[part] = first_size(tmp, min(sizes), args.iters, args.warmup_iters, min(args.rounds, 3))
+                summarize_first(raw[part])
             else:
                 parser.error(f"unknown part {part!r}")
-            print(f"(ranks' torch threads: {raw[part].get('threads')})")
+            if "threads" in raw[part]:
+                print(f"(ranks' torch threads: {raw[part]['threads']})")
+            if args.json:  # after every part: a run cut short by a deadline keeps what it measured
+                Path(args.json).write_text(json.dumps(raw, indent=1))
     raw["loadavg_end"] = os.getloadavg()
     raw["duration_s"] = round(time.monotonic() - started, 1)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}; {raw['duration_s']} s")
