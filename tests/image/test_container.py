@@ -6,46 +6,32 @@ holds this machine's Python and CPU torch; nothing the container writes reaches 
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.checks import table
+from ddp_doctor.commands.check import config_from_args
 from ddp_doctor.errors import UsageError
 from ddp_doctor.image import container
 from tests.conftest import run_cli
 from tests.image.conftest import Podman
+from tests.test_checkconfig import check_parser
 
 VENV_PATH = f"PATH={Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 SHM = table.shm().docker_size(None)  # the shared /dev/shm rule, for an unknown GPU count
 
 
-def args(**kw: object) -> argparse.Namespace:
-    base = {
-        "image": "example/img:1",
-        "engine": "podman",
-        "engine_flags": [],
-        "static": False,
-        "nproc": None,
-        "backend": None,
-        "timeout": 180.0,
-        "master_port": None,
-        "dataloader_workers": 2,
-        "batch_mb": 32.0,
-        "gpu_health": False,
-        "nnodes": None,
-        "node_rank": None,
-        "rdzv_endpoint": None,
-        "rdzv_id": None,
-        "join_timeout": None,
-    }
-    return argparse.Namespace(**{**base, **kw})
+def args(**kw: Any) -> CheckConfig:
+    return CheckConfig(**{"image": "example/img:1", "engine": "podman", **kw})
 
 
 def test_plan_uses_recommended_flags_unless_given() -> None:
@@ -77,7 +63,7 @@ def test_plan_uses_recommended_flags_unless_given() -> None:
         "--ulimit",
         "memlock=-1:-1",
     )
-    mine = container.plan(args(engine_flags=["--shm-size", "64m"]), "podman", [], gpu=False)
+    mine = container.plan(args(engine_flags=("--shm-size", "64m")), "podman", [], gpu=False)
     assert mine.flags == ["--shm-size", "64m"] and not mine.defaults_used
     assert "--network" in container.plan(args(nnodes="2"), "docker", [], gpu=False).flags
 
@@ -158,7 +144,7 @@ def test_deadline_kills_and_removes_the_container(
     for key, value in podman.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(container, "STARTUP_S", 0.0)
-    report = container.check_in_image(args(image="/:O", timeout=2.0, engine_flags=["-e", VENV_PATH]))
+    report = container.check_in_image(args(image="/:O", timeout=2.0, engine_flags=("-e", VENV_PATH)))
     result = report.results[0]
     assert result.id == "image.container" and result.status.value == "error"
     assert "did not finish within 2 s" in result.summary
@@ -227,3 +213,42 @@ def test_engine_error_table_has_a_source_per_entry_and_matches_real_wordings() -
         found = container.image_error("podman", "x", "Trying to pull ...\n" + line + "\n")
         assert found is not None and words in found and found.startswith("podman cannot run image x: ")
     assert container.image_error("podman", "x", "Error: OCI runtime error: crun: unknown option --foo") is None
+
+
+def test_every_config_field_is_passed_inside_or_kept_outside_on_purpose() -> None:
+    assert list(container.INSIDE) == [f.name for f in dataclasses.fields(CheckConfig)]
+    assert all(why is None or why.strip() for why in container.INSIDE.values())
+
+
+def test_the_inner_argv_parses_back_to_the_same_config() -> None:
+    """Each passed field set to a value unlike its default: the check inside must read the same values
+    (a renamed flag or a field the table forgets fails here)."""
+    given = CheckConfig(
+        static=True,
+        expect_gpus=4,
+        nproc=3,
+        backend="gloo",
+        timeout=77.5,
+        master_port=29123,
+        dataloader_workers=0,
+        batch_mb=8.0,
+        gpu_health=True,
+        keep_run_dir=True,
+        nnodes="1:2",
+        node_rank=1,
+        rdzv_endpoint="node0:29500",
+        rdzv_id="job-7",
+        join_timeout=20.0,
+        image="example/img:1",
+        engine="podman",
+        engine_flags=("--shm-size", "1g"),
+    )
+    inner = container.inner_args(given)
+    assert inner[:3] == ["check", "--format", "json"]
+    back = config_from_args(check_parser().parse_args(inner[1:]))
+    for name, why in container.INSIDE.items():
+        if why is None:
+            assert getattr(back, name) == getattr(given, name), name
+            assert getattr(given, name) != getattr(CheckConfig(), name), f"{name}: give it a non-default value"
+        else:
+            assert getattr(back, name) == getattr(CheckConfig(), name), name

@@ -77,7 +77,7 @@ def test_the_real_phase_with_one_rank_passes() -> None:
             world_size=1,
             payload={},
             shared={},
-            args=types.SimpleNamespace(steps=STEPS, nvml=False),
+            config=types.SimpleNamespace(steps=STEPS, nvml=False),
             step=lambda name: None,
         )
         checks = {c["id"]: c for c in ddp.run(ctx)}

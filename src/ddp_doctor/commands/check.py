@@ -7,7 +7,9 @@ image/container.py (the whole check run inside an image).
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 
+from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.env import target
 from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
@@ -96,24 +98,36 @@ def resolve_target(args: argparse.Namespace, report: Report) -> Target:
     return chosen
 
 
+def config_from_args(args: argparse.Namespace) -> CheckConfig:
+    """The one place check's flags become its frozen config (each field is the flag's argparse dest);
+    the output flags (--format, --output, ...) and --python stay with the command."""
+    given = vars(args)
+    flags = list(given["engine_flags"] or [])
+    values = {f.name: given[f.name] for f in fields(CheckConfig) if f.name != "engine_flags"}
+    return CheckConfig(**values, engine_flags=tuple(flags[1:] if flags[:1] == ["--"] else flags))
+
+
 def run(args: argparse.Namespace) -> Report:
-    flags = list(args.engine_flags or [])
-    args.engine_flags = flags[1:] if flags[:1] == ["--"] else flags
-    if args.engine_flags and not args.image:
-        raise UsageError(f"unexpected arguments {' '.join(args.engine_flags)!r}: engine flags after '--' need --image")
-    if args.image:
+    config = config_from_args(args)
+    if config.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {config.timeout}")
+    if config.engine_flags and not config.image:
+        raise UsageError(
+            f"unexpected arguments {' '.join(config.engine_flags)!r}: engine flags after '--' need --image"
+        )
+    if config.image:
         from ddp_doctor.image.container import check_in_image
 
-        return check_in_image(args)
+        return check_in_image(config)
     from ddp_doctor.env import checks, facts
 
-    if args.expect_gpus is not None and args.expect_gpus < 0:
-        raise UsageError(f"--expect-gpus must be 0 or more, got {args.expect_gpus}")
+    if config.expect_gpus is not None and config.expect_gpus < 0:
+        raise UsageError(f"--expect-gpus must be 0 or more, got {config.expect_gpus}")
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
-    if args.static:
+    if config.static:
         report.facts = facts.gather(target=chosen)
-        report.facts["expect_gpus"] = args.expect_gpus
+        report.facts["expect_gpus"] = config.expect_gpus
         report.extend(checks.evaluate(report.facts))
         return report
     from ddp_doctor import progress
@@ -122,4 +136,4 @@ def run(args: argparse.Namespace) -> Report:
     beats = progress.Latest()
     shown = progress.Display("check", lambda: progress.rank_lines(beats.get(), "starting torchrun"))
     with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
-        return run_check(args, report, chosen, on_poll=beats.set)
+        return run_check(config, report, chosen, on_poll=beats.set)

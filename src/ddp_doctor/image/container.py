@@ -9,7 +9,6 @@ engine cannot resolve, find or pull is an input error (exit 2) in the engine's o
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -17,11 +16,12 @@ import re
 import shlex
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ddp_doctor import proc
+from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.checks import table
 from ddp_doctor.errors import InputError, UsageError
 from ddp_doctor.report import Report, Result, Status
@@ -32,22 +32,29 @@ STARTUP_S = 90.0
 # Modules mounted next to ddp_doctor; each is pure Python, or falls back to pure Python
 # when its C extension does not load (PyYAML). zstandard is left out: only `image` uses it.
 VENDORED = ("ddp_doctor", "rich", "markdown_it", "mdurl", "pygments", "yaml", "pynvml", "typing_extensions")
-# check flags passed through to the check inside: (attribute, flag, takes a value)
-PASS_THROUGH = (
-    ("static", "--static", False),
-    ("nproc", "--nproc", True),
-    ("backend", "--backend", True),
-    ("timeout", "--timeout", True),
-    ("master_port", "--master-port", True),
-    ("dataloader_workers", "--dataloader-workers", True),
-    ("batch_mb", "--batch-mb", True),
-    ("gpu_health", "--gpu-health", False),
-    ("nnodes", "--nnodes", True),
-    ("node_rank", "--node-rank", True),
-    ("rdzv_endpoint", "--rdzv-endpoint", True),
-    ("rdzv_id", "--rdzv-id", True),
-    ("join_timeout", "--join-timeout", True),
-)
+# Every CheckConfig field and how the check inside the container gets it: None = passed through as
+# the same flag (--field-name, the field being the flag's argparse dest); else why it stays outside.
+# tests/image/test_container.py holds this to every field and every flag of `check`.
+INSIDE: dict[str, str | None] = {
+    "static": None,
+    "expect_gpus": None,
+    "nproc": None,
+    "backend": None,
+    "timeout": None,
+    "master_port": None,
+    "dataloader_workers": None,
+    "batch_mb": None,
+    "gpu_health": None,
+    "keep_run_dir": "the run directory would be inside the container, removed with it",
+    "nnodes": None,
+    "node_rank": None,
+    "rdzv_endpoint": None,
+    "rdzv_id": None,
+    "join_timeout": None,
+    "image": "the check inside already runs in the image",
+    "engine": "the engine runs the container from outside",
+    "engine_flags": "flags of the engine's run command, used outside",
+}
 RLIMIT_REFUSED = "error setting rlimit"
 ENTER = f"{MOUNT}/lib/ddp_doctor/image/enter.sh"
 """The entry script (in this package, so mounted with it): runs `python3 -m ddp_doctor` in the image."""
@@ -95,13 +102,15 @@ def pick_engine(choice: str | None) -> str:
     raise UsageError(f"no container engine: {wanted} is not on PATH; install one or pass --engine")
 
 
-def inner_args(args: argparse.Namespace) -> list[str]:
+def inner_args(config: CheckConfig) -> list[str]:
+    """The `check` argv inside the container, rebuilt from the config by the INSIDE table."""
     out = ["check", "--format", "json"]  # the report comes back on the container's stdout
-    for attr, flag, takes_value in PASS_THROUGH:
-        value = getattr(args, attr, None)
-        if value is None or value is False:
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if INSIDE[f.name] is not None or value is None or value is False:
             continue
-        out += [flag, str(value)] if takes_value else [flag]
+        flag = "--" + f.name.replace("_", "-")
+        out += [flag] if value is True else [flag, str(value)]
     return out
 
 
@@ -124,18 +133,19 @@ def without_ulimits(flags: list[str]) -> tuple[list[str], tuple[str, ...]]:
 
 
 def plan(
-    args: argparse.Namespace, engine: str, mounts: list[str], gpu: bool | None = None, drop_ulimits: bool = False
+    config: CheckConfig, engine: str, mounts: list[str], gpu: bool | None = None, drop_ulimits: bool = False
 ) -> ContainerPlan:
     name = f"ddp-doctor-{uuid.uuid4().hex[:12]}"
-    recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(getattr(args, "nnodes", None)))
-    flags = list(args.engine_flags or []) or recommended
+    recommended = recommended_flags(engine, has_gpu() if gpu is None else gpu, bool(config.nnodes))
+    flags = list(config.engine_flags) or recommended
     dropped: tuple[str, ...] = ()
     if drop_ulimits:
         flags, dropped = without_ulimits(flags)
-    rootfs = _rootfs(args.image)
+    image = config.image or ""  # commands/check.py sends only a config with --image here
+    rootfs = _rootfs(image)
     if rootfs and engine != "podman":
-        raise UsageError(f"--image {args.image} is a directory: only podman runs a rootfs directory (--engine podman)")
-    target = ["--rootfs", rootfs] if rootfs else [args.image]
+        raise UsageError(f"--image {image} is a directory: only podman runs a rootfs directory (--engine podman)")
+    target = ["--rootfs", rootfs] if rootfs else [image]
     argv = [
         engine,
         "run",
@@ -152,9 +162,9 @@ def plan(
         *flags,
         *target,
         ENTER,
-        *inner_args(args),
+        *inner_args(config),
     ]
-    return ContainerPlan(engine, argv, flags, recommended, not args.engine_flags, name, dropped)
+    return ContainerPlan(engine, argv, flags, recommended, not config.engine_flags, name, dropped)
 
 
 def by_hand(p: ContainerPlan) -> str:
@@ -208,26 +218,26 @@ def _remove(engine: str, name: str) -> None:
     proc.run(argv, timeout_s=60)
 
 
-def check_in_image(args: argparse.Namespace) -> Report:
-    engine = pick_engine(getattr(args, "engine", None))
+def check_in_image(config: CheckConfig) -> Report:
+    engine = pick_engine(config.engine)
     mounts, mounted = lib_mounts()
     finished = False
     p: ContainerPlan | None = None
     try:
-        p = plan(args, engine, mounts)
-        deadline = float(getattr(args, "timeout", None) or 180.0) + STARTUP_S
+        p = plan(config, engine, mounts)
+        deadline = (config.timeout or 180.0) + STARTUP_S
         done = proc.run(p.argv, timeout_s=deadline)
         finished = not done.timed_out
         if p.defaults_used and finished and _inner(done) is None and RLIMIT_REFUSED in done.stderr:
             # Rootless or sandboxed engines cannot raise hard limits; rather than no answer, run without them.
-            p = plan(args, engine, mounts, drop_ulimits=True)
+            p = plan(config, engine, mounts, drop_ulimits=True)
             done = proc.run(p.argv, timeout_s=deadline)
             finished = not done.timed_out
         if finished and _inner(done) is None:
-            problem = image_error(engine, args.image, done.stderr)
+            problem = image_error(engine, config.image or "", done.stderr)
             if problem:
                 raise InputError(problem)
-        return _merge(args, p, done, mounted, deadline)
+        return _merge(config, p, done, mounted, deadline)
     finally:
         if p is not None and not finished:
             _remove(engine, p.name)  # a killed client leaves its container running
@@ -241,9 +251,7 @@ def _inner(done: proc.Completed) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and "results" in value else None
 
 
-def _merge(
-    args: argparse.Namespace, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float
-) -> Report:
+def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float) -> Report:
     command = by_hand(p)
     flags = shlex.join(p.flags)
     facts: dict[str, Any] = {
@@ -272,7 +280,7 @@ def _merge(
     else:
         tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
         problem = f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
-    report = Report(command="check", target={"image": args.image, "engine": p.engine})
+    report = Report(command="check", target={"image": config.image, "engine": p.engine})
     if inner is None:
         report.facts = {"container": facts}
         report.add(
@@ -292,9 +300,7 @@ def _merge(
     failed = inner.failures()
     remedy = None
     if failed and not p.defaults_used and p.flags != p.recommended:
-        remedy = (
-            f"compare with the recommended flags: ddp-doctor check --image {args.image} -- {shlex.join(p.recommended)}"
-        )
+        remedy = f"compare with the recommended flags: ddp-doctor check --image {config.image} -- {shlex.join(p.recommended)}"
     status, cause = Status.PASS, None
     if p.dropped:
         status = Status.WARN
@@ -309,7 +315,7 @@ def _merge(
             "image.container",
             "Check inside the image",
             status,
-            f"ran `ddp-doctor check` in {args.image} with {which}: {p.engine} run {flags}; "
+            f"ran `ddp-doctor check` in {config.image} with {which}: {p.engine} run {flags}; "
             f"inside: {inner.verdict().value} ({len(failed)} failing)",
             cause=cause,
             remedy=remedy,

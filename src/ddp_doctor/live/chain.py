@@ -7,7 +7,6 @@ are gathered without importing torch (`probe_torch=False`); the torch facts come
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
 from ddp_doctor.live import launch as launcher
@@ -79,43 +79,43 @@ def _baseline_env(snapshot: dict[str, Any]) -> str:
 
 
 def plan_for(
-    args: argparse.Namespace, target: Target | None = None, snapshot: dict[str, Any] | None = None
+    config: CheckConfig, target: Target | None = None, snapshot: dict[str, Any] | None = None
 ) -> tuple[Plan, launcher.TorchrunSpec]:
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
-    if args.nproc is not None and args.nproc < 1:
-        raise UsageError(f"--nproc must be at least 1, got {args.nproc}")
-    if args.master_port is not None and not 0 < args.master_port < 65536:
-        raise UsageError(f"--master-port must be 1..65535, got {args.master_port}")
-    if args.dataloader_workers < 0 or args.batch_mb <= 0:
+    if config.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {config.timeout}")
+    if config.nproc is not None and config.nproc < 1:
+        raise UsageError(f"--nproc must be at least 1, got {config.nproc}")
+    if config.master_port is not None and not 0 < config.master_port < 65536:
+        raise UsageError(f"--master-port must be 1..65535, got {config.master_port}")
+    if config.dataloader_workers < 0 or config.batch_mb <= 0:
         raise UsageError("--dataloader-workers must be >= 0 and --batch-mb > 0")
-    wants_gpus = args.backend in (None, "nccl") and (args.backend is None or args.nproc is None)
+    wants_gpus = config.backend in (None, "nccl") and (config.backend is None or config.nproc is None)
     if snapshot is None and wants_gpus:
         snapshot = gpu_snapshot()
     gpus = len((snapshot or {}).get("visible") or []) if wants_gpus else 0
-    backend = args.backend or ("nccl" if gpus else "gloo")
-    nproc = args.nproc or (gpus if backend == "nccl" and gpus else 2)
-    nnodes = str(args.nnodes or "1")
+    backend = config.backend or ("nccl" if gpus else "gloo")
+    nproc = config.nproc or (gpus if backend == "nccl" and gpus else 2)
+    nnodes = str(config.nnodes or "1")
     world = nproc * int(nnodes) if nnodes.isdigit() else None
-    phases = list(PHASES) + (["gpu_health"] if args.gpu_health else [])
+    phases = list(PHASES) + (["gpu_health"] if config.gpu_health else [])
     entry = [
         "--backend",
         backend,
         "--timeout",
-        str(args.timeout),
+        str(config.timeout),
         "--deadline",
         "{deadline}",
         "--phases",
         ",".join(phases),
         "--dataloader-workers",
-        str(args.dataloader_workers),
+        str(config.dataloader_workers),
         "--batch-mb",
-        str(args.batch_mb),
+        str(config.batch_mb),
     ]
     if world:
         entry += ["--expected-world-size", str(world)]
-    if args.join_timeout:
-        entry += ["--init-timeout", str(args.join_timeout)]
+    if config.join_timeout:
+        entry += ["--init-timeout", str(config.join_timeout)]
     env: dict[str, str] = {}
     if snapshot and snapshot.get("visible"):
         env[BASELINE_ENV] = _baseline_env(snapshot)
@@ -133,15 +133,15 @@ def plan_for(
         entry_args=entry,
         nproc=nproc,
         backend=backend,
-        timeout_s=args.timeout,
+        timeout_s=config.timeout,
         env=env,
         nnodes=nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id,
-        master_port=args.master_port,
-        join_timeout_s=args.join_timeout,
-        keep_run_dir=bool(args.keep_run_dir),
+        node_rank=config.node_rank,
+        rdzv_endpoint=config.rdzv_endpoint,
+        rdzv_id=config.rdzv_id,
+        master_port=config.master_port,
+        join_timeout_s=config.join_timeout,
+        keep_run_dir=bool(config.keep_run_dir),
         python=target.python if target is not None else None,
     )
     plan = Plan(
@@ -150,7 +150,7 @@ def plan_for(
         world_size=world,
         nnodes=nnodes,
         phases=phases,
-        timeout_s=args.timeout,
+        timeout_s=config.timeout,
         node=socket.gethostname(),
         ib_present=Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()),
     )
@@ -259,29 +259,29 @@ def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
 
 
 def run_check(
-    args: argparse.Namespace,
+    config: CheckConfig,
     report: Report,
     target: Target | None = None,
     on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None,
 ) -> Report:
     snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there
-    plan, spec = plan_for(args, target, snapshot)
+    plan, spec = plan_for(config, target, snapshot)
     # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
     from ddp_doctor.live.multinode import node as multinode
 
-    mn = multinode.prepare(args, plan.backend)
+    mn = multinode.prepare(config, plan.backend)
     if mn is not None:
         if mn.blocked:
             return multinode.blocked_report(mn, report)
         spec = mn.apply(spec)
     # -- end multi-node
-    facts_job = _Background(lambda: _gather_facts(target, getattr(args, "rdzv_endpoint", None)))
+    facts_job = _Background(lambda: _gather_facts(target, config.rdzv_endpoint))
     facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
         outcome = launcher.launch(_with_deadline(spec), on_poll=on_poll)
     if mn is not None:  # multi-node (helper G)
         mn.before_merge(outcome, plan)
-    facts_job.join(max(5.0, args.timeout))
+    facts_job.join(max(5.0, config.timeout))
     facts: dict[str, Any] = facts_job.value if isinstance(facts_job.value, dict) else {}
     merged = merge(outcome, plan)
     if merged.torch_facts:
@@ -296,7 +296,7 @@ def run_check(
     }
     if snapshot.get("driver_loaded"):
         facts["gpu_baseline"] = snapshot
-    facts["expect_gpus"] = getattr(args, "expect_gpus", None)
+    facts["expect_gpus"] = config.expect_gpus
     report.facts = facts
     static: list[Result] = []
     if facts_job.error is not None or not facts:
@@ -323,7 +323,7 @@ def run_check(
     if outcome.timed_out:
         report.add(_timeout_result(outcome, plan))
     report.extend(merged.results)
-    if args.gpu_health:
+    if config.gpu_health:
         from ddp_doctor.health.gpu import evaluate
 
         per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]

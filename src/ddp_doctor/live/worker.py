@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.live import faults as faults_mod
@@ -55,7 +56,27 @@ REQUIRED_ENV = (
 )
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class WorkerConfig:
+    """One rank's settings, from the argv live/chain.py gives it (the rank side's own boundary)."""
+
+    backend: str
+    timeout: float
+    """The overall timeout, seconds."""
+    deadline: float | None
+    """Epoch seconds by which every rank must be done."""
+    init_timeout: float | None
+    """Join + init_process_group, seconds."""
+    phases: tuple[str, ...]
+    dataloader_workers: int
+    batch_mb: float
+    steps: int
+    expected_world_size: int | None
+    nvml: bool
+    """Sample NVML utilisation/memory during ddp."""
+
+
+def config_from_argv(argv: Sequence[str] | None) -> WorkerConfig:
     p = argparse.ArgumentParser(prog="ddp_doctor.live.worker")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--timeout", type=float, default=180.0, help="the overall timeout, seconds")
@@ -67,15 +88,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--expected-world-size", type=int, default=None)
     p.add_argument("--nvml", action="store_true", help="sample NVML utilisation/memory during ddp")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    return WorkerConfig(
+        backend=args.backend,
+        timeout=args.timeout,
+        deadline=args.deadline,
+        init_timeout=args.init_timeout,
+        phases=tuple(x for x in args.phases.split(",") if x),
+        dataloader_workers=args.dataloader_workers,
+        batch_mb=args.batch_mb,
+        steps=args.steps,
+        expected_world_size=args.expected_world_size,
+        nvml=args.nvml,
+    )
 
 
 class Context:
     """What every phase gets: who this rank is, its device, its deadline, and what earlier phases left."""
 
-    def __init__(self, args: argparse.Namespace, payload: dict[str, Any], faults: list[faults_mod.Fault]):
-        self.args = args
-        self.backend: str = args.backend
+    def __init__(self, config: WorkerConfig, payload: dict[str, Any], faults: list[faults_mod.Fault]):
+        self.config = config
+        self.backend: str = config.backend
         self.rank = int(os.environ["RANK"])
         self.local_rank = int(os.environ["LOCAL_RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
@@ -85,7 +118,7 @@ class Context:
         self.faults = faults
         self.phase = "start"
         self.phase_deadline = float("inf")
-        self.deadline: float = args.deadline or (time.time() + args.timeout)
+        self.deadline: float = config.deadline or (time.time() + config.timeout)
         self.device: Any = None  # torch.device once init has set it
         self.shared: dict[str, Any] = {}  # phase -> phase: step times, the model, ...
 
@@ -202,9 +235,9 @@ def _ask_for_stacks(ranks: list[int]) -> None:
 
 
 def _budget(ctx: Context, name: str) -> float:
-    share = BUDGET_SHARE.get(name, 0.2) * ctx.args.timeout
-    if name == "init" and ctx.args.init_timeout:
-        share = ctx.args.init_timeout
+    share = BUDGET_SHARE.get(name, 0.2) * ctx.config.timeout
+    if name == "init" and ctx.config.init_timeout:
+        share = ctx.config.init_timeout
     return float(max(1.0, min(share, ctx.deadline - MARGIN_S - time.time())))
 
 
@@ -222,7 +255,7 @@ def _prewarm() -> threading.Thread:
     return thread
 
 
-def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
+def run_phases(config: WorkerConfig, stack_file: Any) -> int:
     from ddp_doctor.live.phases import load
 
     rank = int(os.environ["RANK"])
@@ -235,13 +268,13 @@ def run_phases(args: argparse.Namespace, stack_file: Any) -> int:
         "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
         "local_rank": int(os.environ["LOCAL_RANK"]),
         "world_size": int(os.environ["WORLD_SIZE"]),
-        "backend": args.backend,
+        "backend": config.backend,
         "phases": [],
         "finished": False,
     }
-    ctx = Context(args, payload, faults)
+    ctx = Context(config, payload, faults)
     Watchdog(ctx, stack_file).start()
-    phases = [p for p in args.phases.split(",") if p]
+    phases = list(config.phases)
     if "ddp" in phases and not os.environ.get("DDP_DOCTOR_NO_PREWARM"):
         ctx.shared["prewarm"] = _prewarm()
     ok = True
@@ -322,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"ddp-doctor worker: {problem}", file=sys.stderr)
         return 2
-    args = parse_args(argv)
+    config = config_from_argv(argv)
     rank = int(os.environ["RANK"])
     redirect_output(rank)
     die_with_parent()
@@ -335,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return int(record(run_phases)(args, stack_file) or 0)
+    return int(record(run_phases)(config, stack_file) or 0)
 
 
 if __name__ == "__main__":

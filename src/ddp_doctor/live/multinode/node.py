@@ -3,7 +3,7 @@
 The live chain (chain.py) stays the one place that launches; with several nodes it asks
 this module for a plan and calls it at three points:
 
-    mn = node.prepare(args, backend)          # None with one node; flags checked, preflight run
+    mn = node.prepare(config, backend)        # None with one node; flags checked, preflight run
     if mn.blocked: return node.blocked_report(mn, report)   # a clear FAIL instead of a c10d timeout
     spec = mn.apply(spec)                     # rendezvous fields + env for the ranks
     with mn.watch():                          # node 0: who connects to the c10d store
@@ -17,7 +17,6 @@ Every node writes its own report (its --output); node 0's carries the whole clus
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import json
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.errors import UsageError
 from ddp_doctor.live.multinode import cluster, preflight
 from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
@@ -50,28 +50,23 @@ _RDZV_MEANING = {
 }
 
 
-def is_multinode(args: argparse.Namespace) -> bool:
-    nnodes = getattr(args, "nnodes", None)
-    return bool(nnodes and nnodes != "1") or bool(getattr(args, "rdzv_endpoint", None))
-
-
-def _validate(args: argparse.Namespace) -> tuple[str, int, int]:
-    nnodes = args.nnodes or "1"
+def _validate(config: CheckConfig) -> tuple[str, int, int]:
+    nnodes = config.nnodes or "1"
     try:
         lo, hi = cluster.expected_nodes(nnodes)
     except ValueError:
         raise UsageError(f"--nnodes {nnodes!r}: expected N or MIN:MAX, e.g. 2 or 1:4") from None
     if lo < 1 or hi < lo:
         raise UsageError(f"--nnodes {nnodes!r}: expected 1 <= MIN <= MAX")
-    if not args.rdzv_endpoint:
+    if not config.rdzv_endpoint:
         raise UsageError(
             f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's address, the same on every node)"
         )
-    if args.node_rank is not None and not 0 <= args.node_rank < hi:
-        raise UsageError(f"--node-rank {args.node_rank} is outside 0..{hi - 1} for --nnodes {nnodes}")
-    if args.node_rank is None and lo == hi:
+    if config.node_rank is not None and not 0 <= config.node_rank < hi:
+        raise UsageError(f"--node-rank {config.node_rank} is outside 0..{hi - 1} for --nnodes {nnodes}")
+    if config.node_rank is None and lo == hi:
         raise UsageError(f"--nnodes {nnodes} needs --node-rank R on every node (0 on the rendezvous host)")
-    if args.master_port is not None:
+    if config.master_port is not None:
         raise UsageError("--master-port is for one node; with --nnodes the port is the one in --rdzv-endpoint")
     return nnodes, lo, hi
 
@@ -233,26 +228,26 @@ def _preflight_facts(results: list[Result]) -> dict[str, Any]:
     return {}
 
 
-def prepare(args: argparse.Namespace, backend: str, env: dict[str, str] | None = None) -> NodePlan | None:
+def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None) -> NodePlan | None:
     """None for a one-node check; else the validated plan with this node's preflight done."""
-    if not is_multinode(args):
+    if not config.multinode:
         return None
-    nnodes, _, _ = _validate(args)
-    endpoint = preflight.parse_endpoint(args.rdzv_endpoint)
-    join_timeout = float(args.join_timeout or max(10.0, args.timeout * JOIN_SHARE))
-    if join_timeout >= args.timeout:
-        raise UsageError(f"--join-timeout {join_timeout:g} must be shorter than --timeout {args.timeout:g}")
+    nnodes, _, _ = _validate(config)
+    endpoint = preflight.parse_endpoint(config.rdzv_endpoint or "")  # _validate refused a missing one
+    join_timeout = float(config.join_timeout or max(10.0, config.timeout * JOIN_SHARE))
+    if join_timeout >= config.timeout:
+        raise UsageError(f"--join-timeout {join_timeout:g} must be shorter than --timeout {config.timeout:g}")
     node = socket.gethostname()
     env_now = {**os.environ, **(env or {})}
     # Other nodes may start a little after this one: wait for node 0's store up to the join timeout.
-    results = preflight.preflight(str(endpoint), args.node_rank, backend, env_now, wait_s=join_timeout, node=node)
+    results = preflight.preflight(str(endpoint), config.node_rank, backend, env_now, wait_s=join_timeout, node=node)
     directory = Path(tempfile.mkdtemp(prefix="ddp-doctor-cluster-"))
     atexit.register(shutil.rmtree, directory, True)  # also on Ctrl-C between launch and conclude
     plan = NodePlan(
         nnodes=nnodes,
-        node_rank=args.node_rank,
+        node_rank=config.node_rank,
         endpoint=endpoint,
-        rdzv_id=args.rdzv_id or f"ddp-doctor-{endpoint.port}",
+        rdzv_id=config.rdzv_id or f"ddp-doctor-{endpoint.port}",
         join_timeout_s=join_timeout,
         backend=backend,
         preflight=results,

@@ -39,8 +39,8 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     if prewarm is not None:  # never fork workers while another thread holds an import lock
         ctx.step("prewarm")
         prewarm.join(timeout=ctx.remaining())
-    workers = max(0, ctx.args.dataloader_workers)
-    elements = max(1, int(ctx.args.batch_mb * (1 << 20) / 4))
+    workers = max(0, ctx.config.dataloader_workers)
+    elements = max(1, int(ctx.config.batch_mb * (1 << 20) / 4))
     batches = max(2, workers * PREFETCH)
 
     class Filled(Dataset):  # type: ignore[type-arg]

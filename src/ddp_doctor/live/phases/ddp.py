@@ -123,7 +123,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     torch.backends.cudnn.allow_tf32 = False
     dev, r, w = ctx.device, ctx.rank, ctx.world_size
     sampler = None
-    if dev.type == "cuda" and ctx.args.nvml:
+    if dev.type == "cuda" and ctx.config.nvml:
         info = ctx.payload.get("device") or {}
         sampler = NvmlSampler(info.get("uuid") or None, dev.index or 0)
         sampler.start()
@@ -135,7 +135,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     loss_fn = torch.nn.MSELoss()
     losses, step_ms = [], []
     worst = 0.0
-    for step in range(ctx.args.steps):
+    for step in range(ctx.config.steps):
         ctx.step(f"step:{step}")
         x, y = _global_batch(torch, step, w, dev)
         started = time.perf_counter()
@@ -179,7 +179,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             "fail" if differing else "pass",
             f"parameters differ from rank 0's on rank(s) {differing}"
             if differing
-            else f"parameters bitwise identical on all {w} ranks after {ctx.args.steps} steps",
+            else f"parameters bitwise identical on all {w} ranks after {ctx.config.steps} steps",
             observed={"param_sha256": digest},
             expected={"identical_on_all_ranks": True},
             cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"

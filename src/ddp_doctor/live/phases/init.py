@@ -71,7 +71,7 @@ def _env_check(ctx: Any) -> dict[str, Any]:
         problems.append(f"RANK={ctx.rank} is outside 0..WORLD_SIZE-1 ({ctx.world_size})")
     if not 0 <= ctx.local_rank < ctx.local_world_size:
         problems.append(f"LOCAL_RANK={ctx.local_rank} is outside 0..LOCAL_WORLD_SIZE-1 ({ctx.local_world_size})")
-    expected = ctx.args.expected_world_size
+    expected = ctx.config.expected_world_size
     if expected and expected != ctx.world_size:
         problems.append(f"WORLD_SIZE={ctx.world_size}, expected {expected}")
     if problems:

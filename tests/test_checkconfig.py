@@ -1,0 +1,63 @@
+"""check's flags become one frozen CheckConfig at the command boundary; the layers below read only it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from ddp_doctor.checkconfig import CheckConfig
+from ddp_doctor.commands import check
+from ddp_doctor.commands.check import config_from_args
+from tests.conftest import run_cli
+
+# check's flags that are not part of its config: the target interpreter is resolved by the command
+# (commands/check.py resolve_target, shared with bench) and the output flags are rendered by cli.
+COMMAND_ONLY = {"python", "format", "output", "strict", "verbose", "quiet", "help"}
+
+
+def check_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ddp-doctor check")
+    check.add_arguments(parser)
+    return parser
+
+
+def _config(*argv: str) -> CheckConfig:
+    return config_from_args(check_parser().parse_args(list(argv)))
+
+
+def test_every_flag_of_check_is_a_config_field_or_the_commands_own() -> None:
+    dests = {a.dest for a in check_parser()._actions}
+    names = {f.name for f in dataclasses.fields(CheckConfig)}
+    assert dests - COMMAND_ONLY == names
+
+
+def test_flags_become_a_frozen_config_with_the_documented_defaults() -> None:
+    c = _config("--nproc", "2", "--backend", "gloo", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "h:29500")
+    assert (c.nproc, c.backend, c.nnodes, c.node_rank, c.rdzv_endpoint) == (2, "gloo", "2", 1, "h:29500")
+    assert c.multinode and not _config().multinode and not _config("--nnodes", "1").multinode
+    assert (c.timeout, c.dataloader_workers, c.batch_mb, c.static, c.image) == (180.0, 2, 32.0, False, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.nproc = 4  # type: ignore[misc]
+
+
+def test_the_parsers_defaults_are_the_configs_defaults() -> None:
+    assert _config() == CheckConfig()
+
+
+def test_engine_flags_lose_the_separator() -> None:
+    c = _config("--image", "img:1", "--", "--shm-size", "2g")
+    assert c.image == "img:1" and c.engine_flags == ("--shm-size", "2g")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--static", "--", "--shm-size", "2g"), "need --image"),
+        (("--image", "img:1", "--timeout", "0"), "--timeout must be positive"),
+    ],
+)
+def test_bad_flags_are_a_usage_error(argv: tuple[str, ...], message: str) -> None:
+    proc = run_cli("check", *argv)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
