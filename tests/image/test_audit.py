@@ -116,7 +116,7 @@ def test_every_environment_with_torch_is_listed_and_the_choice_explained(tmp_pat
     _, r = results(rootfs_image(tmp_path, rootfs, env=["PATH=/usr/local/bin:/usr/bin:/bin"]))
     py = r["image.python"]
     assert (
-        "2 environment(s) with torch: /usr/local (torch 2.5.1+cu124), /tmp/someone/venv (torch 2.0.0+cpu)"
+        "2 environments with torch: /usr/local (torch 2.5.1+cu124), /tmp/someone/venv (torch 2.0.0+cpu)"
         in py["summary"]
     )
     assert "judged /usr/local because its bin (/usr/local/bin) comes first on the image's PATH" in py["summary"]

@@ -33,6 +33,7 @@ def test_standalone_single_node(tmp_path: Path) -> None:
     argv, env = build_command(spec(), tmp_path)
     assert argv == [
         "/opt/env/bin/torchrun",
+        "--standalone",
         "--nnodes",
         "1",
         "--nproc-per-node",
@@ -43,7 +44,6 @@ def test_standalone_single_node(tmp_path: Path) -> None:
         "0.1",
         "--log-dir",
         str(tmp_path / "torchelastic"),
-        "--standalone",
         "-m",
         "ddp_doctor.live.worker",
         "--backend",

@@ -11,8 +11,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor import torchrun
 from ddp_doctor.checks import table
 from ddp_doctor.errors import InputError, UsageError
+from ddp_doctor.words import plural
 
 GIB = 1024**3
 MIB = 1024**2
@@ -150,6 +152,11 @@ class LaunchSpec:
         return self.cpus if self.cpus is not None else CPUS_PER_GPU * max(1, self.gpus_per_node)
 
     @property
+    def shape(self) -> str:
+        """'4 nodes x 8 GPUs', '1 node x 1 GPU': the first line of every generated file."""
+        return f"{plural(self.nodes, 'node')} x {plural(self.gpus_per_node, 'GPU')}"
+
+    @property
     def nnodes_arg(self) -> str:
         return f"{self.min_nodes}:{self.nodes}" if self.min_nodes is not None else str(self.nodes)
 
@@ -179,23 +186,16 @@ class LaunchSpec:
                     argv += ["--node-rank", node_rank]
                 argv += ["--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
             return argv
-        if not self.multi_node:
-            return ["torchrun", "--standalone", "--nnodes", "1", "--nproc-per-node", n, self.script, *self.script_args]
-        return [
-            "torchrun",
-            "--nnodes",
-            self.nnodes_arg,
-            "--nproc-per-node",
-            n,
-            "--rdzv-backend",
-            "c10d",
-            "--rdzv-endpoint",
-            endpoint,
-            "--rdzv-id",
-            rdzv_id,
-            self.script,
-            *self.script_args,
-        ]
+        return torchrun.argv(
+            torchrun.TorchrunCommand(
+                self.script,
+                self.script_args,
+                nproc=n,
+                nnodes=self.nnodes_arg if self.multi_node else "1",
+                rdzv_endpoint=endpoint if self.multi_node else None,
+                rdzv_id=rdzv_id if self.multi_node else None,
+            )
+        )
 
 
 def parse_mount(text: str, name: str, what: str) -> Mount:
@@ -243,7 +243,10 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
     known = set(_FILE_KEYS) | {"devices", "shm_size", "memory", "script_args", "data", "logs", "env"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise InputError(f"{source}: unknown key(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}")
+        raise InputError(
+            f"{source}: unknown {'key' if len(unknown) == 1 else 'keys'} {', '.join(map(str, unknown))}; "
+            f"known: {', '.join(sorted(known))}"
+        )
     try:
         for key, conv in _FILE_KEYS.items():
             if key in data and data[key] is not None:
@@ -285,7 +288,7 @@ def load_file(path: str) -> dict[str, Any]:
     docs = load_yaml_documents(text, path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise InputError(
-            f"{path}: a launch spec is one YAML mapping (image: ..., nodes: ...); found {len(docs)} document(s)"
+            f"{path}: a launch spec is one YAML mapping (image: ..., nodes: ...); found {plural(len(docs), 'document')}"
         )
     return from_mapping(docs[0].plain(), path)  # type: ignore[attr-defined]
 

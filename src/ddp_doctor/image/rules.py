@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +15,9 @@ from ddp_doctor.checks import torchrun as torchrun_check
 from ddp_doctor.checks import user as user_check
 from ddp_doctor.checks.facts import NcclFacts, TorchFacts, TorchrunFacts, UserFacts
 from ddp_doctor.report import Result, Status
+from ddp_doctor.torchrun import TorchrunCommand
+from ddp_doctor.torchrun import argv as torchrun_argv
+from ddp_doctor.words import plural
 
 Facts = dict[str, Any]
 
@@ -48,7 +53,7 @@ def _torch_envs(f: Facts) -> str:
     if not envs:
         return ""
     listed = ", ".join(f"{e['prefix']} (torch {e['version'] or '?'})" for e in envs[:6])
-    return f"; {len(envs)} environment(s) with torch: {listed}; judged {envs[0]['prefix']} because {f['torch'].get('chosen_because')}"
+    return f"; {plural(len(envs), 'environment')} with torch: {listed}; judged {envs[0]['prefix']} because {f['torch'].get('chosen_because')}"
 
 
 def python(f: Facts) -> Result:
@@ -69,7 +74,7 @@ def python(f: Facts) -> Result:
         "image.python",
         "Python interpreter",
         Status.PASS,
-        f"{len(py['interpreters'])} interpreter(s): {shown}; torch's is {py['executable'] or 'unknown'}"
+        f"{plural(len(py['interpreters']), 'interpreter')}: {shown}; torch's is {py['executable'] or 'unknown'}"
         + _torch_envs(f),
         observed={
             "interpreters": py["interpreters"],
@@ -192,11 +197,12 @@ def run_command(f: Facts) -> Result:
     launcher = f["torchrun"].get("on_path") and "torchrun" or f["torchrun"].get("path") or "torchrun"
     ep = (f["image"].get("config") or {}).get("Entrypoint")
     entry = " --entrypoint ''" if ep else ""
-    docker = f"docker run --rm{entry} {gpu_flags()} {name} \\\n  {launcher} --standalone --nproc-per-node=gpu train.py"
+    train = torchrun_argv(TorchrunCommand("train.py", nproc="gpu", launcher=(launcher,)))
+    docker = f"docker run --rm{entry} {gpu_flags()} {name} \\\n  {shlex.join(train)}"
     k8s = (
         "containers:\n"
         f"- name: train\n  image: {name}\n"
-        f'  command: ["{launcher}", "--standalone", "--nproc-per-node=gpu", "train.py"]\n'
+        f"  command: {json.dumps(train)}\n"
         "  resources:\n    limits:\n      nvidia.com/gpu: 8\n"
         "  volumeMounts:\n  - {name: dshm, mountPath: /dev/shm}\n"
         "volumes:\n- name: dshm\n  emptyDir: {medium: Memory, sizeLimit: " + table.shm().k8s_size(None) + "}"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor import torchrun
 from ddp_doctor.live import procnet, procs, rankio
 
 GRACE_S = 3.0
@@ -152,40 +153,30 @@ def rank_tmp_dir(run_dir: str | Path) -> Path:
 
 def build_command(spec: TorchrunSpec, run_dir: str | Path) -> tuple[list[str], dict[str, str]]:
     """The torchrun argv and the full environment for it; no side effects."""
-    launcher = spec.launcher or find_torchrun(spec.python)[0]
     run_dir = str(run_dir)
-    argv = [
-        *launcher,
-        "--nnodes",
-        spec.nnodes,
-        "--nproc-per-node",
-        str(spec.nproc),
-        "--max-restarts",
-        "0",
-        "--monitor-interval",
-        str(TORCHRUN_MONITOR_INTERVAL_S),
-        # torchrun otherwise makes /tmp/torchelastic_* and never removes it.
-        "--log-dir",
-        os.path.join(run_dir, "torchelastic"),
-    ]
-    if spec.nnodes == "1" and spec.rdzv_endpoint is None:
-        if spec.master_port is None:
-            argv.append("--standalone")
-        else:
-            argv += [
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-endpoint",
-                f"127.0.0.1:{spec.master_port}",
-                "--rdzv-id",
-                spec.rdzv_id or f"ddp-doctor-{uuid.uuid4().hex[:12]}",
-            ]
+    endpoint, rdzv_id, join_timeout_s = spec.rdzv_endpoint, spec.rdzv_id, None
+    if spec.nnodes == "1" and endpoint is None:
+        if spec.master_port is not None:  # one node on a port of the user's choosing, not --standalone's free one
+            endpoint = f"127.0.0.1:{spec.master_port}"
+            rdzv_id = rdzv_id or f"ddp-doctor-{uuid.uuid4().hex[:12]}"
     else:
-        endpoint = spec.rdzv_endpoint or f"127.0.0.1:{spec.master_port or 29400}"
-        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", spec.rdzv_id or "ddp-doctor"]
-        if spec.join_timeout_s is not None:
-            argv += ["--rdzv-conf", f"join_timeout={int(max(1, spec.join_timeout_s))}"]
-    argv += ["-m", spec.entry_module, *spec.entry_args]
+        endpoint = endpoint or f"127.0.0.1:{spec.master_port or 29400}"
+        rdzv_id, join_timeout_s = rdzv_id or "ddp-doctor", spec.join_timeout_s
+    command = torchrun.TorchrunCommand(
+        spec.entry_module,
+        tuple(spec.entry_args),
+        module=True,
+        nproc=str(spec.nproc),
+        nnodes=spec.nnodes,
+        rdzv_endpoint=endpoint,
+        rdzv_id=rdzv_id,
+        join_timeout_s=join_timeout_s,
+        max_restarts=0,
+        monitor_interval_s=TORCHRUN_MONITOR_INTERVAL_S,
+        log_dir=os.path.join(run_dir, "torchelastic"),
+        launcher=spec.launcher or find_torchrun(spec.python)[0],
+    )
+    argv = torchrun.argv(command)
 
     env = dict(os.environ)
     env.update({k: v.replace("{run_dir}", run_dir) for k, v in spec.env.items()})
