@@ -24,7 +24,7 @@ _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 @dataclass(frozen=True)
-class Hit:
+class MatchedLine:
     lineno: int
     text: bytes
     ids: frozenset[int] = frozenset()
@@ -99,7 +99,7 @@ def scan(
     name: str = "log",
     chunk: int = CHUNK,
     tail: Tail | None = None,
-) -> Iterator[Hit]:
+) -> Iterator[MatchedLine]:
     # One buffer for the whole read: the carry (an unfinished line) is moved to its front and the next
     # read lands behind it, so no block is allocated or copied per read.
     buf = bytearray(chunk + OVERLAP + MAX_LINE)
@@ -132,7 +132,7 @@ def scan(
         if want_first:
             le = buf.find(b"\n", 0, end) if isinstance(region, memoryview) else region.find(b"\n")
             le = size if le < 0 else le
-            yield Hit(lineno, _line(region, 0, le, 0), context=True)
+            yield MatchedLine(lineno, _line(region, 0, le, 0), context=True)
             want_first = False
         text_of = buf if isinstance(region, memoryview) else region
         for pos in engine.positions(region):
@@ -145,12 +145,12 @@ def scan(
             counted = ls
             stats.candidates += 1
             text = _line(region, ls, le, pos)
-            yield Hit(line_at, text, engine.which(text))
+            yield MatchedLine(line_at, text, engine.which(text))
             next_free = le + 1
             if le + 1 < size:
                 ne = text_of.find(b"\n", le + 1, size)
                 ne = size if ne < 0 else ne
-                yield Hit(line_at + 1, _line(region, le + 1, ne, le + 1), context=True)
+                yield MatchedLine(line_at + 1, _line(region, le + 1, ne, le + 1), context=True)
             elif not partial:
                 want_first = True
         newlines = line_at - lineno + text_of.count(b"\n", counted, size)

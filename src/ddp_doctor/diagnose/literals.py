@@ -68,7 +68,7 @@ def required(pattern: str) -> Needed | None:
 
 
 @dataclass(frozen=True)
-class _Hit:
+class _Match:
     pos: int
 
     def start(self) -> int:
@@ -82,7 +82,7 @@ class LiteralFilter:
         self.exact = sorted({t.encode() for t, ci in needles if not ci})
         self.folded = sorted({t.lower().encode() for t, ci in needles if ci})
 
-    def finditer(self, region: bytes) -> Iterator[_Hit]:
+    def finditer(self, region: bytes) -> Iterator[_Match]:
         found: list[int] = []
         for haystack, needles in ((region, self.exact), (region.lower() if self.folded else b"", self.folded)):
             for needle in needles:
@@ -90,7 +90,7 @@ class LiteralFilter:
                 while at >= 0:
                     found.append(at)
                     at = haystack.find(needle, at + 1)
-        return (_Hit(p) for p in sorted(set(found)))
+        return (_Match(p) for p in sorted(set(found)))
 
 
 def literal_filter(patterns: Sequence[str]) -> LiteralFilter | None:

@@ -108,7 +108,7 @@ def _find_pod_specs(node: Any, budget: list[int]) -> list[YMap]:
 
 
 @dataclass
-class Workload:
+class PodTemplate:
     """One pod template of an object, with what the object around it says about the job."""
 
     label: str
@@ -129,7 +129,7 @@ def _nodes(value: Any, line: int, what: str) -> tuple[At[int] | None, str]:
     return (At(n, line), what) if n is not None else (None, "")
 
 
-def _pytorchjob(doc: YMap, label: str) -> list[Workload]:
+def _pytorchjob(doc: YMap, label: str) -> list[PodTemplate]:
     spec = _map(doc, "spec")
     replicas = spec.get("pytorchReplicaSpecs")
     if not isinstance(replicas, YMap):
@@ -153,7 +153,7 @@ def _pytorchjob(doc: YMap, label: str) -> list[Workload]:
         pod = _get(r, "template", "spec")
         if isinstance(pod, YMap):
             out.append(
-                Workload(
+                PodTemplate(
                     f"{label} {rtype}",
                     pod,
                     job_nodes,
@@ -168,11 +168,11 @@ def _pytorchjob(doc: YMap, label: str) -> list[Workload]:
     return out
 
 
-def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[Workload]:
+def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[PodTemplate]:
     network = _map(spec, "network")
     subdomain = network.get("subdomain") or js_name
     jobs = spec.get("replicatedJobs")
-    out: list[Workload] = []
+    out: list[PodTemplate] = []
     for job in jobs if isinstance(jobs, YList) else []:
         if not isinstance(job, YMap):
             continue
@@ -190,11 +190,13 @@ def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[W
             nodes = At(replicas * parallelism, line)
             what = "replicas x parallelism" if replicas != 1 else "parallelism"
         names = [f"{js_name}-{rjob}-0-0.{subdomain}", f"{js_name}-{rjob}-0-0"]
-        out.append(Workload(f"{label} replicatedJob {rjob}", pod, nodes, what, None, "jobset", None, names, template))
+        out.append(
+            PodTemplate(f"{label} replicatedJob {rjob}", pod, nodes, what, None, "jobset", None, names, template)
+        )
     return out
 
 
-def _trainer_runtime(doc: YMap, label: str) -> list[Workload]:
+def _trainer_runtime(doc: YMap, label: str) -> list[PodTemplate]:
     spec = _map(doc, "spec")
     ml = _map(spec, "mlPolicy")
     name = _get(doc, "metadata", "name") or "?"
@@ -212,7 +214,7 @@ def _trainer_runtime(doc: YMap, label: str) -> list[Workload]:
     return out
 
 
-def _trainjob(doc: YMap, label: str) -> list[Workload]:
+def _trainjob(doc: YMap, label: str) -> list[PodTemplate]:
     """A TrainJob has no pod template of its own: its trainer (command, image, resourcesPerNode, env,
     numNodes) is checked as the container it becomes; shm and security come from the runtime."""
     spec = _map(doc, "spec")
@@ -233,7 +235,7 @@ def _trainjob(doc: YMap, label: str) -> list[Workload]:
         At(str(trainer["numProcPerNode"]), trainer.line_of("numProcPerNode")) if "numProcPerNode" in trainer else None
     )
     return [
-        Workload(
+        PodTemplate(
             f"{label} trainer", pod, nodes, what, nproc, "trainjob", None, [f"{name}-node-0-0.{name}"], trains=True
         )
     ]
@@ -245,18 +247,18 @@ def _ylist(items: list[Any], line: int) -> YList:
     return out
 
 
-def _lws(doc: YMap, label: str) -> list[Workload]:
+def _lws(doc: YMap, label: str) -> list[PodTemplate]:
     lwt = _map(_map(doc, "spec"), "leaderWorkerTemplate")
     nodes, what = _nodes(lwt.get("size", 1), lwt.line_of("size"), "leaderWorkerTemplate.size")
     out = []
     for key in ("leaderTemplate", "workerTemplate"):
         pod = _get(lwt, key, "spec")
         if isinstance(pod, YMap):
-            out.append(Workload(f"{label} {key}", pod, nodes, what, None, "lws"))
+            out.append(PodTemplate(f"{label} {key}", pod, nodes, what, None, "lws"))
     return out
 
 
-def workloads(doc: YMap) -> list[Workload]:
+def pod_templates(doc: YMap) -> list[PodTemplate]:
     """Each pod template of one object, with the job-level facts around it."""
     kind, name = doc.get("kind"), _get(doc, "metadata", "name") or "?"
     label = f"{kind}/{name}"
@@ -283,13 +285,13 @@ def workloads(doc: YMap) -> list[Workload]:
         elif kind == "Job":
             key = "parallelism" if "parallelism" in top else "completions"
             nodes, what = _nodes(top.get(key, 1), top.line_of(key), key)
-        return [Workload(label, pod, nodes, what)]
-    return [Workload(label, pod) for pod in _find_pod_specs(doc, [MAX_SEARCH])]
+        return [PodTemplate(label, pod, nodes, what)]
+    return [PodTemplate(label, pod) for pod in _find_pod_specs(doc, [MAX_SEARCH])]
 
 
 def units(doc: YMap, source: str) -> list[Unit]:
     out: list[Unit] = []
-    for w in workloads(doc):
+    for w in pod_templates(doc):
         pod = w.pod
         volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, YMap)}
         containers = pod.get("containers")
@@ -316,7 +318,7 @@ def units(doc: YMap, source: str) -> list[Unit]:
     return out
 
 
-def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], w: Workload, source: str) -> Unit:
+def _container(c: YMap, line: int, pod: YMap, volumes: dict[Any, YMap], w: PodTemplate, source: str) -> Unit:
     u = Unit("k8s", source, f"{w.label} container {c.get('name', '?')}", line, nodes=w.nodes)
     u.nodes_what, u.operator, u.elastic, u.rdzv_names, u.template = (
         w.nodes_what,
