@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 # A float printed with repr() noise: 2.8064999999999998, 0.30000000000000004 (10+ digits after the point).
 _NOISY_FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{10,})(?![\w.])")
@@ -12,6 +12,21 @@ _NOISY_FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{10,})(?![\w.])")
 def plural(n: int, word: str, many: str | None = None) -> str:
     """'1 check', '2 checks', '0 checks'; `many` for irregular words ('1 entry', '2 entries')."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def count(value: object, word: str) -> str:
+    """plural() for a number read from a file, which may be a count ('8', 8) or not ('all', '$GPUS')."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return plural(value, word)
+    if isinstance(value, str) and value.isdigit():
+        return plural(int(value), word)
+    return f"{value} {word}s"
+
+
+def ranks(numbers: Iterable[object]) -> str:
+    """'rank 3', 'ranks 0 and 2', 'ranks 0, 1, 2 and 5': every rank named."""
+    items = [str(n) for n in numbers]
+    return ("rank " if len(items) == 1 else "ranks ") + listing(items, limit=max(1, len(items)))
 
 
 def listing(items: Sequence[str], limit: int = 4) -> str:

@@ -144,7 +144,7 @@ def test_rank_that_never_started_is_blamed() -> None:
     beats = {0: {"phase": "done", "time": 15.1, "pid": 100, "progress": 4}}
     m = merge(outcome(ranks, beats, {"rank 0": 1, "rank 1": -15}), plan())
     assert m.root is not None and (m.root.rank, m.root.phase) == (1, "init")
-    assert "never started" in m.root.summary and "rank(s) 0 waited for it" in m.root.summary
+    assert "never started" in m.root.summary and "rank 0 waited for it" in m.root.summary
 
 
 def test_nccl_socket_between_nodes_with_ib_warns() -> None:

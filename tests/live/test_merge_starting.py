@@ -13,7 +13,7 @@ from tests.live.test_merge import outcome, payload, plan
 def _rank1_fails_in_init() -> dict[int, dict[str, object]]:
     error = {
         "type": "PhaseError",
-        "message": "rank 1 has LOCAL_RANK 1 but only 1 GPU(s) are visible",
+        "message": "rank 1 has LOCAL_RANK 1 but only 1 GPU is visible",
         "cause": "more ranks than GPUs",
         "remedy": "--nproc 1",
     }

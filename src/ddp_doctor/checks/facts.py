@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.words import plural
+
 
 def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = facts.get(key)
@@ -180,7 +182,7 @@ class TorchFacts:
     requires: tuple[str, ...] = ()
     """torch's METADATA Requires-Dist (an image reads them; names the NCCL wheel torch expects)."""
     gpus_expected: str | None = None
-    """Where GPUs are expected, as words ('on a machine with 2 visible GPU(s)'); None: no GPU here."""
+    """Where GPUs are expected, as words ('on a machine with 2 visible GPUs'); None: no GPU here."""
     import_s: float | None = None
     """Seconds `import torch` took in a fresh interpreter."""
     import_error: str | None = None
@@ -217,7 +219,7 @@ class TorchFacts:
             backends=dict(typed(t.get("backends"), Mapping, "torch.backends") or {}),
             nccl_version=_str(t.get("nccl_version")),
             run_module=t.get("run_module") if isinstance(t.get("run_module"), bool) else None,
-            gpus_expected=f"on a machine with {count} visible GPU(s)" if count else None,
+            gpus_expected=f"on a machine with {plural(count, 'visible GPU')}" if count else None,
             import_s=_float(t.get("import_s"), "torch.import_s"),
             import_error=typed(t.get("import_error"), str, "torch.import_error"),
             import_stderr_tail=typed(t.get("import_stderr_tail"), str, "torch.import_stderr_tail"),

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from ddp_doctor.words import plural
+
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -62,7 +64,7 @@ class ShmRule:
     def rule_text(self, gpus: int | None) -> str:
         per = self.per_gpu_bytes // GiB
         if gpus:
-            return f"{per} GiB per GPU: {self.docker_size(gpus)} for {gpus} GPU(s)"
+            return f"{per} GiB per GPU: {self.docker_size(gpus)} for {plural(gpus, 'GPU')}"
         return f"{per} GiB per GPU: {self.docker_size(gpus)} for a node of {self.gpus_when_unknown} GPUs"
 
     def words(self, gpus: int | None) -> dict[str, str]:

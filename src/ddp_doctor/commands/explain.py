@@ -14,6 +14,7 @@ import sys
 
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.words import plural
 
 HELP = "explain why a distributed training job failed, from its log (FILE, or '-' for stdin)"
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> Report:
                 id="diag.none",
                 title="No failure signature found",
                 status=Status.PASS,
-                summary=f"read {stats.lines} line(s); none matches a known failure signature or looks like an error",
+                summary=f"read {plural(stats.lines, 'line')}; none matches a known failure signature or looks like an error",
             )
         ]
     report.extend(results)

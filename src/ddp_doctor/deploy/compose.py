@@ -59,7 +59,7 @@ def to_dict(spec: LaunchSpec) -> dict[str, Any]:
 
 def render(spec: LaunchSpec) -> str:
     header = (
-        f"ddp-doctor launch --target compose: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)\n"
+        f"ddp-doctor launch --target compose: {spec.shape}\n"
         "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n"
         "ulimits.memlock -1: NCCL / RDMA pin host memory."
     )

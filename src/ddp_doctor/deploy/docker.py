@@ -68,7 +68,7 @@ def group_flags(flags: list[str], image: str) -> list[list[str]]:
 
 
 def render(spec: LaunchSpec) -> str:
-    lines = ["#!/bin/sh", f"# ddp-doctor launch --target docker: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)"]
+    lines = ["#!/bin/sh", f"# ddp-doctor launch --target docker: {spec.shape}"]
     flags = argv(spec)
     present = {f.split("=")[0] for f in flags if f.startswith("--")}
     lines += [f"# {flag}: {why}" for flag, why in WHY.items() if flag in present]

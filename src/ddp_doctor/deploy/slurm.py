@@ -41,7 +41,7 @@ def render(spec: LaunchSpec) -> str:
     lines = ["#!/bin/bash"]
     lines += [f"#SBATCH {flag}={value}" for flag, value in directives(spec)]
     lines += [
-        f"# ddp-doctor launch --target slurm: {spec.nodes} node(s) x {spec.gpus_per_node} GPU(s)",
+        f"# ddp-doctor launch --target slurm: {spec.shape}",
         "# One task per node; torchrun starts the ranks and meets the other nodes at the c10d",
         "# rendezvous on the first node of the allocation. --container-image needs pyxis + enroot.",
         "set -euo pipefail",

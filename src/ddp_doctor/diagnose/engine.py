@@ -17,6 +17,7 @@ from ddp_doctor.diagnose.fatal import FatalReader
 from ddp_doctor.diagnose.lines import HEADER, NCCL_COMM, SUMMARY, Origin, clean, origin
 from ddp_doctor.diagnose.prefilter import GENERIC_ERROR_RE, LAST_ERROR
 from ddp_doctor.report import Evidence, Result, Status
+from ddp_doctor.words import plural
 
 MAX_EVIDENCE = 8
 MAX_UNKNOWN = 10
@@ -243,7 +244,8 @@ class Matcher:
             title="Failure not in the signature catalogue",
             status=Status.FAIL if failing else Status.WARN,
             summary=_short(
-                f"{self._unknown_count + len(self._failed_exit)} error-looking line(s) match no known signature; "
+                f"{plural(self._unknown_count + len(self._failed_exit), 'error-looking line')} "
+                f"{'matches' if self._unknown_count + len(self._failed_exit) == 1 else 'match'} no known signature; "
                 f"first{' (' + where + ')' if where else ''}: {first}",
                 240,
             ),
@@ -282,7 +284,7 @@ def _result(sig: Signature, tally: _Tally) -> Result:
     first = tally.hits[0]
     loc = first.where.label() or first.source
     line = f"line {first.lineno}" if first.lineno is not None else first.source
-    others = f" (+{tally.count - 1} more line(s))" if tally.count > 1 else ""
+    others = f" (+{plural(tally.count - 1, 'more line')})" if tally.count > 1 else ""
     ranks = sorted(tally.ranks)
     summary = f"{loc}, {line}: {_short(first.text)}{others}; a healthy run prints no such line"
     if first.lineno is None:

@@ -125,7 +125,7 @@ def read(
         doubled = sorted(r for r, n in claims.items() if n > 1)
         if doubled:
             result.summary += (
-                f"; rank(s) {_ranges(doubled)} were each announced by more than one process: the processes of "
+                f"; {'rank' if len(doubled) == 1 else 'ranks'} {_ranges(doubled)} {'was' if len(doubled) == 1 else 'were each'} announced by more than one process: the processes of "
                 "different nodes computed the same global ranks (node rank / tasks per node disagree with the launcher), "
                 f"so ranks {_ranges(result.observed['ranks_missing'])} never exist"
                 if result.observed.get("ranks_missing")
@@ -197,7 +197,7 @@ def _result(
     if behind:
         summary += f"; {behind}"
     if missing:
-        summary += f"; no line of rank(s) {_ranges(missing)} of {n_ranks} in the last {tail_lines} lines"
+        summary += f"; no line of {'rank' if len(missing) == 1 else 'ranks'} {_ranges(missing)} of {n_ranks} in the last {tail_lines} lines"
     hypotheses = sig.hypotheses.get(stage, ())
     ranked = "\n".join(f"  {i}. {h.cause}\n     test: {h.test}" for i, h in enumerate(hypotheses, 1))
     remedy = f"Likely causes, most likely first:\n{ranked}\n{sig.remedy}" if ranked else sig.remedy

@@ -18,7 +18,7 @@ from typing import Any
 from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.report import Evidence, Result, Status
-from ddp_doctor.words import plural
+from ddp_doctor.words import plural, ranks
 
 PHASE_TITLES = {
     "init": "torchrun ranks join and init_process_group",
@@ -264,7 +264,7 @@ def _phase_error(t: _Triage, rank: int, node: str, rec: dict[str, Any], outcome:
     r.remedy = err.get("remedy") or r.remedy
     if err.get("blame_ranks"):
         missing = ", ".join(str(b) for b in err["blame_ranks"])
-        r.cause = r.cause or f"rank(s) {missing} did not get this far"
+        r.cause = r.cause or f"{ranks(err['blame_ranks'])} did not get this far"
         r.remedy = r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
     secondary = not stuck and any(rule(rec, err) for _, rule in _SECONDARY_WHEN)
     t.add(r, t.secondary if secondary else t.primary)
@@ -272,7 +272,9 @@ def _phase_error(t: _Triage, rank: int, node: str, rec: dict[str, Any], outcome:
 
 def _failed_checks(t: _Triage, rank: int, node: str, rec: dict[str, Any]) -> None:
     fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
-    summary = f"rank {rank}: {len(fails)} check(s) failed in {rec['name']}: " + "; ".join(c["id"] for c in fails)
+    summary = f"rank {rank}: {plural(len(fails), 'check')} failed in {rec['name']}: " + "; ".join(
+        c["id"] for c in fails
+    )
     r = _phase_result(rank, node, rec, Status.FAIL, summary)
     r.cause = fails[0].get("cause") if fails else None
     r.remedy = fails[0].get("remedy") if fails else None
@@ -304,8 +306,7 @@ def _never_started(t: _Triage, rank: int, node: str, outcome: RunOutcome) -> Non
         node,
         rec,
         Status.FAIL,
-        f"rank {rank} never started: no heartbeat from it"
-        + (f"; rank(s) {', '.join(map(str, who))} waited for it in init" if who else ""),
+        f"rank {rank} never started: no heartbeat from it" + (f"; {ranks(who)} waited for it in init" if who else ""),
     )
     r.cause = "the rank's process never reached the worker's first line (stuck before Python ran, or never launched)"
     r.remedy = (
@@ -327,7 +328,7 @@ def _stopped(t: _Triage, s: _Silent, r: Result, where: str, outcome: RunOutcome)
         r.summary += f"; {str(text).splitlines()[0][:300]}" if text else ""
         r.evidence.append(Evidence(f"rank-{rank}.error.json", str(text)[:3000]))
     if s.blamed:
-        r.summary += f"; rank(s) {', '.join(map(str, t.blamed[rank]))} waited for it"
+        r.summary += f"; {ranks(t.blamed[rank])} waited for it"
         r.cause = f"rank {rank} stopped making progress in {r.phase}{where}; its peers gave up waiting"
         r.remedy = f"see rank {rank}'s stack and rank-{rank}.log for where it is stuck"
     _apply_diagnosis(r, rank, outcome, [])
@@ -421,7 +422,8 @@ def _teardown(payloads: dict[int, dict[str, Any]]) -> list[Result]:
             "live.teardown",
             "ranks shut down cleanly",
             Status.WARN,
-            f"destroy_process_group() did not return on rank(s) {stuck_teardown}; they were ended",
+            f"destroy_process_group() did not return on {ranks(stuck_teardown)}; "
+            + ("it was ended" if len(stuck_teardown) == 1 else "they were ended"),
             cause="the process group hung while shutting down (seen with some NCCL versions)",
             remedy="training scripts should call destroy_process_group() with a timeout guard; "
             "try a newer NCCL if it hangs there",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ddp_doctor.report import Result, Status
+from ddp_doctor.words import plural
 
 Proof = Callable[[dict[str, list[Result]]], str | None]
 
@@ -35,7 +36,7 @@ def _nccl_worked(by_id: dict[str, list[Result]]) -> str | None:
     coll = _all_pass(by_id, "live.collectives")
     if not pg or not coll or "nccl" not in " ".join(r.summary.lower() for r in pg):
         return None
-    return f"NCCL initialised and {len(coll)} collective check(s) passed in the live run"
+    return f"NCCL initialised and {plural(len(coll), 'collective check')} passed in the live run"
 
 
 def _launch_worked(by_id: dict[str, list[Result]]) -> str | None:

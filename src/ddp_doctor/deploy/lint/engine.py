@@ -15,6 +15,7 @@ from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
 from ddp_doctor.deploy.lint.rules import severity as severity_of
 from ddp_doctor.errors import InputError
 from ddp_doctor.report import Evidence, Result, Status
+from ddp_doctor.words import count
 
 KINDS = ("k8s", "compose", "dockerfile", "shell", "slurm")
 STATUS = {"error": Status.FAIL, "warning": Status.WARN, "info": Status.INFO}
@@ -168,7 +169,8 @@ def merge(results: list[Result]) -> list[Result]:
     return out
 
 
-_FIELD = re.compile(r"\{([a-z_]+)\}")
+# {name} is the value; {name:word} the value counted in words ('{nproc:rank}' -> '1 rank', '8 ranks').
+_FIELD = re.compile(r"\{([a-z_]+)(?::([A-Za-z][A-Za-z -]*))?\}")
 
 
 def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str:
@@ -183,7 +185,14 @@ def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str
             else value.get(area, value.get(tool, next(iter(value.values()))))
         )
     # Only {known_name} is a placeholder: the fixes quote YAML such as {medium: Memory}.
-    return _FIELD.sub(lambda m: str(ctx[m.group(1)]) if m.group(1) in ctx else m.group(0), str(value))
+    return _FIELD.sub(lambda m: _fill(m, ctx), str(value))
+
+
+def _fill(m: re.Match[str], ctx: dict[str, Any]) -> str:
+    name, word = m.group(1), m.group(2)
+    if name not in ctx:
+        return m.group(0)
+    return count(ctx[name], word) if word else str(ctx[name])
 
 
 def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:

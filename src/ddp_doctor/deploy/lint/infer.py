@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddp_doctor.deploy.lint.model import At, Unit
+from ddp_doctor.words import count
 
 _CPU_IMAGE = re.compile(r"(^|[/:_.-])cpu($|[/:_.-])", re.IGNORECASE)
 _GPU_IMAGE = re.compile(r"(^|[/:_.-])(cuda|cu\d{2,3}|gpu)($|[/:_.\d-])|nvcr\.io[/#]nvidia/|^nvidia/", re.IGNORECASE)
@@ -76,8 +77,7 @@ def _cpu(u: Unit) -> At[str] | None:
 
 def _gpu(u: Unit) -> At[str] | None:
     if u.gpus is not None:
-        count = "all" if u.gpus.value is None else str(u.gpus.value)
-        return At(f"{count} GPU(s) granted", u.gpus.line)
+        return At(f"{count('all' if u.gpus.value is None else u.gpus.value, 'GPU')} granted", u.gpus.line)
     for launch in u.launches:
         if launch.backend is not None and launch.backend.value.lower() == "nccl":
             return At("the nccl backend", launch.backend.line)
@@ -87,7 +87,7 @@ def _gpu(u: Unit) -> At[str] | None:
         if launch.device_hint is not None and launch.device_hint.value == "gpu":
             return At(f"{launch.tool} is told to use GPUs", launch.device_hint.line)
         if launch.srun_gpus is not None:
-            return At(f"srun asks for {launch.srun_gpus.value} GPU(s) per node", launch.srun_gpus.line)
+            return At(f"srun asks for {count(launch.srun_gpus.value, 'GPU')} per node", launch.srun_gpus.line)
         if launch.nproc is not None and launch.nproc.value == "gpu":
             return At("--nproc-per-node=gpu", launch.nproc.line)
     if u.gpu_evidence is not None:
@@ -106,13 +106,13 @@ def _ranks(u: Unit) -> tuple[At[int] | None, str]:
             if launch.nproc.value.isdigit():
                 return At(int(launch.nproc.value), launch.nproc.line), f"{launch.tool} nproc {launch.nproc.value}"
             if launch.nproc.value in ("gpu", "auto") and u.gpus is not None and u.gpus.value is not None:
-                return At(u.gpus.value, launch.nproc.line), f"nproc {launch.nproc.value} = {u.gpus.value} GPU(s)"
+                return At(u.gpus.value, launch.nproc.line), f"nproc {launch.nproc.value} = {count(u.gpus.value, 'GPU')}"
             return None, ""
     if u.nproc_declared is not None:
         if u.nproc_declared.value.isdigit():
             return At(int(u.nproc_declared.value), u.nproc_declared.line), f"nprocPerNode {u.nproc_declared.value}"
         if u.nproc_declared.value == "auto" and u.gpus is not None and u.gpus.value is not None:
-            return At(u.gpus.value, u.nproc_declared.line), f"nprocPerNode auto = {u.gpus.value} GPU(s)"
+            return At(u.gpus.value, u.nproc_declared.line), f"nprocPerNode auto = {count(u.gpus.value, 'GPU')}"
         return None, ""
     for launch in u.launches:
         if launch.tool in ("torchrun", "tune") and u.operator is None:
@@ -141,14 +141,14 @@ def workload(u: Unit) -> Workload:
 
 
 def describe(w: Workload, per: str = "container") -> str:
-    """'GPU job (8 GPU(s) granted, line 40); 8 rank(s) per container (torchrun nproc 8, line 22)'."""
+    """'GPU job (8 GPUs granted, line 40); 8 ranks per container (torchrun nproc 8, line 22)'."""
     parts = []
     if w.device is not None:
         parts.append(f"{w.device.value.upper()} job ({w.why}, line {w.device.line})")
     else:
         parts.append("GPU or CPU not stated")
     if w.ranks is not None:
-        parts.append(f"{w.ranks.value} rank(s) per {per} ({w.ranks_why}, line {w.ranks.line})")
+        parts.append(f"{count(w.ranks.value, 'rank')} per {per} ({w.ranks_why}, line {w.ranks.line})")
     if w.workers is not None:
-        parts.append(f"{w.workers.value} DataLoader worker(s) per rank (line {w.workers.line})")
+        parts.append(f"{count(w.workers.value, 'DataLoader worker')} per rank (line {w.workers.line})")
     return "; ".join(parts)

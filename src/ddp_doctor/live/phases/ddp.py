@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from ddp_doctor.live.phases import check
+from ddp_doctor.words import ranks
 
 ATOL = 1e-5
 RTOL = 1e-4
@@ -177,7 +178,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         check(
             "live.ddp.param_sync",
             "fail" if differing else "pass",
-            f"parameters differ from rank 0's on rank(s) {differing}"
+            f"parameters differ from rank 0's on {ranks(differing)}"
             if differing
             else f"parameters bitwise identical on all {w} ranks after {ctx.config.steps} steps",
             observed={"param_sha256": digest},

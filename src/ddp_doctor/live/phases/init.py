@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from ddp_doctor.live.phases import PeerError, PhaseError, check
+from ddp_doctor.words import plural
 
 JOIN_POLL_S = 0.05
 
@@ -110,7 +111,8 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     count = torch.cuda.device_count()
     if ctx.local_rank >= count:
         raise PhaseError(
-            f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {count} GPU(s) are visible "
+            f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {plural(count, 'GPU')} "
+            f"{'is' if count == 1 else 'are'} visible "
             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
             f"per node (--nproc {count}) or make more GPUs visible",
             cause=f"more ranks per node ({ctx.local_world_size}) than visible GPUs ({count}): "
