@@ -141,3 +141,42 @@ def test_cli_nccl_net_warns_never_fails_and_a_real_plugin_file_silences_it(tmp_p
     (tmp_path / "libnccl-net.so").write_bytes(b"\x7fELF")
     _, r = _static(env)
     assert r["status"] == "pass", r
+
+
+# ---- names: a real variable is never a typo ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NCCL_MIN_P2P_NCHANNELS",
+        "NCCL_TUNER_PLUGIN",
+        "NCCL_P2P_PXN_LEVEL",
+        "NCCL_IB_GDR_LEVEL",
+        "TORCH_NCCL_RANKS_PER_ROOT",
+    ],
+)
+def test_real_variables_outside_the_table_are_not_did_you_mean(name: str) -> None:
+    # Each is read by NCCL's source or torch's headers, and is close to a judged name.
+    assert name in TABLE["known_names"]
+    assert findings({name: "1"}) == []
+
+
+def test_a_typo_of_an_unjudged_real_name_points_at_it() -> None:
+    (f,) = findings({"NCCL_TUNER_PLUGINS": "x"})
+    assert "did you mean NCCL_TUNER_PLUGIN?" in f.text and f.remedy == "rename it: NCCL_TUNER_PLUGIN=x"
+
+
+def test_known_names_are_not_also_judged_entries() -> None:
+    judged = {v["name"] for v in TABLE["variables"]}
+    assert not judged & set(TABLE["known_names"])
+    assert len(TABLE["known_names"]) == len(set(TABLE["known_names"]))
+
+
+def test_old_torch_names_say_whether_torch_still_reads_them() -> None:
+    (f,) = findings({"NCCL_AVOID_RECORD_STREAMS": "1"})
+    assert "old name of TORCH_NCCL_AVOID_RECORD_STREAMS" in f.text and "no longer reads it" in f.text
+    (f,) = findings({"NCCL_DESYNC_DEBUG": "1"})
+    assert "still reads it" in f.text and f.remedy == "rename it: TORCH_NCCL_DESYNC_DEBUG=1"
+    # env.env_vars (env_vars.yaml) already warns about this one: not said twice.
+    assert findings({"NCCL_BLOCKING_WAIT": "1"}) == []

@@ -122,65 +122,21 @@ def _source(spec: dict[str, Any], sources: dict[str, Any]) -> str:
 def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
     specs = _spec_index()
     data = table()
-    renamed: dict[str, str] = dict(data.get("renamed") or {})
+    renamed: dict[str, dict[str, Any]] = dict(data.get("renamed") or {})
+    known = set(data.get("known_names") or [])
     src = data.get("sources") or {}
     nccl = _version((facts.get("nccl") or {}).get("version") or (facts.get("torch") or {}).get("nccl_version"))
     out: list[Finding] = []
     for name, value in sorted(env.items()):
-        if not name.startswith(PREFIXES) or name in renamed:
-            continue
         spec = specs.get(name)
-        if spec is None:
-            close = difflib.get_close_matches(name, list(specs), n=1, cutoff=0.85)
-            if close:
-                out.append(
-                    Finding(
-                        "warn",
-                        name,
-                        f"{name} is not a variable NCCL or torch reads; did you mean {close[0]}?",
-                        f"rename it: {close[0]}={value}  ({accepted(specs[close[0]])})",
-                        _source(specs[close[0]], src),
-                    )
-                )
-            continue
-        source = _source(spec, src)
-        bad = invalid(value, spec)
-        if bad is not None and spec["type"] not in ("string", "path", "ifname"):
-            out.append(
-                Finding(
-                    str(spec.get("invalid", "warn")),
-                    name,
-                    f"{name}={value}: {bad!r} is not accepted; {name} takes {accepted(spec)}",
-                    f"set {name} to {accepted(spec)}, or unset it to let NCCL choose",
-                    source,
-                )
-            )
-            continue
-        if spec.get("open"):
-            unseen = _unseen_plugin(name, value, spec, facts, source)
-            if unseen:
-                out.append(unseen)
-        since, removed = _version(spec.get("since")), _version(spec.get("removed"))
-        if nccl and since and nccl < since:
-            out.append(
-                Finding(
-                    "warn",
-                    name,
-                    f"{name} was added in NCCL {spec['since']}; this NCCL ({'.'.join(map(str, nccl))}) ignores it",
-                    f"upgrade NCCL to >= {spec['since']} or unset {name}",
-                    source,
-                )
-            )
-        if nccl and removed and nccl >= removed:
-            out.append(
-                Finding(
-                    "warn",
-                    name,
-                    f"{name} was removed in NCCL {spec['removed']}; this NCCL ({'.'.join(map(str, nccl))}) ignores it",
-                    f"unset {name}",
-                    source,
-                )
-            )
+        if name in renamed:
+            out.extend(f for f in [_old_name(name, value, renamed[name])] if f)
+        elif not name.startswith(PREFIXES) or (spec is None and name in known):
+            continue  # not ours, or a real variable this table does not judge
+        elif spec is None:
+            out.extend(f for f in [_near_miss(name, value, specs, known, src)] if f)
+        else:
+            out.extend(_judge(name, value, spec, facts, nccl, _source(spec, src)))
     for rule in data.get("harmful") or []:
         name = str(rule["name"])
         setting = env.get(name)
@@ -198,6 +154,82 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
             )
         )
     return out
+
+
+def _near_miss(
+    name: str, value: str, specs: dict[str, dict[str, Any]], known: set[str], src: dict[str, Any]
+) -> Finding | None:
+    # Against every real name, judged or not: NCCL_TUNER_PLUGINS means NCCL_TUNER_PLUGIN.
+    close = difflib.get_close_matches(name, [*specs, *sorted(known)], n=1, cutoff=0.85)
+    if not close:
+        return None
+    near = specs.get(close[0])
+    return Finding(
+        "warn",
+        name,
+        f"{name} is not a variable NCCL or torch reads; did you mean {close[0]}?",
+        f"rename it: {close[0]}={value}" + (f"  ({accepted(near)})" if near else ""),
+        _source(near, src) if near else "known_names in knowledge/dist_vars.yaml",
+    )
+
+
+def _judge(
+    name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], nccl: tuple[int, ...] | None, source: str
+) -> list[Finding]:
+    """One variable of the table: its value, then whether this NCCL reads it at all."""
+    bad = invalid(value, spec)
+    if bad is not None and spec["type"] not in ("string", "path", "ifname"):
+        return [
+            Finding(
+                str(spec.get("invalid", "warn")),
+                name,
+                f"{name}={value}: {bad!r} is not accepted; {name} takes {accepted(spec)}",
+                f"set {name} to {accepted(spec)}, or unset it to let NCCL choose",
+                source,
+            )
+        ]
+    out = [f for f in [_unseen_plugin(name, value, spec, facts, source)] if f] if spec.get("open") else []
+    since, removed = _version(spec.get("since")), _version(spec.get("removed"))
+    here = ".".join(map(str, nccl or ()))
+    if nccl and since and nccl < since:
+        out.append(
+            Finding(
+                "warn",
+                name,
+                f"{name} was added in NCCL {spec['since']}; this NCCL ({here}) ignores it",
+                f"upgrade NCCL to >= {spec['since']} or unset {name}",
+                source,
+            )
+        )
+    if nccl and removed and nccl >= removed:
+        out.append(
+            Finding(
+                "warn",
+                name,
+                f"{name} was removed in NCCL {spec['removed']}; this NCCL ({here}) ignores it",
+                f"unset {name}",
+                source,
+            )
+        )
+    return out
+
+
+def _old_name(name: str, value: str, entry: dict[str, Any]) -> Finding | None:
+    if _covered_elsewhere(name, value):  # env.env_vars already says it
+        return None
+    new = str(entry["new"])
+    still = (
+        "torch 2.13 still reads it, with a deprecation warning"
+        if entry.get("old_read")
+        else "torch 2.13 no longer reads it at all"
+    )
+    return Finding(
+        "warn",
+        name,
+        f"{name} is the old name of {new}; {still}",
+        f"rename it: {new}={value}",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp (torch 2.13)",
+    )
 
 
 def _unseen_plugin(name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], source: str) -> Finding | None:
