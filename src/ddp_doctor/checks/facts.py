@@ -203,22 +203,26 @@ class TorchFacts:
     def from_env(cls, facts: Mapping[str, Any]) -> TorchFacts:
         t, gpus = _section(facts, "torch"), _section(facts, "gpus")
         count = _int(gpus.get("count")) or 0
+
+        def text(key: str) -> str | None:
+            return _str(typed(t.get(key), str, f"torch.{key}"))
+
         return cls(
             installed=bool(t.get("installed")),
-            version=_str(t.get("version")),
+            version=text("version"),
             install=InstallTarget.from_env(facts),
-            metadata_version=_str(t.get("metadata_version")),
-            source=_str(t.get("source")),
-            location=_str(t.get("location")),
-            flavour=_str(t.get("flavour")),
-            cuda=_str(t.get("cuda")),
-            hip=_str(t.get("hip")),
-            cudnn=t.get("cudnn") if isinstance(t.get("cudnn"), (int, str)) else None,
+            metadata_version=text("metadata_version"),
+            source=text("source"),
+            location=text("location"),
+            flavour=text("flavour"),
+            cuda=text("cuda"),
+            hip=text("hip"),
+            cudnn=typed(t.get("cudnn"), (int, str), "torch.cudnn"),
             importable=typed(t.get("importable"), bool, "torch.importable"),
             distributed=typed(t.get("distributed"), bool, "torch.distributed"),
             backends=dict(typed(t.get("backends"), Mapping, "torch.backends") or {}),
-            nccl_version=_str(t.get("nccl_version")),
-            run_module=t.get("run_module") if isinstance(t.get("run_module"), bool) else None,
+            nccl_version=text("nccl_version"),
+            run_module=typed(t.get("run_module"), bool, "torch.run_module"),
             gpus_expected=f"on a machine with {plural(count, 'visible GPU')}" if count else None,
             import_s=_float(t.get("import_s"), "torch.import_s"),
             import_error=typed(t.get("import_error"), str, "torch.import_error"),

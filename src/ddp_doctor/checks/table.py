@@ -134,6 +134,31 @@ def non_root() -> NonRootRule:
     )
 
 
+@dataclass(frozen=True)
+class GpuRuntimeRule:
+    remedy: str
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuBusyRule:
+    memory_bytes: int
+    util_pct: float
+    sources: tuple[str, ...]
+
+
+@functools.cache
+def gpu_runtime() -> GpuRuntimeRule:
+    e = _load()["gpu_runtime"]
+    return GpuRuntimeRule(remedy=str(e["remedy"]), sources=tuple(e["sources"]))
+
+
+@functools.cache
+def gpu_busy() -> GpuBusyRule:
+    e = _load()["gpu_busy"]
+    return GpuBusyRule(memory_bytes=int(e["memory_bytes"]), util_pct=float(e["util_pct"]), sources=tuple(e["sources"]))
+
+
 def words(gpus: int | None = None) -> dict[str, str]:
     """Every shared placeholder a rule text may use: the /dev/shm sizes and the non-root reason."""
     return {**shm().words(gpus), "non_root_why": non_root().why}

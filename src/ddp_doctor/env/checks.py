@@ -13,6 +13,12 @@ from typing import Any, TypeVar
 from ddp_doctor import knowledge
 from ddp_doctor.checks import (
     distributed,
+    driver_cuda,
+    gpu_arch,
+    gpu_topology,
+    gpus,
+    gpus_busy,
+    gpus_expected,
     install,
     nccl,
     numpy_import,
@@ -34,19 +40,16 @@ from ddp_doctor.checks.facts import (
     TorchrunFacts,
     UserFacts,
 )
+from ddp_doctor.checks.gpufacts import BusyFacts, ExpectedGpusFacts, GpuFacts, GpusFacts, TorchOnGpuFacts
 from ddp_doctor.checks.model import Check
 from ddp_doctor.env import trust_checks
-from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Result, Status
 
 F = TypeVar("F")
 
 NOFILE_WARN = 4096
 
-GPU_RUNTIME_REMEDY = """start the container with the NVIDIA runtime so the driver libraries are mounted in:
-docker run --gpus all ...   (needs nvidia-container-toolkit on the host)
-podman run --device nvidia.com/gpu=all ...   (CDI, after `nvidia-ctk cdi generate`)
-Kubernetes: request the GPUs (resources.limits: {nvidia.com/gpu: 8}) on a node with the NVIDIA device plugin"""
+GPU_RUNTIME_REMEDY = table.gpu_runtime().remedy
 
 
 def _section(facts: dict[str, Any], key: str) -> dict[str, Any]:
@@ -115,257 +118,6 @@ def check_nccl(facts: dict[str, Any]) -> Result:
 
 def check_torchrun(facts: dict[str, Any]) -> Result:
     return torchrun.CHECK.run(TorchrunFacts.from_env(facts), "env")
-
-
-def check_gpus(facts: dict[str, Any]) -> Result:
-    g = _section(facts, "gpus")
-    title = "GPUs (NVML)"
-    nodes = g.get("device_nodes") or []
-    if g.get("nvml_missing"):
-        return Result(
-            "env.gpus",
-            title,
-            Status.ERROR,
-            f"cannot look for GPUs: {g.get('error')}",
-            cause="ddp-doctor's own dependency nvidia-ml-py (pynvml) is missing, so NVML was never asked",
-            remedy=f"{_python(facts)} -m pip install nvidia-ml-py",
-        )
-    if not g.get("driver_loaded"):
-        if nodes:
-            return Result(
-                "env.gpus",
-                title,
-                Status.FAIL,
-                f"GPU device nodes exist ({', '.join(nodes[:3])}) but NVML does not work: {g.get('error')}",
-                cause="the NVIDIA user-space driver (libnvidia-ml.so, libcuda.so) is missing or does not match the kernel module",
-                remedy=GPU_RUNTIME_REMEDY
-                + "\non a host: reinstall the driver so user-space and kernel module versions match, then reboot",
-                observed={"device_nodes": nodes, "error": g.get("error")},
-            )
-        return _skip(
-            "env.gpus",
-            title,
-            f"no NVIDIA driver or GPU here ({g.get('error') or 'NVML unavailable'}): "
-            "GPU checks skipped; DDP can still run on CPU with gloo",
-        )
-    if g.get("error"):
-        return Result(
-            "env.gpus",
-            title,
-            Status.ERROR,
-            f"NVML started but a query failed: {g['error']}",
-            cause="the doctor could not read the GPUs; this is not a verdict on them",
-        )
-    physical, visible = int(g.get("physical_count") or 0), list(g.get("visible") or [])
-    cvd = g.get("cuda_visible_devices")
-    observed = {
-        "driver": g.get("driver_version"),
-        "physical": physical,
-        "visible": len(visible),
-        "CUDA_VISIBLE_DEVICES": cvd,
-    }
-    if physical == 0:
-        return _skip(
-            "env.gpus", title, f"driver {g.get('driver_version')} is loaded but reports no GPU: GPU checks skipped"
-        )
-    if not visible:
-        return Result(
-            "env.gpus",
-            title,
-            Status.WARN,
-            f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {physical} GPU(s); expected at least one visible",
-            cause="CUDA sees no device, so NCCL cannot run; training would fall back to CPU",
-            remedy="unset CUDA_VISIBLE_DEVICES, or list valid indices/UUIDs (see `nvidia-smi -L`)",
-            observed=observed,
-        )
-    names = ", ".join(
-        f"{d.get('index')}: {d.get('name')} ({_size(d.get('memory_bytes'))}, "
-        f"{arch.sm_name(d['compute_capability']) if d.get('compute_capability') else 'sm_?'})"
-        for d in visible
-    )
-    migs = [d for d in visible if d.get("mig_mode") == "enabled"]
-    entries = [e for e in (cvd or "").split(",") if e.strip()]
-    if cvd is not None and len(entries) > len(visible):
-        return Result(
-            "env.gpus",
-            title,
-            Status.WARN,
-            f"CUDA_VISIBLE_DEVICES={cvd!r} names {len(entries)} devices but only {len(visible)} resolve: {names}",
-            cause="CUDA stops at the first entry that matches no GPU and ignores the rest",
-            remedy="fix CUDA_VISIBLE_DEVICES to existing indices or UUIDs (`nvidia-smi -L`)",
-            observed=observed,
-        )
-    if migs:
-        return Result(
-            "env.gpus",
-            title,
-            Status.WARN,
-            f"MIG mode is on for GPU(s) {', '.join(str(d['index']) for d in migs)}: {names}",
-            cause="NCCL cannot connect several MIG instances (no P2P or CUDA IPC between them); DDP across MIG slices fails",
-            remedy="use whole GPUs for DDP (`nvidia-smi -i N -mig 0`), or one MIG slice per job",
-            observed=observed,
-        )
-    selected = f" (CUDA_VISIBLE_DEVICES={cvd} selects {len(visible)} of {physical})" if cvd is not None else ""
-    return Result(
-        "env.gpus",
-        title,
-        Status.PASS,
-        f"{len(visible)} GPU(s) visible{selected}: {names}",
-        observed=observed,
-        metrics={"gpus_visible": float(len(visible))},
-    )
-
-
-def check_driver_cuda(facts: dict[str, Any]) -> Result:
-    t, g = _section(facts, "torch"), _section(facts, "gpus")
-    title = "driver vs CUDA runtime"
-    if not g.get("driver_loaded"):
-        return _skip("env.driver_cuda", title, "no NVIDIA driver here")
-    if t.get("flavour") != "cuda" or not t.get("cuda"):
-        return _skip("env.driver_cuda", title, f"torch is not a CUDA build ({t.get('flavour') or 'not installed'})")
-    torch_cuda, driver, driver_cuda = str(t["cuda"]), str(g.get("driver_version") or ""), g.get("cuda_driver_version")
-    floor = knowledge.driver_floor(torch_cuda) or {}
-    observed = {"driver": driver, "driver_max_cuda": driver_cuda, "torch_cuda": torch_cuda}
-    expected = {"minor_compat_driver": floor.get("minor_compat"), "ga_driver": floor.get("ga_driver")}
-    tv, dv = knowledge.version_tuple(torch_cuda)[:2], knowledge.version_tuple(driver)
-    if driver_cuda and knowledge.version_tuple(driver_cuda)[:2] >= tv:
-        return Result(
-            "env.driver_cuda",
-            title,
-            Status.PASS,
-            f"driver {driver} supports CUDA {driver_cuda} >= torch's CUDA {torch_cuda}",
-            observed=observed,
-            expected=expected,
-        )
-    ga, compat = floor.get("ga_driver"), floor.get("minor_compat")
-    if driver_cuda is None and ga and dv >= knowledge.version_tuple(ga):
-        return Result(
-            "env.driver_cuda",
-            title,
-            Status.PASS,
-            f"driver {driver} >= {ga}, the CUDA {torch_cuda} GA driver",
-            observed=observed,
-            expected=expected,
-        )
-    same_major = driver_cuda is None or knowledge.version_tuple(driver_cuda)[:1] == tv[:1]
-    rel = knowledge.release(str(t.get("version") or "")) or {}
-    fitting = [
-        v
-        for v in rel.get("cuda_variants", [])
-        if driver_cuda
-        and knowledge.version_tuple(knowledge.cuda_of(v) or "99")[:2] <= knowledge.version_tuple(driver_cuda)[:2]
-    ]
-    alt = (
-        (
-            f"\nor install the torch wheel built for CUDA <= {driver_cuda}:\n"
-            f"{knowledge.install_command(str(t.get('version')).split('+')[0], fitting[-1], _python(facts))}"
-        )
-        if fitting
-        else ""
-    )
-    upgrade = f"upgrade the NVIDIA driver to >= {ga or compat} (the CUDA {torch_cuda} GA driver){alt}"
-    if compat and same_major and dv >= knowledge.version_tuple(compat):
-        return Result(
-            "env.driver_cuda",
-            title,
-            Status.WARN,
-            f"driver {driver} (CUDA {driver_cuda or '?'}) is older than torch's CUDA {torch_cuda}; it runs only through minor version compatibility (>= {compat})",
-            cause="with minor version compatibility, PTX JIT of newer PTX and some new CUDA APIs fail (cudaErrorCallRequiresNewerDriver)",
-            remedy=upgrade,
-            observed=observed,
-            expected=expected,
-        )
-    return Result(
-        "env.driver_cuda",
-        title,
-        Status.FAIL,
-        f"driver {driver} supports CUDA {driver_cuda or '?'}, but torch is built with CUDA {torch_cuda}, which needs driver >= {compat or ga}",
-        cause=f"CUDA {torch_cuda} applications need a driver of the CUDA {tv[0]}.x family (>= {compat}); CUDA initialisation fails with 'driver too old'",
-        remedy=upgrade,
-        observed=observed,
-        expected=expected,
-    )
-
-
-def check_gpu_arch(facts: dict[str, Any]) -> Result:
-    t, g = _section(facts, "torch"), _section(facts, "gpus")
-    title = "GPU architecture in torch's kernels"
-    visible = list(g.get("visible") or [])
-    if not visible:
-        return _skip("env.gpu_arch", title, "no visible GPU")
-    if t.get("flavour") != "cuda":
-        return _skip("env.gpu_arch", title, f"torch is not a CUDA build ({t.get('flavour') or 'not installed'})")
-    archs = list(t.get("arch_list") or [])
-    if not archs:
-        return _skip("env.gpu_arch", title, "torch's compiled arch list is unknown (torch was not imported here)")
-    missing: list[tuple[dict[str, Any], str, str | None]] = []
-    fine: list[tuple[dict[str, Any], str, str | None]] = []
-    for d in visible:
-        cc = d.get("compute_capability")
-        if not cc:
-            continue
-        sm = arch.sm_name(cc)
-        how = arch.how_it_runs(sm, archs)
-        (fine if how else missing).append((d, sm, how))
-    observed = {"arch_list": archs, "gpus": [sm for _, sm, _ in fine + missing]}
-    if missing:
-        d, sm, _ = missing[0]
-        version = str(t.get("version") or "")
-        builds = knowledge.variants_supporting(version, sm)
-        builds = [b for b in builds if _fits_driver(b, _driver_cuda(facts))] or builds
-        base = version.split("+")[0]
-        remedy = (
-            f"install a build with {sm} kernels:\n" + knowledge.install_command(base, builds[-1], _python(facts))
-            if builds
-            else f"install a torch release whose wheels include {sm} (see the release's CUDA support matrix)"
-        )
-        return Result(
-            "env.gpu_arch",
-            title,
-            Status.FAIL,
-            f"no kernel image for {sm} ({d.get('name')}): this torch has {' '.join(archs)}",
-            cause=f"neither {sm} SASS, an older {sm[:4]}x SASS of the same major, nor PTX <= {sm[3:]} is compiled into this build; "
-            "every CUDA kernel fails with 'no kernel image is available for execution on the device'",
-            remedy=remedy,
-            observed=observed,
-            expected={"arch": sm},
-        )
-    runs = "; ".join(f"{sm} ({d.get('name')}) via {how}" for d, sm, how in fine)
-    return Result("env.gpu_arch", title, Status.PASS, f"{runs}", observed=observed)
-
-
-def check_gpu_topology(facts: dict[str, Any]) -> Result:
-    g = _section(facts, "gpus")
-    title = "GPU peer-to-peer topology"
-    if len(g.get("visible") or []) < 2:
-        return _skip(
-            "env.gpu_topology", title, f"{len(g.get('visible') or [])} visible GPU(s); topology matters from 2"
-        )
-    pairs = list(_section(facts, "topology").get("pairs") or g.get("topology") or [])
-    if not pairs:
-        return _skip("env.gpu_topology", title, "NVML reported no pair topology")
-    bad = [p for p in pairs if p.get("p2p_read") not in ("ok", None)]
-    nvlink = [p for p in pairs if p.get("p2p_nvlink") == "ok"]
-    observed = {"pairs": pairs}
-    if bad:
-        shown = ", ".join(f"{p['a']}<->{p['b']}: {p['p2p_read']} ({p.get('path')})" for p in bad[:4])
-        return Result(
-            "env.gpu_topology",
-            title,
-            Status.WARN,
-            f"no P2P between {len(bad)} of {len(pairs)} GPU pairs: {shown}",
-            cause="without peer-to-peer, NCCL stages intra-node traffic through host memory: lower bus bandwidth",
-            remedy="check IOMMU/ACS settings in the BIOS and kernel (`iommu=pt`), and that the VM passes GPUs with P2P enabled",
-            observed=observed,
-        )
-    return Result(
-        "env.gpu_topology",
-        title,
-        Status.PASS,
-        f"P2P between all {len(pairs)} GPU pairs; NVLink on {len(nvlink)} of them",
-        observed=observed,
-        metrics={"gpu_pairs_nvlink": float(len(nvlink))},
-    )
 
 
 def check_shm(facts: dict[str, Any]) -> Result:
@@ -603,18 +355,18 @@ CHECKS: list[tuple[str, Callable[[dict[str, Any]], Result]]] = [
     _unit(distributed.CHECK, TorchFacts.from_env),
     ("env.nccl", check_nccl),
     ("env.torchrun", check_torchrun),
-    ("env.gpus", check_gpus),
-    ("env.driver_cuda", check_driver_cuda),
-    ("env.gpu_arch", check_gpu_arch),
-    ("env.gpu_topology", check_gpu_topology),
+    _unit(gpus.CHECK, GpusFacts.from_env),
+    _unit(driver_cuda.CHECK, TorchOnGpuFacts.from_env),
+    _unit(gpu_arch.CHECK, TorchOnGpuFacts.from_env),
+    _unit(gpu_topology.CHECK, GpuFacts.from_env),
     ("env.shm", check_shm),
     ("env.ulimits", check_ulimits),
     ("env.container", check_container),
     ("env.user", check_user),
     ("env.env_vars", check_env_vars),
     ("env.network", check_network),
-    ("env.gpus.expected", trust_checks.check_gpus_expected),
-    ("env.gpus.busy", trust_checks.check_gpus_busy),
+    _unit(gpus_expected.CHECK, ExpectedGpusFacts.from_env),
+    _unit(gpus_busy.CHECK, BusyFacts.from_env),
     ("env.dist_vars", trust_checks.check_dist_vars),
 ]
 
