@@ -78,6 +78,8 @@ def test_a_rank_that_raises_is_named_with_phase_and_traceback(tmp_path: Path) ->
     assert "ValueError: bad batch at step 2 on rank 1" in failure["summary"]
     assert failure["phase"] == "training step (user code)"
     assert any("raise ValueError" in e["text"] for e in failure["evidence"])
+    # rank 0's gloo "Connection closed by peer" is the consequence: the class is the job's own failure, not the network.
+    assert ran.report["facts"]["run"]["exit_class"] == "job_failed"
     # The hook wrote what @record would have: torchrun's summary names the traceback instead of <N/A>.
     assert "ValueError" in (ran.run_dir / "rank-1.error.json").read_text()
     assert not processes_with(str(job))

@@ -262,6 +262,10 @@ def exit_class(report: Report, out: WatchOutcome) -> str:
         return "infrastructure"
     diag = [r for r in report.results if r.id.startswith("diag.") and r.status is Status.FAIL]
     failed = report.verdict().value == "fail"
+    first = next((r for r in report.results if r.id == "run.failure" and r.rank is not None), None)
+    if first is not None:
+        # The first failing rank decides: the others' lost-peer errors are its consequence, not a network fault.
+        return "infrastructure" if first.observed.get("diagnosis") in exitcodes.infrastructure_ids() else "job_failed"
     if failed and diag and diag[0].id in exitcodes.infrastructure_ids():
         return "infrastructure"
     return "job_failed" if failed else "ok"
