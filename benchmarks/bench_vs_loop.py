@@ -148,8 +148,10 @@ def parse_size(text: str) -> int:
     return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
-def torchrun() -> str:
-    return shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+def torchrun() -> list[str]:
+    # torchrun of this interpreter (`ddp-doctor bench --python` gets the same one), whether or not a
+    # torchrun script is on PATH.
+    return [sys.executable, "-m", "torch.distributed.run"]
 
 
 def env() -> dict[str, str]:
@@ -170,7 +172,7 @@ def run_job(argv: list[str], timeout: float) -> dict[str, Any]:
 def same_job(tmp: str, sizes: list[int], rounds: int, iters: int, warmup: int) -> dict[str, Any]:
     script = Path(tmp, "same_job.py")
     script.write_text(SAME_JOB)
-    argv = [torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
+    argv = [*torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
     return run_job([*argv, str(rounds), str(iters), str(warmup), json.dumps(sizes)], timeout=1200)
 
 
@@ -193,7 +195,7 @@ def loop_job(tmp: str, sizes: list[int], iters: int, warmup: int, prefix: list[s
     script.write_text(LOOP_JOB)
     # The same factor-2 sweep as bench's, so both go through the sizes in the same order.
     sweep = [n for n in _doubling(min(sizes), max(sizes))]
-    argv = [*prefix, torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
+    argv = [*prefix, *torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
     got = run_job([*argv, json.dumps(sweep), str(iters), str(warmup)], timeout=900)
     return {str(n): got[str(n)] for n in sizes} | {"threads": got["threads"]}
 
@@ -226,7 +228,7 @@ def separate_jobs(tmp: str, sizes: list[int], rounds: int, iters: int, warmup: i
 def first_size(tmp: str, nbytes: int, iters: int, warmup: int, rounds: int) -> dict[str, Any]:
     script = Path(tmp, "repeat_job.py")
     script.write_text(REPEAT_JOB)
-    argv = [torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
+    argv = [*torchrun(), "--standalone", "--nproc-per-node", "2", str(script)]
     runs = [run_job([*argv, str(nbytes), str(iters), str(warmup), "8"], timeout=600)["algbw"] for _ in range(rounds)]
     return {"bytes": nbytes, "runs": runs}
 
