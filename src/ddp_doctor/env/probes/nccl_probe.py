@@ -3,6 +3,7 @@ in a child interpreter, so a broken library cannot take the doctor down with it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -49,19 +50,23 @@ def _libs_in(directory: str | Path) -> list[Path]:
         return []
 
 
-def ldconfig_libs(name: str = "libnccl.so") -> list[Path]:
-    """Entries of the dynamic loader's cache (`ldconfig -p`) whose file name starts with `name`, e.g. a
-    system libnccl2 package (or, with name="libnccl-net", NCCL network plugins)."""
+@functools.lru_cache(maxsize=1)
+def _ldconfig_cache() -> str:
+    """`ldconfig -p` once per process: NCCL and its network plugins are both looked up in it."""
     exe = shutil.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if Path(p).exists()), None
     )
     if exe is None:
-        return []
+        return ""
     done = proc.run([exe, "-p"], timeout_s=LDCONFIG_TIMEOUT_S)
-    if done.timed_out or done.returncode != 0:
-        return []
+    return "" if done.timed_out or done.returncode != 0 else done.stdout
+
+
+def ldconfig_libs(name: str = "libnccl.so") -> list[Path]:
+    """Entries of the dynamic loader's cache (`ldconfig -p`) whose file name starts with `name`, e.g. a
+    system libnccl2 package (or, with name="libnccl-net", NCCL network plugins)."""
     line = re.compile(_LDCONFIG_LINE.format(name=re.escape(name)), re.MULTILINE)
-    return [Path(m.group(1)) for m in line.finditer(done.stdout)]
+    return [Path(m.group(1)) for m in line.finditer(_ldconfig_cache())]
 
 
 def candidates(
