@@ -98,13 +98,19 @@ def test_a_rank_killed_by_sigkill_is_the_first_failure(tmp_path: Path) -> None:
 
 
 def _assert_hang_named(
-    tmp_path: Path, job: Path, ran_args: list[str], method: str, wrap: list[str] | None = None
+    tmp_path: Path,
+    job: Path,
+    ran_args: list[str],
+    method: str,
+    wrap: list[str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     ran = run_doctor(
         tmp_path,
         ["--hang-after", "5", "--on-hang", "kill", "--exit-code", "verdict", *ran_args],
         torchrun(job, 2, "--mode", "hang"),
         wrap=wrap,
+        extra_env=extra_env,
     )
     hang = ran.result("run.hang")
     assert ran.report["root_cause"] == "run.hang"
@@ -136,6 +142,15 @@ def test_a_rank_that_never_enters_the_collective_is_named_py_spy(tmp_path: Path)
 def test_the_same_hang_with_the_hook_forced_uses_the_startup_hook(tmp_path: Path) -> None:
     hang = _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "faulthandler"], "faulthandler")
     assert "--stacks faulthandler" in hang["observed"]["stacks_method"]
+
+
+def test_the_lag_is_still_numbered_with_the_flight_recorder_off(tmp_path: Path) -> None:
+    # The user switched torch's recorder off (kept: theirs); the process group's own sequence number, which the
+    # hook reads on the doctor's request, still says how far the idle rank got.
+    hang = _assert_hang_named(
+        tmp_path, job_copy(tmp_path), ["--no-flight-recorder"], "py-spy", extra_env={"TORCH_FR_BUFFER_SIZE": "0"}
+    )
+    assert "(process group sequence number); the others reached #5" in hang["summary"], hang["summary"]
 
 
 def test_py_spy_is_really_refused_by_the_kernel_under_the_seccomp_filter(tmp_path: Path) -> None:

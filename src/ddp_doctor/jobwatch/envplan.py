@@ -65,6 +65,14 @@ def plan(cfg: WatchConfig, base: Mapping[str, str]) -> tuple[dict[str, str], lis
         items.append(Item("output capture", "added", f"every rank's stdout/stderr also goes to {run_dir}/rank-N.log"))
         items.append(
             Item(
+                "sequence numbers",
+                "added",
+                "on a suspected hang every rank writes its process group's collective sequence number (a counter "
+                "torch keeps anyway: nothing recorded while the job runs)",
+            )
+        )
+        items.append(
+            Item(
                 "stack hook",
                 "added" if env["DDP_DOCTOR_WATCH_STACKS"] == "1" else "off",
                 "faulthandler on SIGURG in every rank (startup hook on PYTHONPATH, no change to the script)",
@@ -104,7 +112,8 @@ def plan(cfg: WatchConfig, base: Mapping[str, str]) -> tuple[dict[str, str], lis
             "TORCH_FR_BUFFER_SIZE",
             FR_BUFFER_ENTRIES,
             cfg.flight_recorder,
-            "collectives recorded per rank",
+            "collectives recorded per rank (torch's own default since 2.6, pytorch#142260: no change there; "
+            "older torch records only with it)",
         )
     if cfg.flight_recorder:
         add("flight recorder dump on timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT", "1", True, "dump when the watchdog fires")

@@ -181,4 +181,26 @@ def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
             if started
             else None,
         }
+    # Without recorder entries (--no-flight-recorder, TORCH_FR_BUFFER_SIZE=0, torch < 2.6 unset), the process
+    # group's own sequence number still says how far each rank got.
+    for r, rec in read_seq_numbers(run_dir).items():
+        if (out.get(r) or {}).get("last_seq") is None:
+            out[r] = {
+                "file": f"seq-rank-{r}.json",
+                "entries": 0,
+                "last_seq": rec["seq"],
+                "last": f"{rec['backend']} collective #{rec['seq']} (process group sequence number)",
+                "pending": None,
+            }
+    return out
+
+
+def read_seq_numbers(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """rank -> {"seq": int, "backend": str} from the hook's seq-rank-N.json."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in run_dir.glob("seq-rank-*.json"):
+        m = re.fullmatch(r"seq-rank-(\d+)\.json", p.name)
+        rec = read_json(p) if m else None
+        if m and rec is not None and isinstance(rec.get("seq"), int):
+            out[int(m.group(1))] = {"seq": rec["seq"], "backend": str(rec.get("backend", "?"))}
     return out

@@ -240,7 +240,7 @@ class Watcher:
         return self.cfg.hook and self.cfg.stacks in ("auto", "faulthandler")
 
     def _request_fr(self) -> None:
-        if self.cfg.flight_recorder and self.cfg.hook:
+        if self.cfg.hook:  # sequence numbers always; recorder dumps unless --no-flight-recorder
             (self.cfg.run_dir / "dump.request").write_text(str(time.time()))
 
     # -- straggler sampling -------------------------------------------------------------------

@@ -139,8 +139,17 @@ def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one 
 
     request = os.path.join(run_dir, "dump.request")
 
+    def _write(target: str, data: bytes) -> None:
+        with open(target + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(target + ".tmp", target)
+
+    want_fr = os.environ.get("DDP_DOCTOR_WATCH_FR") == "1"
+
     def _dump_on_request() -> None:
-        # Poll one file's mtime per second: the doctor touches it to ask every rank for a flight-recorder dump.
+        # Poll one file's mtime per second: the doctor touches it on a suspected hang. Every rank then writes
+        # its process group's collective sequence number (a counter torch keeps for gloo and NCCL whether or not
+        # the flight recorder records: the cheap progress signal) and, unless switched off, a recorder dump.
         seen = 0.0
         while True:
             time.sleep(1.0)
@@ -156,6 +165,14 @@ def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one 
             try:
                 if dist is None or not dist.is_initialized():
                     continue
+                pg = dist.distributed_c10d._get_default_group()
+                seq = {"seq": int(pg._get_sequence_number_for_group()), "backend": str(dist.get_backend())}
+                _write(os.path.join(run_dir, f"seq-rank-{rank}.json"), json.dumps(seq).encode())
+            except Exception:  # noqa: BLE001, S110 - no sequence number in this torch / process group
+                pass
+            if not want_fr:
+                continue
+            try:
                 c10d = sys.modules["torch"]._C._distributed_c10d
                 if hasattr(c10d, "_dump_fr_trace_json"):
                     data = c10d._dump_fr_trace_json(True, False)
@@ -166,13 +183,9 @@ def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one 
             except Exception:  # noqa: BLE001 - no recorder in this torch / this process group
                 data = None
             if data:
-                target = os.path.join(run_dir, f"fr-rank-{rank}.{ext}")
-                with open(target + ".tmp", "wb") as f:
-                    f.write(data.encode() if isinstance(data, str) else data)
-                os.replace(target + ".tmp", target)
+                _write(os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data)
 
-    if os.environ.get("DDP_DOCTOR_WATCH_FR") == "1":
-        threading.Thread(target=_dump_on_request, name="ddp-doctor-fr", daemon=True).start()
+    threading.Thread(target=_dump_on_request, name="ddp-doctor-fr", daemon=True).start()
 
 
 def _chain() -> None:
