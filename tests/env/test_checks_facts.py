@@ -208,7 +208,7 @@ def test_no_driver_skips_gpu_checks_with_words() -> None:
 
 def test_cuda_visible_devices_empty_hides_all() -> None:
     r = judge(make_facts(gpus={"visible": [], "count": 0, "cuda_visible_devices": ""}))["env.gpus"]
-    assert r.status is Status.WARN and "hides all 1" in r.summary
+    assert r.status is Status.WARN and "hides the 1 GPU;" in r.summary
 
 
 def test_mig_warns() -> None:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from ddp_doctor.checks.gpufacts import GpuFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
+from ddp_doctor.words import plural
 
 
 def judge(g: GpuFacts) -> Finding:
@@ -16,7 +17,7 @@ def judge(g: GpuFacts) -> Finding:
     bandwidth); IOMMU/ACS settings and VMs without P2P passthrough are the usual cause.
     """
     if len(g.visible) < 2:
-        return skip(f"{len(g.visible)} visible GPU(s); topology matters from 2")
+        return skip(f"{plural(len(g.visible), 'visible GPU')}; topology matters from 2")
     if not g.pairs:
         return skip("NVML reported no pair topology")
     bad = [p for p in g.pairs if p.p2p_read not in ("ok", None)]

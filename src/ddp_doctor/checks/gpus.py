@@ -7,6 +7,7 @@ from ddp_doctor.checks.gpufacts import GpuDevice, GpuFacts, GpusFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Status
+from ddp_doctor.words import plural
 
 
 def _names(visible: tuple[GpuDevice, ...]) -> str:
@@ -57,7 +58,7 @@ def _selection(g: GpuFacts, observed: dict[str, object]) -> Finding | None:
     if migs:
         return Finding(
             Status.WARN,
-            f"MIG mode is on for GPU(s) {', '.join(str(d.index) for d in migs)}: {names}",
+            f"MIG mode is on for {'GPU' if len(migs) == 1 else 'GPUs'} {', '.join(str(d.index) for d in migs)}: {names}",
             cause="NCCL cannot connect several MIG instances (no P2P or CUDA IPC between them); DDP across MIG slices fails",
             remedy="use whole GPUs for DDP (`nvidia-smi -i N -mig 0`), or one MIG slice per job",
             observed=observed,
@@ -93,7 +94,7 @@ def judge(f: GpusFacts) -> Finding:
     if not visible:
         return Finding(
             Status.WARN,
-            f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {physical} GPU(s); expected at least one visible",
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides {'the' if physical == 1 else 'all'} {plural(physical, 'GPU')}; expected at least one visible",
             cause="CUDA sees no device, so NCCL cannot run; training would fall back to CPU",
             remedy="unset CUDA_VISIBLE_DEVICES, or list valid indices/UUIDs (see `nvidia-smi -L`)",
             observed=observed,
@@ -104,7 +105,7 @@ def judge(f: GpusFacts) -> Finding:
     selected = f" (CUDA_VISIBLE_DEVICES={cvd} selects {len(visible)} of {physical})" if cvd is not None else ""
     return Finding(
         Status.PASS,
-        f"{len(visible)} GPU(s) visible{selected}: {_names(visible)}",
+        f"{plural(len(visible), 'GPU')} visible{selected}: {_names(visible)}",
         observed=observed,
         metrics={"gpus_visible": float(len(visible))},
     )

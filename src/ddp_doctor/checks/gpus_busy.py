@@ -8,6 +8,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.checks.gpufacts import BusyFacts, GpuFacts, GpuProcess
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
+from ddp_doctor.words import plural
 
 GiB = 1 << 30
 
@@ -65,7 +66,9 @@ def judge(f: BusyFacts) -> Finding:
     busy = others_on_gpus(g)
     observed = {"busy": [{**asdict(b), "processes": [asdict(p) for p in b.processes]} for b in busy], "when": f.when}
     if not busy:
-        return Finding(Status.PASS, f"no other process on the {len(g.visible)} visible GPU(s)", observed=observed)
+        return Finding(
+            Status.PASS, f"no other process on the {plural(len(g.visible), 'visible GPU')}", observed=observed
+        )
     return Finding(
         Status.WARN,
         "GPUs already in use: " + "; ".join(describe(b) for b in busy),

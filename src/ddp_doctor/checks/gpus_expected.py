@@ -9,6 +9,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.checks.gpufacts import ExpectedGpusFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
+from ddp_doctor.words import plural
 
 NO_GPU_VALUES = ("", "void", "none")
 """NVIDIA_VISIBLE_DEVICES values that mean "no GPU" (the container toolkit's documented values)."""
@@ -18,7 +19,7 @@ def evidence(f: ExpectedGpusFacts) -> list[str]:
     """Why this machine is meant to have GPUs (empty: no sign of one)."""
     g, why = f.gpus, []
     if g.physical_count > 0:
-        why.append(f"NVML sees {g.physical_count} GPU(s)")
+        why.append(f"NVML sees {plural(g.physical_count, 'GPU')}")
     if g.numbered_nodes:
         why.append(f"device nodes {', '.join(g.numbered_nodes[:4])}")
     nvd = f.nvidia_visible_devices
@@ -129,7 +130,9 @@ def judge(f: ExpectedGpusFacts) -> Finding:
     want = _wanted(f)
     if visible >= want:
         expected_n = f" (expected {f.expect_gpus})" if f.expect_gpus else ""
-        return Finding(Status.PASS, f"{visible} GPU(s) visible to CUDA{expected_n}; {why[0]}", observed=observed)
+        return Finding(
+            Status.PASS, f"{plural(visible, 'GPU')} visible to CUDA{expected_n}; {why[0]}", observed=observed
+        )
     shown = f"{visible} of {want}" if visible else f"none of the {want}"
     found = next(r for r in (step(f, shown, why) for step in SHORTFALL) if r is not None)
     return Finding(

@@ -10,6 +10,7 @@ from typing import Any
 
 from ddp_doctor.env import distvars
 from ddp_doctor.report import Result, Status
+from ddp_doctor.words import plural
 
 GiB = 1 << 30
 BUSY_MEMORY_BYTES = 2 * GiB
@@ -39,7 +40,7 @@ def check_dist_vars(facts: dict[str, Any]) -> Result:
             "env.dist_vars",
             title,
             Status.PASS,
-            f"{len(shown)} setting(s) valid" + (f": {', '.join(shown[:8])}" if shown else " (none set)"),
+            f"{plural(len(shown), 'setting')} valid" + (f": {', '.join(shown[:8])}" if shown else " (none set)"),
             observed={"checked": shown},
         )
     worst = Status.FAIL if any(f.status == "fail" for f in found) else Status.WARN
