@@ -93,7 +93,8 @@ if ctx.rank == 0:
 dist.destroy_process_group()
 """
 
-# What a user writes: a fresh tensor per size, warm-up, barrier, rank 0's clock around the calls.
+# What a user writes: a fresh tensor per size, warm-up, barrier, rank 0's clock around the calls;
+# before the sweep, the warm-up at the largest and the smallest size that bench (and nccl-tests) do.
 LOOP_JOB = r"""
 import json, sys, time
 import torch
@@ -102,6 +103,10 @@ import torch.distributed as dist
 sizes, iters, warmup = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 dist.init_process_group("gloo")
 out = {"threads": torch.get_num_threads()}
+for nbytes in dict.fromkeys((max(sizes), min(sizes))):
+    x = torch.ones(nbytes // 4)
+    for _ in range(warmup):
+        dist.all_reduce(x)
 for nbytes in sizes:
     x = torch.ones(nbytes // 4)
     for _ in range(warmup):
@@ -117,8 +122,9 @@ dist.destroy_process_group()
 """
 
 
-# The same loop at one size, measured several times back to back right after init: is bench's
-# fixed warm-up (--warmup-iters calls per size) enough for the FIRST size of a sweep?
+# The loop at one size, measured several times back to back right after init, with no warm-up
+# before the sweep: is a fixed warm-up of --warmup-iters calls at a size enough for the FIRST size
+# of a sweep? (Why bench also warms up at the largest and smallest size first, as nccl-tests does.)
 REPEAT_JOB = r"""
 import json, sys, time
 import torch

@@ -1,6 +1,7 @@
 """The collective sweep inside one rank (imports torch): buffers, timing loop, value checks.
 
-Method as nccl-tests does it (src/common.cu, BenchTime): warm-up calls at each size, a barrier,
+Method as nccl-tests does it (src/common.cu, TimeTest and BenchTime): warm-up calls at the largest
+and the smallest size before the sweep, then at each size warm-up calls, a barrier,
 `iters` calls queued back to back, one synchronisation, the per-rank time averaged over ranks.
 Every point is then verified once with inputs whose exact result is known (`--check`).
 """
@@ -297,6 +298,23 @@ def check_point(bufs: Buffers, ctx: Ctx) -> int:
     return int(_all_ranks_sum(float(bufs.wrong()), ctx))
 
 
+def warm_up(op: str, dtype: str, sizes: list[int], mode: bool, warmup: int, ctx: Ctx) -> None:
+    """nccl-tests' TimeTest (src/common.cu) before its sweep: `warmup` calls at the largest size, then
+    at the smallest, so the first point measured is not the first use of the transport, its buffers
+    and the allocator's largest blocks (the per-size warm-up in time_point comes on top)."""
+    elem = formulas.DTYPE_SIZE[dtype]
+    for nbytes in dict.fromkeys((max(sizes), min(sizes))):
+        lay = formulas.layout(op, nbytes, elem, ctx.world)
+        if lay.count == 0:
+            continue
+        bufs = _buffers(op, lay, dtype, mode, ctx)
+        bufs.fill()
+        for _ in range(warmup):
+            bufs.call()
+        ctx.sync()
+        del bufs
+
+
 def sweep_op(
     op: str,
     dtype: str,
@@ -312,6 +330,8 @@ def sweep_op(
     points: list[dict[str, Any]] = []
     elem = formulas.DTYPE_SIZE[dtype]
     op_sizes = [0] if op == "barrier" else sizes
+    if op != "barrier" and sizes and modes and warmup > 0:
+        warm_up(op, dtype, sizes, modes[0], warmup, ctx)
     for nbytes in op_sizes:
         lay = formulas.layout(op, nbytes, elem, ctx.world)
         if op != "barrier" and lay.count == 0:
