@@ -143,6 +143,16 @@ def test_cli_nccl_net_warns_never_fails_and_a_real_plugin_file_silences_it(tmp_p
     assert r["status"] == "pass", r
 
 
+def test_cli_nccl_net_plugin_by_name(tmp_path: Path) -> None:
+    # NCCL_NET_PLUGIN=foo makes NCCL load libnccl-net-foo.so: absent -> WARN, present -> PASS.
+    env = {"NCCL_NET": "Foo", "NCCL_NET_PLUGIN": "foo", "LD_LIBRARY_PATH": str(tmp_path)}
+    _, r = _static(env)
+    assert r["status"] == "warn" and "libnccl-net-foo.so" in r["summary"], r
+    (tmp_path / "libnccl-net-foo.so").write_bytes(b"\x7fELF")
+    _, r = _static(env)
+    assert r["status"] == "pass", r
+
+
 # ---- names: a real variable is never a typo ----------------------------------------------
 
 
