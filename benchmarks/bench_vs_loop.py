@@ -66,6 +66,7 @@ def loop(x):
         dist.all_reduce(x)
     return (time.perf_counter() - start) / iters
 
+sweep.warm_up("all_reduce", "fp32", sizes, True, warmup, ctx)  # as bench does before its sweep
 for r in range(rounds):
     for n in sizes:
         lay = formulas.layout("all_reduce", n, 4, ctx.world)
