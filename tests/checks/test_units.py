@@ -88,3 +88,37 @@ def test_a_wrong_typed_fact_is_an_error_never_a_pass() -> None:
         assert bad[rid].status is Status.ERROR, (rid, bad[rid].summary)
         assert "torch.importable is int" in bad[rid].summary
     assert bad["env.python"].status is Status.PASS  # a check that does not read the field is unaffected
+
+
+def test_one_gpu_runtime_remedy_for_a_container_started_without_gpus() -> None:
+    """env.gpus, env.container and env.gpus.expected said this in two different texts; now all three
+    give checks/knowledge.yaml's `gpu_runtime` remedy (docker, podman CDI and Kubernetes)."""
+    from ddp_doctor.env import checks
+    from tests.env.factsbuilder import make_facts
+
+    no_runtime = make_facts(
+        gpus={"driver_loaded": False, "error": "NVML Shared Library Not Found", "physical_count": 0, "visible": []},
+        container={"in_container": True, "kind": "docker", "evidence": ["/.dockerenv"]},
+    )
+    results = {r.id: r for r in checks.evaluate(no_runtime)}
+    remedy = table.gpu_runtime().remedy
+    for rid in ("env.gpus", "env.container", "env.gpus.expected"):
+        assert results[rid].status is Status.FAIL, (rid, results[rid].summary)
+        assert remedy in (results[rid].remedy or ""), rid
+    assert "--gpus all" in remedy and "nvidia.com/gpu=all" in remedy and "nvidia.com/gpu: N" in remedy
+
+
+def test_busy_thresholds_come_from_the_table() -> None:
+    from ddp_doctor.checks import gpus_busy
+    from ddp_doctor.checks.gpufacts import BusyFacts
+
+    rule = table.gpu_busy()
+    gpu = {"index": 0, "name": "H200", "util_pct": 0.0, "processes": []}
+
+    def verdict(used: int, util: float) -> Status:
+        facts = {"gpus": {"driver_loaded": True, "visible": [{**gpu, "memory_used_bytes": used, "util_pct": util}]}}
+        return gpus_busy.CHECK.run(BusyFacts.from_env(facts), "env").status
+
+    assert verdict(rule.memory_bytes - 1, 0.0) is Status.PASS
+    assert verdict(rule.memory_bytes, 0.0) is Status.WARN
+    assert verdict(0, rule.util_pct) is Status.WARN

@@ -1,4 +1,4 @@
-"""The dist_vars table (knowledge/dist_vars.yaml) and what env/distvars.py makes of it: every entry
+"""The dist_vars table (knowledge/dist_vars.yaml) and what checks/distvars.py makes of it: every entry
 has a specific source, values are judged as NCCL's / torch's own parsers judge them, and NCCL_NET
 is checked against the network plugin libraries really present where NCCL loads them."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.env import distvars
+from ddp_doctor.checks import distvars
 from ddp_doctor.env.probes import nccl_probe
 from tests.conftest import run_cli
 from tests.env.factsbuilder import make_facts

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.env import trust_checks
+from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor.checks.interfaces import ifname_remedy
 from tests.conftest import ROOT
 from tests.env.factsbuilder import make_facts
 
@@ -94,7 +95,9 @@ def test_ipv6_family_picks_the_ipv6_interface() -> None:
         network={"interfaces": ifaces, "route": {"interface": "eth0", "how": "default route"}},
         env={"NCCL_SOCKET_FAMILY": "AF_INET6"},
     )
-    remedy = trust_checks.ifname_remedy("NCCL_SOCKET_IFNAME", facts)
+    f = EnvVarsFacts.from_env(facts)
+    remedy = ifname_remedy("NCCL_SOCKET_IFNAME", f.env, f.network)
     assert remedy.startswith("set NCCL_SOCKET_IFNAME=ib0") and "eth0" not in remedy and "ifb0" not in remedy
     nothing = make_facts(network={"interfaces": ifaces[2:], "route": {}})
-    assert trust_checks.ifname_remedy("GLOO_SOCKET_IFNAME", nothing).startswith("unset GLOO_SOCKET_IFNAME")
+    g = EnvVarsFacts.from_env(nothing)
+    assert ifname_remedy("GLOO_SOCKET_IFNAME", g.env, g.network).startswith("unset GLOO_SOCKET_IFNAME")

@@ -9,8 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.checks import (
+    container,
+    dist_vars,
     distributed,
+    driver_cuda,
+    env_vars,
+    gpu_arch,
+    gpu_topology,
+    gpus,
+    gpus_busy,
+    gpus_expected,
     nccl,
+    network,
     numpy_import,
     official_build,
     python,
@@ -18,6 +28,7 @@ from ddp_doctor.checks import (
     torch_build,
     torch_import,
     torchrun,
+    ulimits,
     user,
 )
 from ddp_doctor.checks.model import Check, Finding
@@ -32,8 +43,19 @@ ALL: tuple[Check[Any], ...] = (
     distributed.CHECK,
     nccl.CHECK,
     torchrun.CHECK,
+    gpus.CHECK,
+    driver_cuda.CHECK,
+    gpu_arch.CHECK,
+    gpu_topology.CHECK,
     shm.CHECK,
+    ulimits.CHECK,
+    container.CHECK,
     user.CHECK,
+    env_vars.CHECK,
+    network.CHECK,
+    gpus_expected.CHECK,
+    gpus_busy.CHECK,
+    dist_vars.CHECK,
 )
 
 __all__ = ["ALL", "Check", "Finding"]

@@ -40,6 +40,13 @@ def typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
     raise TypeError(f"facts field {what} is {type(value).__name__} {value!r:.60}; expected {names}")
 
 
+def required(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """Like `typed`, and None (absent) is malformed too: a record without its key field."""
+    if value is None:
+        raise TypeError(f"facts field {what} is missing")
+    return typed(value, kind, what)
+
+
 def _float(value: Any, what: str) -> float | None:
     n = typed(value, (int, float), what)
     return None if n is None else float(n)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.checks.facts import InstallTarget, TorchFacts, typed
+from ddp_doctor.checks.facts import InstallTarget, TorchFacts, required, typed
 
 
 def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -30,7 +30,7 @@ def _records(value: Any, what: str) -> list[Mapping[str, Any]]:
 class GpuProcess:
     """A compute process NVML lists on a GPU (field order is the report's)."""
 
-    pid: int | None
+    pid: int
     used_bytes: int | None
     name: str | None = None
     container: str | None = None
@@ -38,7 +38,7 @@ class GpuProcess:
     @classmethod
     def from_dict(cls, p: Mapping[str, Any]) -> GpuProcess:
         return cls(
-            pid=typed(p.get("pid"), int, "gpus.visible[].processes[].pid"),
+            pid=required(p.get("pid"), int, "gpus.visible[].processes[].pid"),
             used_bytes=typed(p.get("used_bytes"), int, "gpus.visible[].processes[].used_bytes"),
             name=typed(p.get("name"), str, "gpus.visible[].processes[].name"),
             container=typed(p.get("container"), str, "gpus.visible[].processes[].container"),
@@ -47,7 +47,7 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class GpuDevice:
-    index: int | None
+    index: int
     name: str | None
     uuid: str | None = None
     memory_bytes: int | None = None
@@ -62,7 +62,7 @@ class GpuDevice:
     def from_dict(cls, d: Mapping[str, Any]) -> GpuDevice:
         w = "gpus.visible[]"
         return cls(
-            index=typed(d.get("index"), int, f"{w}.index"),
+            index=required(d.get("index"), int, f"{w}.index"),
             name=typed(d.get("name"), str, f"{w}.name"),
             uuid=typed(d.get("uuid"), str, f"{w}.uuid"),
             memory_bytes=typed(d.get("memory_bytes"), int, f"{w}.memory_bytes"),
@@ -78,8 +78,8 @@ class GpuDevice:
 class GpuPair:
     """NVML's peer-to-peer answer for two GPUs (field order is the report's)."""
 
-    a: int | None
-    b: int | None
+    a: int
+    b: int
     p2p_read: str | None
     """'ok', 'not supported', ...; None when NVML did not answer."""
     p2p_nvlink: str | None
@@ -88,8 +88,8 @@ class GpuPair:
     @classmethod
     def from_dict(cls, p: Mapping[str, Any]) -> GpuPair:
         return cls(
-            a=typed(p.get("a"), int, "topology.pairs[].a"),
-            b=typed(p.get("b"), int, "topology.pairs[].b"),
+            a=required(p.get("a"), int, "topology.pairs[].a"),
+            b=required(p.get("b"), int, "topology.pairs[].b"),
             p2p_read=typed(p.get("p2p_read"), str, "topology.pairs[].p2p_read"),
             p2p_nvlink=typed(p.get("p2p_nvlink"), str, "topology.pairs[].p2p_nvlink"),
             path=typed(p.get("path"), str, "topology.pairs[].path"),

@@ -17,7 +17,7 @@ GiB = 1 << 30
 class BusyGpu:
     """A visible GPU in use by someone else (field order is the report's `observed.busy[]`)."""
 
-    index: int | None
+    index: int
     uuid: str | None
     name: str | None
     memory_used_bytes: int | float | None

@@ -147,6 +147,27 @@ class GpuBusyRule:
     sources: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class UlimitsRule:
+    nofile_warn_below: int
+    nofile_remedy: str
+    memlock_cause: str
+    memlock_remedy: str
+    sources: tuple[str, ...]
+
+
+@functools.cache
+def ulimits() -> UlimitsRule:
+    e = _load()["ulimits"]
+    return UlimitsRule(
+        nofile_warn_below=int(e["nofile_warn_below"]),
+        nofile_remedy=str(e["nofile_remedy"]),
+        memlock_cause=str(e["memlock_cause"]),
+        memlock_remedy=str(e["memlock_remedy"]),
+        sources=tuple(e["sources"]),
+    )
+
+
 @functools.cache
 def gpu_runtime() -> GpuRuntimeRule:
     e = _load()["gpu_runtime"]

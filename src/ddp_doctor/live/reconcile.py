@@ -82,7 +82,7 @@ def reconcile(results: list[Result]) -> list[Result]:
 def blame_variables(results: list[Result], env: dict[str, str], interfaces: list[str]) -> list[Result]:
     """A live failure caused by a setting (NCCL_NET, NCCL_ALGO, NCCL_PROTO, *_SOCKET_IFNAME) names
     the variable as its root cause instead of NCCL's generic "invalid usage"."""
-    from ddp_doctor.env import distvars
+    from ddp_doctor.checks import distvars
 
     out = []
     for r in results:

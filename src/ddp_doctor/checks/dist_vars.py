@@ -1,0 +1,59 @@
+"""Are the NCCL_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* / GLOO_* values ones NCCL and torch accept?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ddp_doctor.checks import distvars
+from ddp_doctor.checks.facts import typed
+from ddp_doctor.checks.model import Check, Finding
+from ddp_doctor.report import Status
+from ddp_doctor.words import plural
+
+
+@dataclass(frozen=True)
+class DistVarsFacts:
+    env: Mapping[str, str]
+    host: Mapping[str, Any]
+    """The facts distvars.validate weighs a value against (the NCCL version, its network plugins,
+    NVLink, InfiniBand); distvars reads them itself, as `live` does for a failed run."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> DistVarsFacts:
+        env = typed(facts.get("env"), Mapping, "env") or {}
+        return cls({str(k): str(v) for k, v in env.items()}, facts)
+
+
+def judge(f: DistVarsFacts) -> Finding:
+    """Fails or warns on each variable whose value knowledge/dist_vars.yaml says NCCL or torch
+    rejects (naming the accepted values), on names close to a real one ("did you mean"), on
+    variables this NCCL does not read (added later, removed) and on valid values that cost time on
+    this machine. Each finding carries the source it was read from.
+    """
+    found = distvars.validate(dict(f.env), dict(f.host))
+    shown = [k for k in f.env if k.startswith(distvars.PREFIXES)]
+    if not found:
+        return Finding(
+            Status.PASS,
+            f"{plural(len(shown), 'setting')} valid" + (f": {', '.join(shown[:8])}" if shown else " (none set)"),
+            observed={"checked": shown},
+        )
+    return Finding(
+        Status.FAIL if any(x.status == "fail" for x in found) else Status.WARN,
+        "; ".join(x.text for x in found),
+        cause="NCCL and torch read these variables at init; an invalid one stops the process group or is "
+        "silently ignored, a costly one slows every step",
+        remedy="\n".join(dict.fromkeys(x.remedy for x in found)),
+        observed={"findings": [{"variable": x.variable, "status": x.status, "source": x.source} for x in found]},
+    )
+
+
+CHECK = Check(
+    name="dist_vars",
+    title="NCCL / torch.distributed variables (values)",
+    facts=DistVarsFacts,
+    judge=judge,
+    ids={"env": "env.dist_vars"},
+)

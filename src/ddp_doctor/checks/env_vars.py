@@ -1,0 +1,140 @@
+"""Do RANK / WORLD_SIZE / MASTER_* / NCCL_* / *_SOCKET_IFNAME in the environment make sense here?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ddp_doctor import knowledge
+from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor.checks.interfaces import ifname_matches, ifname_remedy
+from ddp_doctor.checks.model import Check, Finding
+from ddp_doctor.report import Status
+
+
+@dataclass(frozen=True)
+class Hit:
+    status: Status
+    text: str
+    remedy: str | None
+
+
+def _ifnames(f: EnvVarsFacts, ifname_vars: list[str]) -> list[Hit]:
+    """A *_SOCKET_IFNAME that matches no interface here: NCCL / gloo cannot open a socket."""
+    names = f.network.names
+    return [
+        Hit(
+            Status.FAIL,
+            f"{var}={f.env[var]} matches no interface (have: {', '.join(names)})",
+            ifname_remedy(var, f.env, f.network),
+        )
+        for var in ifname_vars
+        if var in f.env and not ifname_matches(f.env[var], names)[0]
+    ]
+
+
+def _table(env: Mapping[str, str], rules: list[dict[str, object]]) -> list[Hit]:
+    """knowledge/env_vars.yaml: a variable set (or set to a value) that changes torchrun / NCCL behaviour."""
+    hits = []
+    for rule in rules:
+        value = env.get(str(rule["name"]))
+        if value is None or (rule["when"] != "set" and value != rule["when"]):
+            continue
+        remedy = rule.get("remedy")
+        hits.append(
+            Hit(Status(rule["status"]), f"{rule['name']}={value}: {rule['says']}", str(remedy) if remedy else None)
+        )
+    return hits
+
+
+def _integers(rank_set: Mapping[str, str]) -> tuple[dict[str, int], list[Hit]]:
+    ints, hits = {}, []
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+        if k in rank_set:
+            try:
+                ints[k] = int(rank_set[k])
+            except ValueError:
+                hits.append(
+                    Hit(Status.FAIL, f"{k}={rank_set[k]!r} is not an integer", f"set {k} to an integer or unset it")
+                )
+    return ints, hits
+
+
+def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[Hit]) -> list[Hit]:
+    """RANK / WORLD_SIZE / MASTER_* set by hand: malformed, out of range, half set, or set outside
+    torchrun (said only when nothing, here or `earlier`, already fails)."""
+    rank_set = {k: env[k] for k in rank_vars if k in env}
+    if not rank_set:
+        return []
+    ints, hits = _integers(rank_set)
+    listed = ", ".join(f"{k}={v}" for k, v in rank_set.items())
+    if "RANK" in ints and "WORLD_SIZE" in ints and not 0 <= ints["RANK"] < ints["WORLD_SIZE"]:
+        hits.append(
+            Hit(
+                Status.FAIL,
+                f"RANK={ints['RANK']} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={ints['WORLD_SIZE']})",
+                "fix RANK/WORLD_SIZE, or unset both and let torchrun set them",
+            )
+        )
+    if "MASTER_PORT" in ints and not 1 <= ints["MASTER_PORT"] <= 65535:
+        hits.append(Hit(Status.FAIL, f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port", "use a port in 1..65535"))
+    if ("RANK" in ints) != ("WORLD_SIZE" in ints) or ("MASTER_ADDR" in rank_set) != ("MASTER_PORT" in rank_set):
+        hits.append(
+            Hit(
+                Status.WARN,
+                f"only part of RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT is set: {listed}",
+                "set all four for a manual env:// launch, or none and use torchrun",
+            )
+        )
+    if "TORCHELASTIC_RUN_ID" not in env and not any(h.status is Status.FAIL for h in earlier + hits):
+        hits.append(
+            Hit(
+                Status.WARN,
+                f"set outside torchrun: {listed}",
+                "torchrun overrides them, but a plain `python train.py` would use them; unset them in the shell/image",
+            )
+        )
+    return hits
+
+
+_ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2}
+
+
+def judge(f: EnvVarsFacts) -> Finding:
+    """Fails on a *_SOCKET_IFNAME that matches no interface (the remedy names an UP one, the one
+    carrying the route first), on RANK / WORLD_SIZE / MASTER_PORT that are not integers or out of
+    range; warns on half a manual launch or rank variables set outside torchrun; and applies the
+    rules of knowledge/env_vars.yaml (settings that disable transports or change behaviour).
+    """
+    rules = knowledge.env_rules()
+    hits = _ifnames(f, list(rules.get("ifname_vars", []))) + _table(f.env, list(rules.get("rules", [])))
+    hits += _ranks(f.env, list(rules.get("rank_vars", [])), hits)
+    observed = {"env": dict(f.env)}
+    if not hits:
+        shown = ", ".join(f"{k}={v}" for k, v in f.env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
+        return Finding(
+            Status.PASS,
+            "no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
+            observed=observed,
+        )
+    hits.sort(key=lambda h: _ORDER.get(h.status, 3))
+    worst = hits[0].status
+    remedies = [h.remedy for h in hits if h.remedy and h.status is not Status.PASS]
+    return Finding(
+        worst,
+        "; ".join(h.text for h in hits),
+        cause="these variables change how torchrun, torch.distributed or NCCL behave"
+        if worst is not Status.PASS
+        else None,
+        remedy="\n".join(remedies) or None,
+        observed=observed,
+    )
+
+
+CHECK = Check(
+    name="env_vars",
+    title="distributed environment variables",
+    facts=EnvVarsFacts,
+    judge=judge,
+    ids={"env": "env.env_vars"},
+)

@@ -1,0 +1,142 @@
+"""Typed facts about this host's limits, container, network and environment variables, read from
+the report's `ulimits`, `container`, `network` and `env` sections. Only `check` on a host has them.
+
+As in checks.facts, the `from_env` adapters are the only code that knows the JSON shape, and a
+field of the wrong type raises (`typed`), so the checks reading it end as `error` Results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddp_doctor.checks.facts import typed
+from ddp_doctor.checks.gpufacts import GpuFacts
+
+
+def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = facts.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...] | None:
+    items = typed(value, list, what)
+    return None if items is None else tuple(typed(i, str, f"{what}[]") for i in items)
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    state: str | None
+    """'up' | 'down' | 'unknown' (virtual interfaces the kernel does not report)."""
+    loopback: bool
+    addresses: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, i: Mapping[str, Any]) -> Interface:
+        name = typed(i.get("name"), str, "network.interfaces[].name")
+        if not name:
+            raise TypeError("facts field network.interfaces[].name is missing: an interface without a name")
+        return cls(
+            name=name,
+            state=typed(i.get("state"), str, "network.interfaces[].state"),
+            loopback=bool(i.get("loopback")),
+            addresses=_strings(i.get("addresses"), "network.interfaces[].addresses") or (),
+        )
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which interface carries the route to the rendezvous host (or the default route)."""
+
+    destination: str | None = None
+    interface: str | None = None
+    how: str | None = None
+    """'route to 10.0.0.1' | 'default route'"""
+
+    @classmethod
+    def from_dict(cls, r: Mapping[str, Any]) -> Route:
+        return cls(
+            destination=typed(r.get("destination"), str, "network.route.destination"),
+            interface=typed(r.get("interface"), str, "network.route.interface"),
+            how=typed(r.get("how"), str, "network.route.how"),
+        )
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    interfaces: tuple[Interface, ...]
+    route: Route = field(default_factory=Route)
+    infiniband: tuple[str, ...] | None = None
+    """InfiniBand devices in /sys/class/infiniband; None when not reported."""
+    libibverbs: str | None = None
+    """The libibverbs found (looked for only with InfiniBand devices)."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> NetworkFacts:
+        net = _section(facts, "network")
+        ib = typed(net.get("infiniband"), Mapping, "network.infiniband") or {}
+        ifaces = typed(net.get("interfaces"), list, "network.interfaces") or []
+        return cls(
+            interfaces=tuple(Interface.from_dict(typed(i, Mapping, "network.interfaces[]")) for i in ifaces),
+            route=Route.from_dict(typed(net.get("route"), Mapping, "network.route") or {}),
+            infiniband=_strings(ib.get("devices"), "network.infiniband.devices"),
+            libibverbs=typed(ib.get("libibverbs"), str, "network.infiniband.libibverbs"),
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [i.name for i in self.interfaces]
+
+
+@dataclass(frozen=True)
+class UlimitsFacts:
+    memlock_soft_bytes: int | None
+    """None: unlimited."""
+    nofile_soft: int | None
+    infiniband: tuple[str, ...]
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> UlimitsFacts:
+        u = _section(facts, "ulimits")
+        return cls(
+            memlock_soft_bytes=typed(u.get("memlock_soft_bytes"), int, "ulimits.memlock_soft_bytes"),
+            nofile_soft=typed(u.get("nofile_soft"), int, "ulimits.nofile_soft"),
+            infiniband=NetworkFacts.from_env(facts).infiniband or (),
+        )
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    in_container: bool
+    kind: str | None
+    """'docker' | 'podman' | 'kubernetes' | ...; None outside a container."""
+    kubernetes: bool | None
+    evidence: tuple[str, ...]
+    gpus: GpuFacts
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> ContainerFacts:
+        c = _section(facts, "container")
+        kubernetes = typed(c.get("kubernetes"), bool, "container.kubernetes")
+        return cls(
+            in_container=bool(c.get("in_container")),
+            kind=typed(c.get("kind"), str, "container.kind") or ("kubernetes" if kubernetes else None),
+            kubernetes=kubernetes,
+            evidence=_strings(c.get("evidence"), "container.evidence") or (),
+            gpus=GpuFacts.from_env(facts),
+        )
+
+
+@dataclass(frozen=True)
+class EnvVarsFacts:
+    """The process environment (RANK, MASTER_*, NCCL_* ...) and the network it must name."""
+
+    env: Mapping[str, str]
+    network: NetworkFacts
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
+        env = typed(facts.get("env"), Mapping, "env") or {}
+        return cls({str(k): str(v) for k, v in env.items()}, NetworkFacts.from_env(facts))
