@@ -20,7 +20,7 @@ TABLE = distvars.table()
 URL_OR_PATH = re.compile(r"https?://\S+|[A-Za-z0-9_-]+/[A-Za-z0-9_.-]+ \S*(src|torch)/\S+|NVIDIA/nccl")
 
 
-def findings(env: dict[str, str], **facts: Any) -> list[distvars.Finding]:
+def findings(env: dict[str, str], **facts: Any) -> list[distvars.VariableProblem]:
     return distvars.validate(env, make_facts(env=env, **facts))
 
 

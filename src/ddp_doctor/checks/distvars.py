@@ -20,7 +20,9 @@ _OP_PREFIX = re.compile(r"^[A-Za-z]+:")
 
 
 @dataclass(frozen=True)
-class Finding:
+class VariableProblem:
+    """One distributed-training variable set wrong (a check's own conclusion is checks.model.Finding)."""
+
     status: str
     """fail | warn"""
     variable: str
@@ -119,14 +121,14 @@ def _source(spec: dict[str, Any], sources: dict[str, Any]) -> str:
     return "; ".join(dict.fromkeys(x for x in (own, docs) if x))
 
 
-def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
+def validate(env: dict[str, str], facts: dict[str, Any]) -> list[VariableProblem]:
     specs = _spec_index()
     data = table()
     renamed: dict[str, dict[str, Any]] = dict(data.get("renamed") or {})
     known = set(data.get("known_names") or [])
     src = data.get("sources") or {}
     nccl = _version((facts.get("nccl") or {}).get("version") or (facts.get("torch") or {}).get("nccl_version"))
-    out: list[Finding] = []
+    out: list[VariableProblem] = []
     for name, value in sorted(env.items()):
         spec = specs.get(name)
         if name in renamed:
@@ -145,7 +147,7 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
         if _covered_elsewhere(name, setting) or not _harmful_applies(rule, facts):
             continue
         out.append(
-            Finding(
+            VariableProblem(
                 "warn",
                 name,
                 f"{name}={setting}: {rule['cost']}",
@@ -158,13 +160,13 @@ def validate(env: dict[str, str], facts: dict[str, Any]) -> list[Finding]:
 
 def _near_miss(
     name: str, value: str, specs: dict[str, dict[str, Any]], known: set[str], src: dict[str, Any]
-) -> Finding | None:
+) -> VariableProblem | None:
     # Against every real name, judged or not: NCCL_TUNER_PLUGINS means NCCL_TUNER_PLUGIN.
     close = difflib.get_close_matches(name, [*specs, *sorted(known)], n=1, cutoff=0.85)
     if not close:
         return None
     near = specs.get(close[0])
-    return Finding(
+    return VariableProblem(
         "warn",
         name,
         f"{name} is not a variable NCCL or torch reads; did you mean {close[0]}?",
@@ -175,12 +177,12 @@ def _near_miss(
 
 def _judge(
     name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], nccl: tuple[int, ...] | None, source: str
-) -> list[Finding]:
+) -> list[VariableProblem]:
     """One variable of the table: its value, then whether this NCCL reads it at all."""
     bad = invalid(value, spec)
     if bad is not None and spec["type"] not in ("string", "path", "ifname"):
         return [
-            Finding(
+            VariableProblem(
                 str(spec.get("invalid", "warn")),
                 name,
                 f"{name}={value}: {bad!r} is not accepted; {name} takes {accepted(spec)}",
@@ -193,7 +195,7 @@ def _judge(
     here = ".".join(map(str, nccl or ()))
     if nccl and since and nccl < since:
         out.append(
-            Finding(
+            VariableProblem(
                 "warn",
                 name,
                 f"{name} was added in NCCL {spec['since']}; this NCCL ({here}) ignores it",
@@ -203,7 +205,7 @@ def _judge(
         )
     if nccl and removed and nccl >= removed:
         out.append(
-            Finding(
+            VariableProblem(
                 "warn",
                 name,
                 f"{name} was removed in NCCL {spec['removed']}; this NCCL ({here}) ignores it",
@@ -214,7 +216,7 @@ def _judge(
     return out
 
 
-def _old_name(name: str, value: str, entry: dict[str, Any]) -> Finding | None:
+def _old_name(name: str, value: str, entry: dict[str, Any]) -> VariableProblem | None:
     if _covered_elsewhere(name, value):  # env.env_vars already says it
         return None
     new = str(entry["new"])
@@ -223,7 +225,7 @@ def _old_name(name: str, value: str, entry: dict[str, Any]) -> Finding | None:
         if entry.get("old_read")
         else "torch 2.13 no longer reads it at all"
     )
-    return Finding(
+    return VariableProblem(
         "warn",
         name,
         f"{name} is the old name of {new}; {still}",
@@ -232,7 +234,9 @@ def _old_name(name: str, value: str, entry: dict[str, Any]) -> Finding | None:
     )
 
 
-def _unseen_plugin(name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], source: str) -> Finding | None:
+def _unseen_plugin(
+    name: str, value: str, spec: dict[str, Any], facts: dict[str, Any], source: str
+) -> VariableProblem | None:
     """NCCL_NET names neither a built-in network (compared case-insensitively, NCCL src/plugin/net.cc)
     nor anything a network plugin could provide, because no plugin library is where NCCL loads one.
     A WARN, never a FAIL: a plugin may sit where the loader finds it and we did not look (a RUNPATH)."""
@@ -248,7 +252,7 @@ def _unseen_plugin(name: str, value: str, spec: dict[str, Any], facts: dict[str,
         if names
         else "NCCL_NET_PLUGIN=none turns external plugins off"
     )
-    return Finding(
+    return VariableProblem(
         "warn",
         name,
         f"{name}={value}: NCCL accepts {' or '.join(builtin)} (any case) or the name a loaded network plugin "
