@@ -1,13 +1,18 @@
-"""Run a child process under a deadline; on the way out, end its whole process group."""
+"""Run a child process under a deadline; on the way out, end its whole process group. Run work on a
+thread under a deadline (Background)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 GRACE_S = 3.0
 
@@ -96,3 +101,32 @@ def run(
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
     )
+
+
+class Background(Generic[T]):
+    """Work on a daemon thread, waited for with a deadline: a hung driver call or probe cannot hang
+    the doctor (a thread that does not answer in time is left behind and ends with the process)."""
+
+    def __init__(self, name: str, fn: Callable[[], T]) -> None:
+        self.name = name
+        """Says what did not answer: 'the NVML probe'."""
+        self._fn = fn
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"ddp-doctor {name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - reported as why there is no value
+            self._error = exc
+
+    def result(self, timeout_s: float) -> tuple[T | None, str | None]:
+        """The value, or None and why not ('the NVML probe did not answer within 20 s')."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            return None, f"{self.name} did not answer within {timeout_s:g} s"
+        if self._error is not None:
+            return None, f"{self.name} broke: {type(self._error).__name__}: {self._error}"
+        return self._value, None

@@ -8,42 +8,15 @@ in a child interpreter, NVML) start first and run concurrently with the fast fil
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ddp_doctor.env import target as env_target
 from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
+from ddp_doctor.proc import Background
 
 NVML_TIMEOUT_S = 20.0
-
-
-class _Background:
-    """A probe on a daemon thread with a deadline: a hung driver call cannot hang the doctor."""
-
-    def __init__(self, name: str, fn: Callable[[], dict[str, Any]]) -> None:
-        self.name = name
-        self._fn = fn
-        self._result: dict[str, Any] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"probe-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - reported as the probe's error below
-            self._error = exc
-
-    def result(self, timeout_s: float) -> tuple[dict[str, Any] | None, str | None]:
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            return None, f"the {self.name} probe did not answer within {timeout_s:.0f} s"
-        if self._error is not None:
-            return None, f"the {self.name} probe broke: {type(self._error).__name__}: {self._error}"
-        return self._result, None
 
 
 def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_error: str | None) -> dict[str, Any]:
@@ -151,11 +124,11 @@ def gather(
     `route_to`: the host whose route ranks the interfaces (default: $MASTER_ADDR, else the default route)."""
     started = time.monotonic()
     target = target or env_target.resolve()
-    gpu_job = _Background("NVML", gpu.probe)
+    gpu_job = Background("the NVML probe", gpu.probe)
     described = env_target.describe(target)
     meta = described["torch"]
     torch_job = (
-        _Background("torch import", lambda: torch_probe.run_import(python=target.python))
+        Background("the torch import probe", lambda: torch_probe.run_import(python=target.python))
         if probe_torch and meta["installed"]
         else None
     )
@@ -163,7 +136,9 @@ def gather(
     nccl_candidates = nccl_probe.candidates(meta["location"], packages)
     first = (nccl_candidates[0][0], str(nccl_candidates[0][1])) if nccl_candidates else None
     nccl_job = (
-        _Background("NCCL load", lambda: nccl_probe.load(first[1])) if first is not None and torch_job is None else None
+        Background("the NCCL load probe", lambda: nccl_probe.load(first[1]))
+        if first is not None and torch_job is None
+        else None
     )
 
     facts: dict[str, Any] = {

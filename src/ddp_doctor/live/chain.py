@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,24 +24,11 @@ from ddp_doctor.live.merge import Plan, first_failure, merge
 from ddp_doctor.live.phases.balance import BASELINE_ENV
 from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
+from ddp_doctor.proc import Background
 from ddp_doctor.report import Evidence, Report, Result, Status
 from ddp_doctor.words import plural
 
 NVML_TIMEOUT_S = 5.0
-
-
-class _Background(threading.Thread):
-    def __init__(self, fn: Any):
-        super().__init__(daemon=True)
-        self.fn = fn
-        self.value: Any = None
-        self.error: Exception | None = None
-
-    def run(self) -> None:
-        try:
-            self.value = self.fn()
-        except Exception as exc:  # noqa: BLE001 - becomes an `error` Result, never a pass
-            self.error = exc
 
 
 def _gather_facts(target: Target | None, rdzv_endpoint: str | None = None) -> dict[str, Any]:
@@ -58,10 +44,10 @@ def gpu_snapshot() -> dict[str, Any]:
     """NVML now: visible GPUs (CUDA_VISIBLE_DEVICES applied), memory, utilisation and compute
     processes per GPU; never initialises CUDA. Taken before torchrun starts, it is the baseline
     against which the run's own use is measured."""
-    job = _Background(lambda: __import__("ddp_doctor.env.probes.gpu", fromlist=["probe"]).probe())
-    job.start()
-    job.join(NVML_TIMEOUT_S)
-    return job.value if isinstance(job.value, dict) else {}
+    from ddp_doctor.env.probes import gpu
+
+    value, _ = Background("the NVML probe", gpu.probe).result(NVML_TIMEOUT_S)
+    return value if isinstance(value, dict) else {}
 
 
 def visible_gpus() -> int:
@@ -275,14 +261,14 @@ def run_check(
             return multinode.blocked_report(mn, report)
         spec = mn.apply(spec)
     # -- end multi-node
-    facts_job = _Background(lambda: _gather_facts(target, config.rdzv_endpoint))
-    facts_job.start()  # parallel to torchrun's start: the verdict should take as long as the bare job
+    # Parallel to torchrun's start: the verdict should take as long as the bare job.
+    facts_job = Background("the static gather", lambda: _gather_facts(target, config.rdzv_endpoint))
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
         outcome = launcher.launch(_with_deadline(spec), on_poll=on_poll)
     if mn is not None:  # multi-node (helper G)
         mn.before_merge(outcome, plan)
-    facts_job.join(max(5.0, config.timeout))
-    facts: dict[str, Any] = facts_job.value if isinstance(facts_job.value, dict) else {}
+    gathered, gather_problem = facts_job.result(max(5.0, config.timeout))
+    facts: dict[str, Any] = gathered if isinstance(gathered, dict) else {}
     merged = merge(outcome, plan)
     if merged.torch_facts:
         facts["torch"] = {**(facts.get("torch") or {}), **merged.torch_facts, "source": "rank 0"}
@@ -299,13 +285,13 @@ def run_check(
     facts["expect_gpus"] = config.expect_gpus
     report.facts = facts
     static: list[Result] = []
-    if facts_job.error is not None or not facts:
+    if gather_problem is not None or not facts:
         static.append(
             Result(
                 "env.facts",
                 "static facts",
                 Status.ERROR,
-                f"gathering the static facts failed: {facts_job.error or 'no result in time'}",
+                f"gathering the static facts failed: {gather_problem or 'no facts came back'}",
             )
         )
     else:
