@@ -122,3 +122,29 @@ def test_busy_thresholds_come_from_the_table() -> None:
     assert verdict(rule.memory_bytes - 1, 0.0) is Status.PASS
     assert verdict(rule.memory_bytes, 0.0) is Status.WARN
     assert verdict(0, rule.util_pct) is Status.WARN
+
+
+def test_env_vars_same_rules_on_a_host_and_in_an_image() -> None:
+    """image.env used to apply only the warn rules to NCCL_*/TORCH_* names, so an image baking
+    CUDA_LAUNCH_BLOCKING=1 or RANK=0 passed there and warned under `check`; both run the env_vars unit now."""
+    from ddp_doctor.checks import env_vars
+    from ddp_doctor.checks.hostfacts import EnvVarsFacts
+
+    baked = {"CUDA_LAUNCH_BLOCKING": "1", "RANK": "0", "WORLD_SIZE": "2", "PATH": "/usr/bin"}
+    host = env_vars.CHECK.run(EnvVarsFacts.from_env({"env": {k: v for k, v in baked.items() if k != "PATH"}}), "env")
+    image = env_vars.CHECK.run(EnvVarsFacts.from_image({"image": {"config": {}, "env": baked}}), "image")
+    assert (host.id, image.id) == ("env.env_vars", "image.env")
+    assert host.status is image.status is Status.WARN
+    assert image.summary == "the image sets " + host.summary
+    assert "CUDA_LAUNCH_BLOCKING=1: every CUDA kernel launch is synchronous" in host.summary
+    assert "set outside torchrun: RANK=0, WORLD_SIZE=2" in host.summary
+    assert image.observed["env"] == {"CUDA_LAUNCH_BLOCKING": "1", "RANK": "0", "WORLD_SIZE": "2"}  # PATH is not read
+    assert (image.remedy or "").startswith("remove them from the Dockerfile ENV")
+    # an image's interfaces are the node's: a *_SOCKET_IFNAME is not matched there, only on a host
+    ifname = {"NCCL_SOCKET_IFNAME": "eth9"}
+    assert env_vars.CHECK.run(EnvVarsFacts.from_image({"image": {"config": {}, "env": ifname}}), "image").status is (
+        Status.PASS
+    )
+    assert env_vars.CHECK.run(EnvVarsFacts.from_env({"env": ifname}), "env").status is Status.FAIL
+    rootfs = env_vars.CHECK.run(EnvVarsFacts.from_image({"image": {"config": None}}), "image")
+    assert (rootfs.status, rootfs.summary) == (Status.SKIP, "a rootfs has no config Env")

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor.checks.hostfacts import EnvVarsFacts, NetworkFacts
 from ddp_doctor.checks.interfaces import ifname_matches, ifname_remedy
-from ddp_doctor.checks.model import Check, Finding
+from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 
 
@@ -19,17 +19,20 @@ class Hit:
     remedy: str | None
 
 
-def _ifnames(f: EnvVarsFacts, ifname_vars: list[str]) -> list[Hit]:
-    """A *_SOCKET_IFNAME that matches no interface here: NCCL / gloo cannot open a socket."""
-    names = f.network.names
+def _ifnames(env: Mapping[str, str], network: NetworkFacts | None, ifname_vars: list[str]) -> list[Hit]:
+    """A *_SOCKET_IFNAME that matches no interface here: NCCL / gloo cannot open a socket. Not
+    judged where the interfaces are not known (an image: they are the node's)."""
+    if network is None:
+        return []
+    names = network.names
     return [
         Hit(
             Status.FAIL,
-            f"{var}={f.env[var]} matches no interface (have: {', '.join(names)})",
-            ifname_remedy(var, f.env, f.network),
+            f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
+            ifname_remedy(var, env, network),
         )
         for var in ifname_vars
-        if var in f.env and not ifname_matches(f.env[var], names)[0]
+        if var in env and not ifname_matches(env[var], names)[0]
     ]
 
 
@@ -100,32 +103,44 @@ def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[Hit]) -> 
 _ORDER = {Status.FAIL: 0, Status.WARN: 1, Status.PASS: 2}
 
 
+CAUSE = "these variables change how torchrun, torch.distributed or NCCL behave"
+BAKED_CAUSE = "variables baked into an image apply to every job on every cluster, and " + CAUSE
+BAKED_REMEDY = "remove them from the Dockerfile ENV; set them per job if needed"
+
+
 def judge(f: EnvVarsFacts) -> Finding:
     """Fails on a *_SOCKET_IFNAME that matches no interface (the remedy names an UP one, the one
     carrying the route first), on RANK / WORLD_SIZE / MASTER_PORT that are not integers or out of
     range; warns on half a manual launch or rank variables set outside torchrun; and applies the
     rules of knowledge/env_vars.yaml (settings that disable transports or change behaviour).
+
+    An image's config Env is judged by the same rules (`image.env`), as what every container
+    starts with; its interfaces are the node's, so *_SOCKET_IFNAME is not matched there.
     """
-    rules = knowledge.env_rules()
-    hits = _ifnames(f, list(rules.get("ifname_vars", []))) + _table(f.env, list(rules.get("rules", [])))
-    hits += _ranks(f.env, list(rules.get("rank_vars", [])), hits)
-    observed = {"env": dict(f.env)}
+    if f.env is None:
+        return skip(f.unknown_why or "the environment is not known here")
+    env, rules = f.env, knowledge.env_rules()
+    hits = _ifnames(env, f.network, list(rules.get("ifname_vars", []))) + _table(env, list(rules.get("rules", [])))
+    hits += _ranks(env, list(rules.get("rank_vars", [])), hits)
+    observed = {"env": dict(env)}
+    where = " baked into the image" if f.baked else ""
     if not hits:
-        shown = ", ".join(f"{k}={v}" for k, v in f.env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
+        shown = ", ".join(f"{k}={v}" for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")))
         return Finding(
             Status.PASS,
-            "no problematic settings" + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
+            f"no problematic settings{where}"
+            + (f" ({shown})" if shown else " (no RANK/WORLD_SIZE/MASTER_*/NCCL_* set)"),
             observed=observed,
         )
     hits.sort(key=lambda h: _ORDER.get(h.status, 3))
     worst = hits[0].status
     remedies = [h.remedy for h in hits if h.remedy and h.status is not Status.PASS]
+    if f.baked and worst is not Status.PASS:
+        remedies.insert(0, BAKED_REMEDY)
     return Finding(
         worst,
-        "; ".join(h.text for h in hits),
-        cause="these variables change how torchrun, torch.distributed or NCCL behave"
-        if worst is not Status.PASS
-        else None,
+        ("the image sets " if f.baked else "") + "; ".join(h.text for h in hits),
+        cause=(BAKED_CAUSE if f.baked else CAUSE) if worst is not Status.PASS else None,
         remedy="\n".join(remedies) or None,
         observed=observed,
     )
@@ -136,5 +151,5 @@ CHECK = Check(
     title="distributed environment variables",
     facts=EnvVarsFacts,
     judge=judge,
-    ids={"env": "env.env_vars"},
+    ids={"env": "env.env_vars", "image": "image.env"},
 )

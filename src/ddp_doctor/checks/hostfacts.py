@@ -129,14 +129,53 @@ class ContainerFacts:
         )
 
 
+DIST_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_")
+DIST_ENV_NAMES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "OMP_NUM_THREADS",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PYTHONPATH",
+    "NVIDIA_VISIBLE_DEVICES",
+)
+"""The variables that steer torchrun, torch.distributed, NCCL and CUDA: what the host probe records
+(env.probes.system.env_vars) and what an image's config Env is read for, so both judge the same set."""
+
+
+def dist_env(env: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        str(k): str(v) for k, v in sorted(env.items()) if k in DIST_ENV_NAMES or str(k).startswith(DIST_ENV_PREFIXES)
+    }
+
+
 @dataclass(frozen=True)
 class EnvVarsFacts:
-    """The process environment (RANK, MASTER_*, NCCL_* ...) and the network it must name."""
+    """The environment a job starts with (RANK, MASTER_*, NCCL_* ...) and the network it must name."""
 
-    env: Mapping[str, str]
-    network: NetworkFacts
+    env: Mapping[str, str] | None
+    """None: not known here (a rootfs has no config, see `unknown_why`)."""
+    network: NetworkFacts | None
+    """None: the interfaces are not known here (an image): *_SOCKET_IFNAME values are not matched."""
+    baked: bool = False
+    """True for an image's config Env: every container of every job starts with it."""
+    unknown_why: str = ""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
         env = typed(facts.get("env"), Mapping, "env") or {}
         return cls({str(k): str(v) for k, v in env.items()}, NetworkFacts.from_env(facts))
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
+        img = _section(facts, "image")
+        if img.get("config") is None:
+            return cls(None, None, baked=True, unknown_why="a rootfs has no config Env")
+        return cls(dist_env(typed(img.get("env"), Mapping, "image.env") or {}), None, baked=True)

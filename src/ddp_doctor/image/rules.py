@@ -7,13 +7,14 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor import knowledge
+from ddp_doctor.checks import env_vars as env_vars_check
 from ddp_doctor.checks import nccl as nccl_check
 from ddp_doctor.checks import official_build as official_build_check
 from ddp_doctor.checks import table, torch_build
 from ddp_doctor.checks import torchrun as torchrun_check
 from ddp_doctor.checks import user as user_check
 from ddp_doctor.checks.facts import NcclFacts, TorchFacts, TorchrunFacts, UserFacts
+from ddp_doctor.checks.hostfacts import EnvVarsFacts
 from ddp_doctor.report import Result, Status
 from ddp_doctor.torchrun import TorchrunCommand
 from ddp_doctor.torchrun import argv as torchrun_argv
@@ -143,39 +144,8 @@ def user(f: Facts) -> Result:
 
 
 def env(f: Facts) -> Result:
-    cfg = f["image"].get("config")
-    if cfg is None:
-        return Result("image.env", "Distributed environment variables", Status.SKIP, "a rootfs has no config Env")
-    variables = {
-        k: v
-        for k, v in f["image"]["env"].items()
-        if k.startswith(("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_"))
-    }
-    rules = knowledge.env_rules().get("rules") or []
-    warnings = []
-    for rule in rules:
-        value = variables.get(rule["name"])
-        if value is not None and rule.get("status") == "warn" and rule.get("when") in ("set", value):
-            warnings.append((rule["name"], value, rule))
-    if warnings:
-        rule = warnings[0][2]
-        return Result(
-            "image.env",
-            "Distributed environment variables",
-            Status.WARN,
-            f"the image sets {', '.join(f'{n}={v}' for n, v, _ in warnings)}: {rule['says']}",
-            cause="variables baked into an image apply to every job on every cluster",
-            remedy=f"remove it from the Dockerfile ENV; set it per job if needed. {rule.get('remedy') or ''}".strip(),
-            observed={"env": variables},
-        )
-    shown = ", ".join(f"{k}={v}" for k, v in variables.items()) or "none"
-    return Result(
-        "image.env",
-        "Distributed environment variables",
-        Status.PASS,
-        f"NCCL/torch.distributed variables set in the image: {shown}",
-        observed={"env": variables},
-    )
+    """The config Env judged by the host's unit (env.env_vars), as what every container starts with."""
+    return env_vars_check.CHECK.run(EnvVarsFacts.from_image(f), "image")
 
 
 def entrypoint(f: Facts) -> Result:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.checks.hostfacts import dist_env
 from ddp_doctor.env.probes import interp_child
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 
@@ -116,26 +117,9 @@ def user() -> dict[str, Any]:
     return {"uid": uid, "gid": os.getegid(), "name": name, "root": uid == 0}
 
 
-def env_vars(
-    prefixes: tuple[str, ...] = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_"),
-    names: tuple[str, ...] = (
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES",
-        "CUDA_LAUNCH_BLOCKING",
-        "OMP_NUM_THREADS",
-        "LD_LIBRARY_PATH",
-        "LD_PRELOAD",
-        "PYTHONPATH",
-        "NVIDIA_VISIBLE_DEVICES",
-    ),
-) -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k in names or k.startswith(prefixes)}
+def env_vars() -> dict[str, str]:
+    """The variables that steer torchrun / torch.distributed / NCCL / CUDA (checks.hostfacts.dist_env)."""
+    return dist_env(os.environ)
 
 
 def infiniband() -> dict[str, Any]:
