@@ -13,20 +13,22 @@ from ddp_doctor.report import Status
 
 
 @dataclass(frozen=True)
-class Hit:
+class VariableHit:
+    """What one rule says about one set variable (lint's deploy.lint.rules.Hit is a rule firing at a line)."""
+
     status: Status
     text: str
     remedy: str | None
 
 
-def _ifnames(env: Mapping[str, str], network: NetworkFacts | None, ifname_vars: list[str]) -> list[Hit]:
+def _ifnames(env: Mapping[str, str], network: NetworkFacts | None, ifname_vars: list[str]) -> list[VariableHit]:
     """A *_SOCKET_IFNAME that matches no interface here: NCCL / gloo cannot open a socket. Not
     judged where the interfaces are not known (an image: they are the node's)."""
     if network is None:
         return []
     names = network.names
     return [
-        Hit(
+        VariableHit(
             Status.FAIL,
             f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
             ifname_remedy(var, env, network),
@@ -36,7 +38,7 @@ def _ifnames(env: Mapping[str, str], network: NetworkFacts | None, ifname_vars: 
     ]
 
 
-def _table(env: Mapping[str, str], rules: list[dict[str, object]]) -> list[Hit]:
+def _table(env: Mapping[str, str], rules: list[dict[str, object]]) -> list[VariableHit]:
     """knowledge/env_vars.yaml: a variable set (or set to a value) that changes torchrun / NCCL behaviour."""
     hits = []
     for rule in rules:
@@ -45,12 +47,14 @@ def _table(env: Mapping[str, str], rules: list[dict[str, object]]) -> list[Hit]:
             continue
         remedy = rule.get("remedy")
         hits.append(
-            Hit(Status(rule["status"]), f"{rule['name']}={value}: {rule['says']}", str(remedy) if remedy else None)
+            VariableHit(
+                Status(rule["status"]), f"{rule['name']}={value}: {rule['says']}", str(remedy) if remedy else None
+            )
         )
     return hits
 
 
-def _integers(rank_set: Mapping[str, str]) -> tuple[dict[str, int], list[Hit]]:
+def _integers(rank_set: Mapping[str, str]) -> tuple[dict[str, int], list[VariableHit]]:
     ints, hits = {}, []
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
         if k in rank_set:
@@ -58,12 +62,14 @@ def _integers(rank_set: Mapping[str, str]) -> tuple[dict[str, int], list[Hit]]:
                 ints[k] = int(rank_set[k])
             except ValueError:
                 hits.append(
-                    Hit(Status.FAIL, f"{k}={rank_set[k]!r} is not an integer", f"set {k} to an integer or unset it")
+                    VariableHit(
+                        Status.FAIL, f"{k}={rank_set[k]!r} is not an integer", f"set {k} to an integer or unset it"
+                    )
                 )
     return ints, hits
 
 
-def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[Hit]) -> list[Hit]:
+def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[VariableHit]) -> list[VariableHit]:
     """RANK / WORLD_SIZE / MASTER_* set by hand: malformed, out of range, half set, or set outside
     torchrun (said only when nothing, here or `earlier`, already fails)."""
     rank_set = {k: env[k] for k in rank_vars if k in env}
@@ -73,17 +79,19 @@ def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[Hit]) -> 
     listed = ", ".join(f"{k}={v}" for k, v in rank_set.items())
     if "RANK" in ints and "WORLD_SIZE" in ints and not 0 <= ints["RANK"] < ints["WORLD_SIZE"]:
         hits.append(
-            Hit(
+            VariableHit(
                 Status.FAIL,
                 f"RANK={ints['RANK']} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={ints['WORLD_SIZE']})",
                 "fix RANK/WORLD_SIZE, or unset both and let torchrun set them",
             )
         )
     if "MASTER_PORT" in ints and not 1 <= ints["MASTER_PORT"] <= 65535:
-        hits.append(Hit(Status.FAIL, f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port", "use a port in 1..65535"))
+        hits.append(
+            VariableHit(Status.FAIL, f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port", "use a port in 1..65535")
+        )
     if ("RANK" in ints) != ("WORLD_SIZE" in ints) or ("MASTER_ADDR" in rank_set) != ("MASTER_PORT" in rank_set):
         hits.append(
-            Hit(
+            VariableHit(
                 Status.WARN,
                 f"only part of RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT is set: {listed}",
                 "set all four for a manual env:// launch, or none and use torchrun",
@@ -91,7 +99,7 @@ def _ranks(env: Mapping[str, str], rank_vars: list[str], earlier: list[Hit]) -> 
         )
     if "TORCHELASTIC_RUN_ID" not in env and not any(h.status is Status.FAIL for h in earlier + hits):
         hits.append(
-            Hit(
+            VariableHit(
                 Status.WARN,
                 f"set outside torchrun: {listed}",
                 "torchrun overrides them, but a plain `python train.py` would use them; unset them in the shell/image",
