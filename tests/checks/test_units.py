@@ -148,3 +148,26 @@ def test_env_vars_same_rules_on_a_host_and_in_an_image() -> None:
     assert env_vars.CHECK.run(EnvVarsFacts.from_env({"env": ifname}), "env").status is Status.FAIL
     rootfs = env_vars.CHECK.run(EnvVarsFacts.from_image({"image": {"config": None}}), "image")
     assert (rootfs.status, rootfs.summary) == (Status.SKIP, "a rootfs has no config Env")
+
+
+def test_every_host_adapter_refuses_a_wrong_typed_field() -> None:
+    """One wrong-typed field per section: the checks reading that section are errors, the rest keep their verdict."""
+    from ddp_doctor.env import checks
+    from tests.env.factsbuilder import make_facts
+
+    good = {r.id: r.status for r in checks.evaluate(make_facts())}
+    cases = {
+        "env.shm": {"shm": {"size_bytes": "64g"}},
+        "env.user": {"user": {"uid": "0", "root": None}},
+        "env.nccl": {"nccl": {"loadable": "yes"}},
+        "env.torchrun": {"torchrun": {"same_env": 1}},
+        "env.ulimits": {"ulimits": {"nofile_soft": "1024"}},
+        "env.container": {"container": {"evidence": "/.dockerenv"}},
+        "env.network": {"network": {"interfaces": [{"state": "up", "addresses": ["10.0.0.5"]}]}},
+        "env.gpu_topology": {"topology": {"pairs": [{"a": 0, "p2p_read": "ok"}]}},
+    }
+    for rid, broken in cases.items():
+        results = {r.id: r for r in checks.evaluate(make_facts(**broken))}
+        assert results[rid].status is Status.ERROR, (rid, results[rid].summary)
+        assert "facts field" in results[rid].summary
+        assert results["env.python"].status is good["env.python"]

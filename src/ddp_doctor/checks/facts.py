@@ -18,10 +18,6 @@ def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _str(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
@@ -47,6 +43,21 @@ def required(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
     return typed(value, kind, what)
 
 
+def _s(section: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A string field of a host facts section ('' reads as absent); a wrong type raises."""
+    return _str(typed(section.get(key), str, f"{where}.{key}"))
+
+
+def _i(section: Mapping[str, Any], key: str, where: str) -> int | None:
+    value: int | None = typed(section.get(key), int, f"{where}.{key}")
+    return value
+
+
+def _b(section: Mapping[str, Any], key: str, where: str) -> bool | None:
+    value: bool | None = typed(section.get(key), bool, f"{where}.{key}")
+    return value
+
+
 def _float(value: Any, what: str) -> float | None:
     n = typed(value, (int, float), what)
     return None if n is None else float(n)
@@ -66,9 +77,9 @@ class ShmFacts:
         s = _section(facts, "shm")
         visible = _section(facts, "gpus").get("visible")
         return cls(
-            size_bytes=_int(s.get("size_bytes")),
-            free_bytes=_int(s.get("free_bytes")),
-            error=_str(s.get("error")),
+            size_bytes=_i(s, "size_bytes", "shm"),
+            free_bytes=_i(s, "free_bytes", "shm"),
+            error=_s(s, "error", "shm"),
             gpus=len(visible) if isinstance(visible, list) and visible else None,
         )
 
@@ -87,9 +98,10 @@ class UserFacts:
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> UserFacts:
         u = _section(facts, "user")
-        uid = _int(u.get("uid"))
-        root = bool(u.get("root")) if u.get("root") is not None else (uid == 0 if uid is not None else None)
-        name = _str(u.get("name"))
+        uid = _i(u, "uid", "user")
+        flag = _b(u, "root", "user")
+        root = flag if flag is not None else (uid == 0 if uid is not None else None)
+        name = _s(u, "name", "user")
         how = f"uid {uid}" if root else f"{name or 'uid'} (uid {uid})"
         return cls("this process", root, how, {"uid": 0 if root else uid})
 
@@ -118,9 +130,9 @@ class InstallTarget:
     def from_env(cls, facts: Mapping[str, Any]) -> InstallTarget:
         py, gpus = _section(facts, "python"), _section(facts, "gpus")
         return cls(
-            python=str(py.get("executable") or sys.executable),
-            python_version=_str(py.get("version")),
-            driver_cuda=_str(gpus.get("cuda_driver_version")),
+            python=_s(py, "executable", "python") or sys.executable,
+            python_version=_s(py, "version", "python"),
+            driver_cuda=_s(gpus, "cuda_driver_version", "gpus"),
             has_gpus=bool(gpus.get("driver_loaded") and gpus.get("physical_count")),
         )
 
@@ -209,7 +221,7 @@ class TorchFacts:
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> TorchFacts:
         t, gpus = _section(facts, "torch"), _section(facts, "gpus")
-        count = _int(gpus.get("count")) or 0
+        count = _i(gpus, "count", "gpus") or 0
 
         def text(key: str) -> str | None:
             return _str(typed(t.get(key), str, f"torch.{key}"))
@@ -274,11 +286,11 @@ class NcclFacts:
         n = _section(facts, "nccl")
         return cls(
             torch=TorchFacts.from_env(facts),
-            library=_str(n.get("library")),
-            source=_str(n.get("source")),
-            version=_str(n.get("version")),
-            loadable=n.get("loadable") if isinstance(n.get("loadable"), bool) else None,
-            error=_str(n.get("error")),
+            library=_s(n, "library", "nccl"),
+            source=_s(n, "source", "nccl"),
+            version=_s(n, "version", "nccl"),
+            loadable=_b(n, "loadable", "nccl"),
+            error=_s(n, "error", "nccl"),
         )
 
     @classmethod
@@ -318,10 +330,10 @@ class TorchrunFacts:
         return cls(
             torch=torch,
             bin_dir=torch.install.python.rsplit("/", 1)[0],
-            on_path=_str(r.get("path")),
-            script=_str(r.get("env_script")) or _str(r.get("path")),
-            shebang_python=_str(r.get("shebang_python")),
-            same_env=r.get("same_env") if isinstance(r.get("same_env"), bool) else None,
+            on_path=_s(r, "path", "torchrun"),
+            script=_s(r, "env_script", "torchrun") or _s(r, "path", "torchrun"),
+            shebang_python=_s(r, "shebang_python", "torchrun"),
+            same_env=_b(r, "same_env", "torchrun"),
         )
 
     @classmethod
