@@ -171,3 +171,26 @@ def test_every_host_adapter_refuses_a_wrong_typed_field() -> None:
         assert results[rid].status is Status.ERROR, (rid, results[rid].summary)
         assert "facts field" in results[rid].summary
         assert results["env.python"].status is good["env.python"]
+
+
+def test_one_reading_of_socket_ifname_for_check_and_multinode_preflight() -> None:
+    """GLOO_SOCKET_IFNAME is a list of exact names (torch opens each with createDeviceForInterface);
+    env.env_vars read it with NCCL's prefix rules and passed 'eth' on a host with eth0, while the
+    multi-node preflight already said it selects nothing. Both read checks.interfaces now."""
+    from ddp_doctor.env import checks
+    from ddp_doctor.live.multinode.preflight import match_ifname
+    from tests.env.factsbuilder import make_facts
+
+    names = ["lo", "eth0"]
+
+    def env_vars(**env: str) -> Status:
+        return {r.id: r for r in checks.evaluate(make_facts(env=env))}["env.env_vars"].status
+
+    assert match_ifname("eth", names, "GLOO_SOCKET_IFNAME") == [] and env_vars(GLOO_SOCKET_IFNAME="eth") is Status.FAIL
+    assert match_ifname("eth", names, "NCCL_SOCKET_IFNAME") == ["eth0"] and env_vars(NCCL_SOCKET_IFNAME="eth") is (
+        Status.PASS
+    )
+    assert env_vars(GLOO_SOCKET_IFNAME="eth0") is Status.PASS
+    partly = {r.id: r for r in checks.evaluate(make_facts(env={"GLOO_SOCKET_IFNAME": "eth0,eth9"}))}["env.env_vars"]
+    assert partly.status is Status.FAIL and "names eth9, which does not exist here" in partly.summary
+    assert env_vars(NCCL_SOCKET_IFNAME="^lo,eth") is Status.FAIL  # excludes every interface there is

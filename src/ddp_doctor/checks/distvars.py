@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor import knowledge
+from ddp_doctor.checks import interfaces as interfaces_mod
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
 _TRUE_FALSE = ("0", "1")
@@ -285,9 +286,6 @@ def root_cause_variable(env: dict[str, str], text: str, interfaces: list[str]) -
         value = env.get(name, "").strip()
         if not value or value.startswith("^"):
             continue
-        entries = [e for e in value.lstrip("=").split(",") if e]
-        exact = value.startswith("=")
-        matches = any((n == e) if exact else n.startswith(e) for e in entries for n in interfaces)
-        if not matches and (any(k in text for k in _NO_INTERFACE) or value in text):
+        if interfaces_mod.missing(name, value, interfaces) and (any(k in text for k in _NO_INTERFACE) or value in text):
             return name
     return None

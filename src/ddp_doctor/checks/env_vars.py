@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ddp_doctor import knowledge
 from ddp_doctor.checks.hostfacts import EnvVarsFacts, NetworkFacts
-from ddp_doctor.checks.interfaces import ifname_matches, ifname_remedy
+from ddp_doctor.checks.interfaces import ifname_remedy, missing, selected
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 
@@ -22,20 +22,26 @@ class VariableHit:
 
 
 def _ifnames(env: Mapping[str, str], network: NetworkFacts | None, ifname_vars: list[str]) -> list[VariableHit]:
-    """A *_SOCKET_IFNAME that matches no interface here: NCCL / gloo cannot open a socket. Not
-    judged where the interfaces are not known (an image: they are the node's)."""
+    """A *_SOCKET_IFNAME that selects no interface here (NCCL), or names one that does not exist
+    (gloo opens every listed name): the process group cannot open its socket. Not judged where the
+    interfaces are not known (an image: they are the node's)."""
     if network is None:
         return []
-    names = network.names
-    return [
-        VariableHit(
-            Status.FAIL,
-            f"{var}={env[var]} matches no interface (have: {', '.join(names)})",
-            ifname_remedy(var, env, network),
+    names, hits = network.names, []
+    for var in ifname_vars:
+        lacking = missing(var, env[var], names) if var in env else []
+        if not lacking:
+            continue
+        have = ", ".join(names)
+        none_selected = not selected(var, env[var], names)
+        text = (
+            f"{var}={env[var]} matches no interface (have: {have})"
+            if none_selected
+            else f"{var}={env[var]} names {', '.join(lacking)}, which does not exist here; "
+            f"gloo opens every listed interface (have: {have})"
         )
-        for var in ifname_vars
-        if var in env and not ifname_matches(env[var], names)[0]
-    ]
+        hits.append(VariableHit(Status.FAIL, text, ifname_remedy(var, env, network)))
+    return hits
 
 
 def _table(env: Mapping[str, str], rules: list[dict[str, object]]) -> list[VariableHit]:

@@ -7,17 +7,31 @@ from collections.abc import Mapping, Sequence
 from ddp_doctor.checks.hostfacts import Interface, NetworkFacts, Route
 
 
-def ifname_matches(value: str, names: Sequence[str]) -> tuple[bool, str]:
-    """NCCL's rules: comma-separated prefixes; '=' makes them exact; '^' excludes (nothing to check)."""
-    value = value.strip()
-    if value.startswith("^"):
-        return True, "exclusion list"
-    exact = value.startswith("=")
-    entries = [e.strip() for e in value.lstrip("=").split(",") if e.strip()]
-    for e in entries:
-        if any((n == e) if exact else n.startswith(e) for n in names):
-            return True, e
-    return False, ",".join(entries)
+def selected(var: str, value: str, names: Sequence[str]) -> list[str]:
+    """The interfaces a *_SOCKET_IFNAME value selects, in `names` order.
+
+    NCCL (NCCL_SOCKET_IFNAME, docs "NCCL_SOCKET_IFNAME"): comma-separated prefixes; a leading '='
+    makes them exact names; a leading '^' selects every interface *not* matched. gloo
+    (GLOO_SOCKET_IFNAME): torch splits it on ',' and opens each entry as an exact interface name
+    (ProcessGroupGloo::createDeviceForInterface), so there are no prefixes and no exclusions.
+    """
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if var == "GLOO_SOCKET_IFNAME":
+        return [n for n in names if n in items]
+    exclude = value.strip().startswith("^")
+    items = [item.lstrip("^") for item in items]
+    exact = bool(items) and items[0].startswith("=")
+    items = [item.lstrip("=") for item in items]
+    picked = {n for n in names if any(n == i if exact else n.startswith(i) for i in items)}
+    return [n for n in names if (n not in picked) == exclude]
+
+
+def missing(var: str, value: str, names: Sequence[str]) -> list[str]:
+    """What makes the value unusable here: for gloo every listed name that does not exist (opening
+    it fails); for NCCL the whole value when it selects nothing. Empty: it works here."""
+    if var == "GLOO_SOCKET_IFNAME":
+        return [i.strip() for i in value.split(",") if i.strip() and i.strip() not in names]
+    return [] if selected(var, value, names) else [value.strip()]
 
 
 def usable_ranked(ifaces: Sequence[Interface], route: Route | None, family: str | None = None) -> list[Interface]:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.checks.interfaces import selected as select_interfaces
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Result, Status
 
@@ -108,16 +109,9 @@ def interface_of(address: str, addresses: Mapping[str, list[str]]) -> str | None
 
 
 def match_ifname(spec: str, names: list[str], var: str) -> list[str]:
-    """The interfaces a *_SOCKET_IFNAME value selects. NCCL: prefixes, '^' excludes, '=' exact; gloo: exact names."""
-    items = [item.strip() for item in spec.split(",") if item.strip()]
-    if var == "GLOO_SOCKET_IFNAME":
-        return [n for n in items if n in names]
-    exclude = spec.startswith("^")
-    items = [item.lstrip("^") for item in items]
-    exact = bool(items) and items[0].startswith("=")
-    items = [item.lstrip("=") for item in items]
-    picked = {n for n in names if any(n == i if exact else n.startswith(i) for i in items)}
-    return [n for n in names if (n not in picked) == exclude]
+    """The interfaces a *_SOCKET_IFNAME value selects (checks.interfaces.selected: NCCL prefixes,
+    '^' excludes, '=' exact; gloo exact names), the same answer `check --static` gives."""
+    return select_interfaces(var, spec, names)
 
 
 # -- the rendezvous endpoint ----------------------------------------------------------------
