@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.live import rankio
@@ -47,7 +48,33 @@ def _device_facts(torch: Any, device: Any) -> dict[str, Any]:
     return facts
 
 
-def run(cfg: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RankSweep:
+    """One rank's sweep: the --config JSON (bench/run.py SweepSpec.worker_config) as a frozen record,
+    read once at the top of main()."""
+
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    sizes: tuple[int, ...]
+    modes: tuple[bool, ...]
+    """True = in place, False = out of place."""
+    iters: int
+    warmup_iters: int
+    check: bool
+    backend: str
+    gpu_health: bool = False
+    pg_timeout_s: float = 120.0
+    """The process group's timeout, below the launch deadline."""
+
+    @classmethod
+    def from_json(cls, text: str) -> RankSweep:
+        data = json.loads(text)
+        for name in ("ops", "dtypes", "sizes", "modes"):
+            data[name] = tuple(data[name])
+        return cls(**data)
+
+
+def run(cfg: RankSweep) -> dict[str, Any]:
     rankio.heartbeat("init")
     import torch
     import torch.distributed as dist
@@ -56,8 +83,8 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    backend = cfg["backend"]
-    timeout = datetime.timedelta(seconds=float(cfg.get("pg_timeout_s", 120)))
+    backend = cfg.backend
+    timeout = datetime.timedelta(seconds=cfg.pg_timeout_s)
     if backend == "nccl":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -78,7 +105,7 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
     }
     dist.barrier()
 
-    if cfg.get("gpu_health"):
+    if cfg.gpu_health:
         rankio.heartbeat("gpu_health")
         payload["health"] = _health(ctx, torch, dist)
 
@@ -86,17 +113,17 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
 
     # The live chain's test-only fault switch (DDP_DOCTOR_FAULT), with the op names as phases.
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
-    for op in cfg["ops"]:
+    for op in cfg.ops:
         faults_mod.trigger(faults, rank, op)
         # A barrier moves no data: once, whatever the dtypes.
-        for dtype in cfg["dtypes"][:1] if op == "barrier" else cfg["dtypes"]:
+        for dtype in cfg.dtypes[:1] if op == "barrier" else cfg.dtypes:
             rankio.heartbeat("bench", step=f"{op} {dtype}")
             entry: dict[str, Any] = {"op": op, "dtype": dtype}
             reason = sweep.unsupported_reason(op, world)
             # A barrier has no buffers, hence no in-place question.
-            modes = sweep.MODES[op] if op == "barrier" else tuple(m for m in sweep.MODES[op] if m in cfg["modes"])
+            modes = sweep.MODES[op] if op == "barrier" else tuple(m for m in sweep.MODES[op] if m in cfg.modes)
             if reason is None and not modes:
-                wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg["modes"])
+                wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg.modes)
                 reason = f"torch.distributed has no {wanted} form of {op}"
             if reason:
                 entry.update(status="unsupported", reason=reason, points=[])
@@ -106,11 +133,11 @@ def run(cfg: dict[str, Any]) -> dict[str, Any]:
                     points = sweep.sweep_op(
                         op,
                         dtype,
-                        cfg["sizes"],
+                        list(cfg.sizes),
                         modes,
-                        cfg["iters"],
-                        cfg["warmup_iters"],
-                        cfg["check"],
+                        cfg.iters,
+                        cfg.warmup_iters,
+                        cfg.check,
                         ctx,
                         progress=lambda s: rankio.heartbeat("bench", step=s),
                     )
@@ -173,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    record(run)(json.loads(args.config))
+    record(run)(RankSweep.from_json(args.config))
     return 0
 
 
