@@ -67,6 +67,9 @@ def test_static_nccl_net_warns_or_passes_as_the_plugin_files_say_never_fails() -
 def test_full_check_nccl_net_names_the_variable_as_the_live_root_cause() -> None:
     report = load("net-bogus")
     r = results(report)
-    assert r["live.init"]["status"] == "fail"
-    assert "NCCL_NET" in (r["live.init"].get("cause") or ""), r["live.init"]
+    # live results are per rank (rank 0 here, the only one): read it with its rank, and as the report's root cause.
+    (init,) = [x for x in report["results"] if x["id"] == "live.init"]
+    assert init["status"] == "fail" and init["rank"] == 0, init
+    assert "NCCL_NET" in (init.get("cause") or ""), init
+    assert report["root_cause"] and report["root_cause"].startswith("live.init"), report["root_cause"]
     assert r["env.dist_vars"]["status"] in ("warn", "pass")
