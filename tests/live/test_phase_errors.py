@@ -9,6 +9,9 @@ import pytest
 from tests.conftest import run_cli
 
 
+# Issue 14 item 8: once flaky (3 of 4 runs failed alone). Checked 2026-12-03: 100 consecutive runs
+# passed, each a fresh `pytest tests/live/test_phase_errors.py::<this test>` from a snapshot of main
+# (nice 19, shared 2-core machine at load average 5 to 7, about 20 s a run).
 def test_nccl_without_cuda_fails_in_init_with_cause_and_remedy() -> None:
     pytest.importorskip("torch")
     import torch
