@@ -70,12 +70,16 @@ def test_parent_never_imports_torch() -> None:
     assert out.stdout.split() == ["True", "False"], out.stderr
 
 
-def test_gather_without_torch_probe_is_quick_and_says_so() -> None:
+def test_gather_without_torch_probe_imports_no_torch_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from ddp_doctor.env import facts
 
-    start = time.monotonic()
+    # "Without the probe" means the child that imports torch never starts (what made it slow); asserted
+    # directly, not as a wall-clock bound, which a loaded machine breaks.
+    def no_import(**_: Any) -> dict[str, Any]:
+        raise AssertionError("the torch import probe ran")
+
+    monkeypatch.setattr(torch_probe, "run_import", no_import)
     f = facts.gather(probe_torch=False)
-    assert time.monotonic() - start < 1.0
     assert f["torch"]["installed"] is True and f["torch"]["importable"] is None and f["torch"]["flavour"] == "cpu"
     r = {x.id: x for x in checks.evaluate(f)}
     assert r["env.torch.import"].status is Status.SKIP
