@@ -40,7 +40,7 @@ def test_mismatch_names_counts_and_the_listed_ranks() -> None:
     # Process 323033 is one of ours: the finding says which rank it is here.
     (line,) = ras.findings(rep, {323033: 5})
     assert (
-        "30 rank(s) launched up to operation 640" in line
+        "30 ranks launched up to operation 640" in line
         and "rank 13 (process 323033 on 10.137.190.124 = rank 5 here)" in line
     )
 

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from ddp_doctor import words
 from ddp_doctor.jobwatch.config import WatchConfig
 from ddp_doctor.report import Report, Result, Status
 
@@ -132,7 +133,8 @@ def join(report: Report, received: list[dict[str, Any]], nnodes: int) -> None:
             "run.gather",
             "Every node's evidence",
             Status.WARN if missing else Status.PASS,
-            f"{len(received) + 1} of {nnodes} node(s) reported" + (f"; {missing} never did" if missing else ""),
+            f"{len(received) + 1} of {words.plural(nnodes, 'node')} reported"
+            + (f"; {missing} never did" if missing else ""),
             observed={"nodes": sorted(nodes)},
         )
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor import words
 from ddp_doctor.jobwatch.stacks import Activity
 
 BUSY_CPU_PER_S = 0.05
@@ -87,7 +88,7 @@ def _verb(ranks: list[RankObs]) -> str:
 
 
 def _names(ranks: list[int]) -> str:
-    return ", ".join(f"rank {r}" for r in ranks)
+    return words.ranks(ranks)
 
 
 def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
@@ -132,7 +133,7 @@ def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
                 "hang",
                 "collective",
                 behind,
-                f"{quiet}: every rank waits in a collective; {_names(list(behind))} lag(s) behind at collective "
+                f"{quiet}: every rank waits in a collective; {_names(list(behind))} {'lags' if len(behind) == 1 else 'lag'} behind at collective "
                 f"#{low} while others completed #{max(seqs.values())} (flight recorder)",
                 states,
             )

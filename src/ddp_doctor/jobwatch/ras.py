@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddp_doctor import words
+
 DEFAULT_ADDR = "localhost:28028"
 CLIENT_PROTOCOL = 2
 RAS_TIMEOUT_S = 5
@@ -368,7 +370,7 @@ def findings(report: RasReport, ranks_by_pid: Mapping[int, int]) -> list[str]:
         )
         out.append(f"INCOMPLETE: communicator {comm} has no data from {names}")
     for mm in report.mismatches:
-        counts = ", ".join(f"{n} rank(s) launched up to operation {op}" for n, op in mm.counts)
+        counts = ", ".join(f"{words.plural(n, 'rank')} launched up to operation {op}" for n, op in mm.counts)
         listed = ", ".join(f"rank {r.rank} (process {r.pid} on {r.node}{_who(r.pid, ranks_by_pid)})" for r in mm.listed)
         out.append(
             f"MISMATCH: communicator {mm.comm}: {mm.what.removeprefix('Communicator ranks have ') or 'counts differ'}"
@@ -376,7 +378,7 @@ def findings(report: RasReport, ranks_by_pid: Mapping[int, int]) -> list[str]:
             + (f"; the smaller group: {listed}" if listed else "")
         )
     if report.timeouts:
-        out.append(f"TIMEOUT: RAS hit {report.timeouts} communication timeout(s) gathering the data")
+        out.append(f"TIMEOUT: RAS hit {words.plural(report.timeouts, 'communication timeout')} gathering the data")
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from ddp_doctor import diagnose
+from ddp_doctor import diagnose, words
 from ddp_doctor.jobwatch import balance, evidence, exitcodes, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
@@ -288,7 +288,7 @@ def build_report(out: WatchOutcome) -> Report:
             title="The job",
             status=Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL,
             summary=f"{describe(out.command)} exited {out.returncode} after {out.duration_s:.1f} s; "
-            f"{len(out.ranks)} rank(s) seen"
+            f"{words.plural(len(out.ranks), 'rank')} seen"
             + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else ""),
             metrics={"duration_s": out.duration_s, "ranks": float(len(out.ranks))},
             observed={"exit_status": out.returncode},
