@@ -160,6 +160,24 @@ def test_cli_expect_gpus_fails_and_bad_value_is_usage_error() -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
-def test_cli_invalid_nccl_algo_fails() -> None:
+def test_cli_invalid_nccl_algo_on_this_cpu_host_warns_that_it_fails_on_gpus() -> None:
+    # This machine has CPU torch and no GPU: NCCL never reads NCCL_ALGO here, so a CPU/gloo job is not
+    # broken by it (a FAIL would be wrong about this host); the words say when it would fail.
     code, r = _static(env={"NCCL_ALGO": "Bogus"})
-    assert code == 1 and r["env.dist_vars"]["status"] == "fail" and "NCCL_ALGO" in r["env.dist_vars"]["summary"]
+    got = r["env.dist_vars"]
+    assert code == 0 and got["status"] == "warn", got
+    assert "NCCL_ALGO" in got["summary"] and "fails only once the job runs on GPUs" in got["summary"]
+
+
+def test_invalid_nccl_value_fails_only_where_nccl_runs() -> None:
+    gpu = make_facts(env={"NCCL_ALGO": "Bogus"})
+    assert judge(gpu)["env.dist_vars"].status is Status.FAIL
+    cpu = make_facts(env={"NCCL_ALGO": "Bogus"})
+    cpu["torch"] = {**cpu["torch"], "flavour": "cpu"}
+    assert judge(cpu)["env.dist_vars"].status is Status.WARN
+    no_gpu = make_facts(env={"NCCL_ALGO": "Bogus"})
+    no_gpu["gpus"] = {**no_gpu["gpus"], "count": 0, "physical_count": 0, "visible": []}
+    no_gpu["torch"] = {**no_gpu["torch"], "device_count": 0}
+    assert judge(no_gpu)["env.dist_vars"].status is Status.WARN
+    assert "fails only once the job runs on GPUs" in judge(cpu)["env.dist_vars"].summary
+    assert "fails only once" not in judge(gpu)["env.dist_vars"].summary

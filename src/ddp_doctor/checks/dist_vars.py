@@ -40,14 +40,34 @@ def judge(f: DistVarsFacts) -> Finding:
             f"{plural(len(shown), 'setting')} valid" + (f": {', '.join(shown[:8])}" if shown else " (none set)"),
             observed={"checked": shown},
         )
+    failing = any(x.status == "fail" for x in found)
+    # NCCL reads its variables only when a CUDA build of torch runs NCCL on a GPU: on a CPU-only host
+    # (gloo) a bad NCCL_* value breaks nothing yet, so it is a WARN that says when it would fail.
+    nccl_failing = failing and all(x.variable.startswith("NCCL_") for x in found if x.status == "fail")
+    dormant = nccl_failing and not nccl_in_play(f.host)
     return Finding(
-        Status.FAIL if any(x.status == "fail" for x in found) else Status.WARN,
-        "; ".join(x.text for x in found),
+        Status.WARN if dormant or not failing else Status.FAIL,
+        "; ".join(x.text for x in found)
+        + (
+            "; NCCL is not used on this host (no CUDA build of torch with a GPU), so this fails only once the job runs "
+            "on GPUs"
+            if dormant
+            else ""
+        ),
         cause="NCCL and torch read these variables at init; an invalid one stops the process group or is "
         "silently ignored, a costly one slows every step",
         remedy="\n".join(dict.fromkeys(x.remedy for x in found)),
         observed={"findings": [{"variable": x.variable, "status": x.status, "source": x.source} for x in found]},
     )
+
+
+def nccl_in_play(host: Mapping[str, Any]) -> bool:
+    """A CUDA build of torch and at least one GPU seen (by NVML or torch): NCCL will read its variables."""
+    torch = typed(host.get("torch"), Mapping, "torch") or {}
+    gpus = typed(host.get("gpus"), Mapping, "gpus") or {}
+    cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
+    seen = int(gpus.get("count") or 0) + int(gpus.get("physical_count") or 0) + int(torch.get("device_count") or 0)
+    return cuda_build and seen > 0
 
 
 CHECK = Check(
