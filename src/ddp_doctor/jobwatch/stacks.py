@@ -7,6 +7,7 @@ cuda (a CUDA synchronisation point), compile, data, checkpoint, or user code.
 
 from __future__ import annotations
 
+import importlib.metadata
 import linecache
 import os
 import re
@@ -166,7 +167,24 @@ def pyspy_path() -> str | None:
     if found:
         return found
     beside = Path(sys.executable).with_name("py-spy")
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return _pyspy_from_its_wheel()
+
+
+def _pyspy_from_its_wheel() -> str | None:
+    """The binary the py-spy wheel installed, wherever its scripts went (`pip --target DIR` puts it in
+    DIR/bin, `pip --user` in ~/.local/bin): read from the distribution's own file list."""
+    try:
+        dist = importlib.metadata.distribution("py-spy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    # RECORD's path is relative to where pip first installed it; `--target` then moves bin/ beside it.
+    listed = [Path(str(f.locate())) for f in dist.files or [] if f.name == "py-spy"]
+    for path in [*listed, Path(str(dist.locate_file("bin/py-spy")))]:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path.resolve())
+    return None
 
 
 def pyspy_dump(pid: int, nonblocking: bool = False) -> tuple[str | None, str]:
