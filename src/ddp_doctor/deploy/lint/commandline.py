@@ -315,47 +315,57 @@ class RunCommand:
         return found[-1] if found else None
 
 
-def run_command(words: list[Word]) -> RunCommand | None:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
+def run_command(words: list[Word]) -> RunCommand | None:
     """`docker run ...` / `podman run ...` / `docker container run ...` -> its options, image, command."""
     if not words or os.path.basename(words[0].text) not in ENGINES:
         return None
-    i = 1
-    if i < len(words) and words[i].text == "container":
-        i += 1
+    i = 2 if len(words) > 1 and words[1].text == "container" else 1
     if i >= len(words) or words[i].text != "run":
         return None
     run = RunCommand(os.path.basename(words[0].text), words[0].line)
-    i += 1
-    while i < len(words):
-        text = words[i].text
-        if text == "--":
-            i += 1
-            break
-        if not text.startswith("-") or text == "-":
-            break
-        if text.startswith("--"):
-            name, eq, value = text.partition("=")
-            if eq:
-                run.options.append((name, At(value, words[i].line)))
-            elif name in BOOL_LONG:
-                run.options.append((name, At("true", words[i].line)))
-            elif i + 1 < len(words):
-                run.options.append((name, At(words[i + 1].text, words[i + 1].line)))
-                i += 1
-        else:
-            flags = text[1:]
-            if all(c in BOOL_SHORT for c in flags):
-                for c in flags:
-                    run.options.append((f"-{c}", At("true", words[i].line)))
-            elif len(flags) > 1 and flags[0] not in BOOL_SHORT:  # -v/data:/data style
-                run.options.append((f"-{flags[0]}", At(flags[1:], words[i].line)))
-            elif i + 1 < len(words):
-                run.options.append((f"-{flags[-1]}", At(words[i + 1].text, words[i + 1].line)))
-                for c in flags[:-1]:
-                    run.options.append((f"-{c}", At("true", words[i].line)))
-                i += 1
-        i += 1
+    i = _read_options(words, i + 1, run)
     if i < len(words):
         run.image = At(words[i].text, words[i].line)
         run.command = words[i + 1 :]
     return run
+
+
+def _read_options(words: list[Word], i: int, run: RunCommand) -> int:
+    """The options from words[i] on into run.options; returns the image's index (len(words) when none)."""
+    while i < len(words):
+        text = words[i].text
+        if text == "--":
+            return i + 1
+        if not text.startswith("-") or text == "-":
+            return i
+        read = _long_option if text.startswith("--") else _short_options
+        i = read(words, i, run) + 1
+    return i
+
+
+def _long_option(words: list[Word], i: int, run: RunCommand) -> int:
+    """`--name=value`, a boolean `--name` or `--name value`; returns the index of the last word it took."""
+    name, eq, value = words[i].text.partition("=")
+    if eq:
+        run.options.append((name, At(value, words[i].line)))
+    elif name in BOOL_LONG:
+        run.options.append((name, At("true", words[i].line)))
+    elif i + 1 < len(words):
+        run.options.append((name, At(words[i + 1].text, words[i + 1].line)))
+        return i + 1
+    return i
+
+
+def _short_options(words: list[Word], i: int, run: RunCommand) -> int:
+    """`-it`, `-v/data:/data` or `-itv /data:/data` (booleans, then one flag taking the next word);
+    returns the index of the last word it took."""
+    flags, line = words[i].text[1:], words[i].line
+    if all(c in BOOL_SHORT for c in flags):
+        run.options += [(f"-{c}", At("true", line)) for c in flags]
+    elif len(flags) > 1 and flags[0] not in BOOL_SHORT:  # -v/data:/data style
+        run.options.append((f"-{flags[0]}", At(flags[1:], line)))
+    elif i + 1 < len(words):
+        run.options.append((f"-{flags[-1]}", At(words[i + 1].text, words[i + 1].line)))
+        run.options += [(f"-{c}", At("true", line)) for c in flags[:-1]]
+        return i + 1
+    return i

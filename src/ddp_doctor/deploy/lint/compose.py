@@ -80,7 +80,7 @@ def units(doc: YMap, source: str) -> list[Unit]:
     return out
 
 
-def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
+def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     u = Unit("compose", source, f"service {name}", line)
     if isinstance(svc.get("image"), str):
         u.image = At(svc["image"], svc.line_of("image"))
@@ -88,6 +88,18 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C90
     u.launches = launches(_words(svc, "entrypoint") + _words(svc, "command"))
     u.trains = bool(u.launches)
     u.gpus = _gpus(svc)
+    u.memory_limit = _memory_limit(svc)
+    _shm(u, svc, line)
+    persistent, host_shm = _volumes(svc)
+    if host_shm is not None and u.shm is not None and u.shm.value == "default":
+        u.shm = At("host", host_shm)
+    u.persistent_volume = persistent
+    _privileges(u, svc)
+    return u
+
+
+def _memory_limit(svc: YMap) -> At[int] | None:
+    """mem_limit, or deploy.resources.limits.memory in its place when that is set."""
     limit = svc.get("mem_limit")
     lim_line = svc.line_of("mem_limit")
     deploy_limit: Any = svc.get("deploy")
@@ -96,7 +108,12 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C90
     if isinstance(deploy_limit, YMap) and deploy_limit.get("memory") is not None:
         limit, lim_line = deploy_limit["memory"], deploy_limit.line_of("memory")
     if limit is not None and docker_bytes(limit) is not None:
-        u.memory_limit = At(docker_bytes(limit) or 0, lim_line)
+        return At(docker_bytes(limit) or 0, lim_line)
+    return None
+
+
+def _shm(u: Unit, svc: YMap, line: int) -> None:
+    """/dev/shm from `ipc: host` or `shm_size` (a host /dev/shm volume is seen later, in _volumes)."""
     if svc.get("ipc") == "host":
         u.host_ipc = At(True, svc.line_of("ipc"))
         u.shm = At("host", svc.line_of("ipc"))
@@ -108,11 +125,14 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C90
         )
     else:
         u.shm = At("default", line)
+
+
+def _volumes(svc: YMap) -> tuple[bool, int | None]:
+    """(whether a volume that is not tmpfs or /dev/shm is mounted, the line of a volume onto /dev/shm)."""
     volumes = svc.get("volumes")
     persistent, host_shm = False, None
     if not isinstance(volumes, YList):
-        volumes = YList()
-        volumes.line, volumes.item_lines = line, []
+        return persistent, host_shm
     for i, v in enumerate(volumes):
         target = (
             str(v).split(":")[1]
@@ -126,9 +146,11 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C90
             continue
         if (isinstance(v, str) and ":" in v) or isinstance(v, YMap):
             persistent = True
-    if host_shm is not None and u.shm is not None and u.shm.value == "default":
-        u.shm = At("host", host_shm)
-    u.persistent_volume = persistent
+    return persistent, host_shm
+
+
+def _privileges(u: Unit, svc: YMap) -> None:
+    """privileged, host network, IPC_LOCK, root user."""
     if svc.get("privileged") is True:
         u.privileged = At(True, svc.line_of("privileged"))
     if svc.get("network_mode") == "host":
@@ -141,4 +163,3 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:  # noqa: C90
     user = svc.get("user")
     if user is not None and str(user).split(":")[0] in ("0", "root"):
         u.root = At(f"user: {user}", svc.line_of("user"))
-    return u

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
 from ddp_doctor.deploy.lint.model import At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import docker_bytes
-from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Command, Word, bash_syntax, commands
+from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Command, SyntaxProblem, Word, bash_syntax, commands
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
 
@@ -271,70 +273,94 @@ _VAR_FULL = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(?:(?::?[-=])
 _SLURM_NODES_VARS = ("$SLURM_JOB_NUM_NODES", "$SLURM_NNODES", "${SLURM_JOB_NUM_NODES}", "${SLURM_NNODES}")
 
 
-def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
+@dataclass
+class _Scan:
+    """What one pass over a script's commands collects, in script order."""
+
+    docker: list[Unit] = field(default_factory=list)
+    bare: list[tuple[Launch, dict[str, At[str]]]] = field(default_factory=list)
+    images: list[At[str]] = field(default_factory=list)
+    nested: list[Unit] = field(default_factory=list)
+
+
+def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
     env = Env()
-    out: list[Unit] = []
-    bare: list[tuple[Launch, dict[str, At[str]]]] = []
-    images: list[At[str]] = []
     found = commands(text, first_line)
     if found.truncated_at is not None and notes is not None:
         notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} commands; the rest is not checked")
-    nested: list[Unit] = []
+    scan = _Scan()
     for cmd in found:
-        env.assign(cmd)
-        if not cmd.words:
-            continue
-        words = env.expand(cmd.words)
-        if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":
-            # `sbatch <<EOF ... EOF`: the body is a batch script of its own, with the outer variables.
-            body = cmd.heredoc
-            nested += units(env.resolve(body.text), source, slurm=True, notes=notes, first_line=body.line)
-            continue
-        run = run_command(strip_prefixes(words))
-        if run is not None:
-            out.append(_docker_unit(run, env.flat(), source))
-            continue
-        for w in words:
-            if w.text.startswith("--container-image="):
-                images.append(At(w.text.split("=", 1)[1], w.line))
-        for i, w in enumerate(words[:-1]):
-            if w.text == "--container-image" and os.path.basename(words[0].text) == "srun":
-                images.append(At(words[i + 1].text, words[i + 1].line))
-        for launch in launches(words, resolve=env.resolve):
-            _resolve_launch(launch, env.flat())
-            if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
-                launch.device_hint = At("gpu", launch.nproc.line)
-            bare.append((launch, env.flat()))
+        _scan_command(cmd, env, source, notes, scan)
+    out = scan.docker
     for u in out:
         for launch in u.launches:
             _resolve_launch(launch, u.env)
     syntax = bash_syntax(text) if first_line == 1 else None
     if slurm:
-        d = sbatch_directives(text, first_line)
-        u = Unit("slurm", source, "sbatch script", first_line, launches=[b[0] for b in bare], trains=bool(bare))
-        u.env = env.flat()
-        if "gpus_per_node" in d:
-            u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
-        u.nodes = d.get("nodes")
-        u.nodes_what = "#SBATCH --nodes"
-        u.tasks_per_node = d.get("tasks_per_node")
-        u.image = sbatch_image(text, first_line) or (images[0] if images else None)
-        out.append(u)
+        out.append(_slurm_unit(text, source, first_line, env, scan))
     else:
-        for launch, launch_env in bare:
+        for launch, launch_env in scan.bare:
             out.append(Unit("shell", source, launch.tool, launch.line, launches=[launch], trains=True, env=launch_env))
     if syntax is not None:
-        target = out[-1] if out else Unit("slurm" if slurm else "shell", source, "script", 1)
-        message = syntax.message
-        lines = text.split("\n")
-        bad = lines[syntax.line - 1] if 0 < syntax.line <= len(lines) else ""
-        placeholder = re.search(r"<[A-Za-z][^<>\n]*>", bad)
-        if placeholder:  # templates ship `VAR=<fill me in>`, which bash reads as redirections
-            message += f" (a placeholder left unfilled: {placeholder.group(0)})"
-        target.syntax = At(message, syntax.line)
-        if not out:
-            out.append(target)
-    return out + nested
+        _attach_syntax(out, syntax, text, "slurm" if slurm else "shell", source)
+    return out + scan.nested
+
+
+def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: _Scan) -> None:
+    env.assign(cmd)
+    if not cmd.words:
+        return
+    words = env.expand(cmd.words)
+    if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":
+        # `sbatch <<EOF ... EOF`: the body is a batch script of its own, with the outer variables.
+        body = cmd.heredoc
+        scan.nested += units(env.resolve(body.text), source, slurm=True, notes=notes, first_line=body.line)
+        return
+    run = run_command(strip_prefixes(words))
+    if run is not None:
+        scan.docker.append(_docker_unit(run, env.flat(), source))
+        return
+    scan.images += _container_images(words)
+    for launch in launches(words, resolve=env.resolve):
+        _resolve_launch(launch, env.flat())
+        if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
+            launch.device_hint = At("gpu", launch.nproc.line)
+        scan.bare.append((launch, env.flat()))
+
+
+def _container_images(words: list[Word]) -> list[At[str]]:
+    """pyxis images: `--container-image=X` on any command, `--container-image X` on srun."""
+    images = [At(w.text.split("=", 1)[1], w.line) for w in words if w.text.startswith("--container-image=")]
+    if words and os.path.basename(words[0].text) == "srun":
+        images += [At(nxt.text, nxt.line) for w, nxt in pairwise(words) if w.text == "--container-image"]
+    return images
+
+
+def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: _Scan) -> Unit:
+    d = sbatch_directives(text, first_line)
+    u = Unit("slurm", source, "sbatch script", first_line, launches=[b[0] for b in scan.bare], trains=bool(scan.bare))
+    u.env = env.flat()
+    if "gpus_per_node" in d:
+        u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
+    u.nodes = d.get("nodes")
+    u.nodes_what = "#SBATCH --nodes"
+    u.tasks_per_node = d.get("tasks_per_node")
+    u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
+    return u
+
+
+def _attach_syntax(out: list[Unit], syntax: SyntaxProblem, text: str, area: str, source: str) -> None:
+    """bash -n's error goes on the script's last unit, or on a unit of its own when it has none."""
+    target = out[-1] if out else Unit(area, source, "script", 1)
+    message = syntax.message
+    lines = text.split("\n")
+    bad = lines[syntax.line - 1] if 0 < syntax.line <= len(lines) else ""
+    placeholder = re.search(r"<[A-Za-z][^<>\n]*>", bad)
+    if placeholder:  # templates ship `VAR=<fill me in>`, which bash reads as redirections
+        message += f" (a placeholder left unfilled: {placeholder.group(0)})"
+    target.syntax = At(message, syntax.line)
+    if not out:
+        out.append(target)
 
 
 def _resolve_launch(launch: Launch, env: dict[str, At[str]]) -> None:

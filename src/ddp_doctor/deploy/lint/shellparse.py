@@ -16,6 +16,7 @@ import functools
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,42 +149,53 @@ class _Reader:
         else:
             cmd.assignments[name] = _word(value, self.first_line) if value is not None else Word("", line)
 
-    def visit(self, node: Any) -> None:  # noqa: C901 - lint internals are being rewritten under issue 16; split there
-        kind = node.type
-        if kind in ("comment", "command_substitution", "process_substitution", "heredoc_body"):
-            return
-        if kind == "variable_assignment":
-            cmd = Command([])
-            self.assignment(node, cmd)
-            self.add(cmd)
-            return
-        if kind == "declaration_command":
-            cmd = Command([])
-            for c in node.named_children:
-                if c.type == "variable_assignment":
-                    self.assignment(c, cmd)
-            if cmd.assignments or cmd.arrays:
-                self.add(cmd)
-            return
-        if kind == "command":
-            self.command(node, None)
-            return
-        if kind == "redirected_statement":
-            body = node.child_by_field_name("body")
-            heredoc = None
+    def visit(self, node: Any) -> None:
+        # The walk into children stays here, not in a handler: one stack frame per level of nesting.
+        handler = _VISITORS.get(node.type)
+        if handler is None or not handler(self, node):
             for c in node.children:
-                if c.type == "heredoc_redirect":
-                    for h in c.children:
-                        if h.type == "heredoc_body":
-                            heredoc = Word(h.text.decode("utf-8", "replace"), h.start_point[0] + self.first_line)
-            if body is not None and body.type == "command":
-                self.command(body, heredoc)
-                for c in node.children:
-                    if c is not body:
-                        self.visit(c)
-                return
+                self.visit(c)
+
+    def skip(self, node: Any) -> bool:
+        """Comments, `$(...)`, `<(...)`; a heredoc body is read with its command (redirected)."""
+        return True
+
+    def bare_assignment(self, node: Any) -> bool:
+        cmd = Command([])
+        self.assignment(node, cmd)
+        self.add(cmd)
+        return True
+
+    def declaration(self, node: Any) -> bool:
+        """`export` / `declare` and the like: only their VAR=value parts."""
+        cmd = Command([])
+        for c in node.named_children:
+            if c.type == "variable_assignment":
+                self.assignment(c, cmd)
+        if cmd.assignments or cmd.arrays:
+            self.add(cmd)
+        return True
+
+    def simple_command(self, node: Any) -> bool:
+        self.command(node, None)
+        return True
+
+    def redirected(self, node: Any) -> bool:
+        """A command with redirections, its heredoc body kept; other bodies are walked as usual."""
+        body = node.child_by_field_name("body")
+        heredoc = None
         for c in node.children:
-            self.visit(c)
+            if c.type == "heredoc_redirect":
+                for h in c.children:
+                    if h.type == "heredoc_body":
+                        heredoc = Word(h.text.decode("utf-8", "replace"), h.start_point[0] + self.first_line)
+        if body is None or body.type != "command":
+            return False
+        self.command(body, heredoc)
+        for c in node.children:
+            if c is not body:
+                self.visit(c)
+        return True
 
     def command(self, node: Any, heredoc: Word | None) -> None:
         cmd = Command([], heredoc=heredoc)
@@ -204,6 +216,19 @@ class _Reader:
             cmd.words = []
         if cmd.words or cmd.assignments or cmd.arrays:
             self.add(cmd)
+
+
+# Node type -> what _Reader.visit does with it; a handler returns False to have the node's children walked.
+_VISITORS: dict[str, Callable[[_Reader, Any], bool]] = {
+    "comment": _Reader.skip,
+    "command_substitution": _Reader.skip,
+    "process_substitution": _Reader.skip,
+    "heredoc_body": _Reader.skip,
+    "variable_assignment": _Reader.bare_assignment,
+    "declaration_command": _Reader.declaration,
+    "command": _Reader.simple_command,
+    "redirected_statement": _Reader.redirected,
+}
 
 
 def commands(text: str, first_line: int = 1) -> Commands:
