@@ -16,84 +16,107 @@ What it adds in a process that is a rank (RANK set, or the lone process of `pyth
 In other processes of the job (torchrun's agent, DataLoader workers) it only tees the output.
 """
 
+# The job's interpreter may be older than ddp-doctor's own: annotations stay unevaluated (`tuple[...]`, `X | None`).
+from __future__ import annotations
+
 import os
 import sys
 
 
-def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one self-contained function in the rank (issue 19 owns it)
+# The hook is split into module-level steps: each uses only this module's own globals (os, sys), which the
+# functions keep alive after _chain puts the user's module in sys.modules["sitecustomize"].
+def _ddp_doctor_hook() -> None:
     run_dir = os.environ.get("DDP_DOCTOR_WATCH_DIR")
     if not run_dir or not os.path.isdir(run_dir):
         return
-    import faulthandler
-    import json
-    import signal
-    import threading
-    import time
-    from typing import Any
+    rank, is_rank = _claim_rank()
+    name = f"rank-{rank}" if is_rank else f"proc-{os.getpid()}"
+    if os.environ.get("DDP_DOCTOR_WATCH_TEE", "1") == "1":
+        _tee_output(os.path.join(run_dir, name + ".log"))
+    if not is_rank:
+        return
+    _write_pid(run_dir, name, rank)
+    if os.environ.get("DDP_DOCTOR_WATCH_STACKS", "1") == "1":
+        _stacks_on_sigurg(os.path.join(run_dir, name + ".stack"))
+    _record_the_end(run_dir, name)
+    _serve_dump_requests(run_dir, rank, os.environ.get("DDP_DOCTOR_WATCH_FR") == "1")
 
+
+def _claim_rank() -> tuple[int, bool]:
+    """(rank, whether this process is that rank). A DataLoader worker or a subprocess of a rank inherits
+    RANK: the first process to claim it is the rank."""
     marker = "DDP_DOCTOR_WATCH_RANK_PID"
     rank_env = os.environ.get("RANK")
     lone = os.environ.get("DDP_DOCTOR_WATCH_LONE") == "1"
-    claimed = os.environ.get(marker)
-    # A DataLoader worker or a subprocess of a rank inherits RANK: the first process to claim it is the rank.
-    is_rank = claimed is None and (rank_env is not None or lone)
-    rank = int(rank_env) if rank_env and rank_env.isdigit() else 0
+    is_rank = os.environ.get(marker) is None and (rank_env is not None or lone)
     if is_rank:
         os.environ[marker] = str(os.getpid())
-        name = f"rank-{rank}"
-    else:
-        name = f"proc-{os.getpid()}"
+    return (int(rank_env) if rank_env and rank_env.isdigit() else 0), is_rank
 
-    def _open(path: str) -> int:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
-    if os.environ.get("DDP_DOCTOR_WATCH_TEE", "1") == "1":
-        log_fd = _open(os.path.join(run_dir, name + ".log"))
+def _tee_output(path: str) -> None:
+    """sys.stdout / sys.stderr become tees that also append to `path`."""
+    from typing import Any
 
-        class _Tee:
-            """The original stream, plus a copy of every write into the run directory."""
+    log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
-            _stream: Any
+    class _Tee:
+        """The original stream, plus a copy of every write into the run directory."""
 
-            def __init__(self, stream: Any) -> None:
-                self.__dict__["_stream"] = stream
+        _stream: Any
 
-            def write(self, text: str) -> int:
-                n: int = self._stream.write(text)
-                try:
-                    os.write(log_fd, text.encode("utf-8", "replace"))
-                except (OSError, AttributeError, TypeError):
-                    pass
-                return n
+        def __init__(self, stream: Any) -> None:
+            self.__dict__["_stream"] = stream
 
-            def writelines(self, lines: object) -> None:
-                for line in lines:  # type: ignore[attr-defined]
-                    self.write(line)
+        def write(self, text: str) -> int:
+            n: int = self._stream.write(text)
+            try:
+                os.write(log_fd, text.encode("utf-8", "replace"))
+            except (OSError, AttributeError, TypeError):
+                pass
+            return n
 
-            def __getattr__(self, attr: str) -> object:
-                return getattr(self._stream, attr)
+        def writelines(self, lines: object) -> None:
+            for line in lines:  # type: ignore[attr-defined]
+                self.write(line)
 
-            def __setattr__(self, attr: str, value: object) -> None:
-                setattr(self._stream, attr, value)
+        def __getattr__(self, attr: str) -> object:
+            return getattr(self._stream, attr)
 
-        for stream_name in ("stdout", "stderr"):
-            stream = getattr(sys, stream_name, None)
-            if stream is not None:
-                setattr(sys, stream_name, _Tee(stream))
+        def __setattr__(self, attr: str, value: object) -> None:
+            setattr(self._stream, attr, value)
 
-    if not is_rank:
-        return
+    for stream_name in ("stdout", "stderr"):
+        stream = getattr(sys, stream_name, None)
+        if stream is not None:
+            setattr(sys, stream_name, _Tee(stream))
+
+
+def _write_pid(run_dir: str, name: str, rank: int) -> None:
+    import json
+    import time
 
     info = {"rank": rank, "pid": os.getpid(), "argv": sys.argv[:8], "time": time.time()}
     with open(os.path.join(run_dir, name + ".pid.tmp"), "w") as f:
         json.dump(info, f)
     os.replace(os.path.join(run_dir, name + ".pid.tmp"), os.path.join(run_dir, name + ".pid"))
 
-    if os.environ.get("DDP_DOCTOR_WATCH_STACKS", "1") == "1":
-        stack_file = open(os.path.join(run_dir, name + ".stack"), "a")  # noqa: SIM115 - lives with the process
-        # SIGURG: its default action is to ignore it, so a signal that arrives after faulthandler let go at
-        # interpreter exit (or before this hook ran) cannot kill the rank.
-        faulthandler.register(signal.SIGURG, file=stack_file, all_threads=True, chain=False)
+
+def _stacks_on_sigurg(path: str) -> None:
+    import faulthandler
+    import signal
+
+    stack_file = open(path, "a")  # noqa: SIM115 - lives with the process (faulthandler holds it)
+    # SIGURG: its default action is to ignore it, so a signal that arrives after faulthandler let go at
+    # interpreter exit (or before this hook ran) cannot kill the rank.
+    faulthandler.register(signal.SIGURG, file=stack_file, all_threads=True, chain=False)
+
+
+def _record_the_end(run_dir: str, name: str) -> None:
+    """An uncaught exception -> NAME.error.json, torchelastic's error file and NAME.exit; a normal exit -> NAME.exit."""
+    import atexit
+    import json
+    import time
 
     def _write_exit(kind: str, detail: object) -> None:
         try:
@@ -129,22 +152,18 @@ def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one 
 
     sys.excepthook = _excepthook
 
-    import atexit
-
     def _at_exit() -> None:
         if not os.path.exists(os.path.join(run_dir, name + ".exit")):
             _write_exit("exit", None)
 
     atexit.register(_at_exit)
 
+
+def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
+    import threading
+    import time
+
     request = os.path.join(run_dir, "dump.request")
-
-    def _write(target: str, data: bytes) -> None:
-        with open(target + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(target + ".tmp", target)
-
-    want_fr = os.environ.get("DDP_DOCTOR_WATCH_FR") == "1"
 
     def _dump_on_request() -> None:
         # Poll one file's mtime per second: the doctor touches it on a suspected hang. Every rank then writes
@@ -160,32 +179,52 @@ def _ddp_doctor_hook() -> None:  # noqa: C901 - a startup hook that must be one 
             if mtime <= seen:
                 continue
             seen = mtime
-            dist = sys.modules.get("torch.distributed")
-            data, ext = None, "json"
-            try:
-                if dist is None or not dist.is_initialized():
-                    continue
-                pg = dist.distributed_c10d._get_default_group()
-                seq = {"seq": int(pg._get_sequence_number_for_group()), "backend": str(dist.get_backend())}
-                _write(os.path.join(run_dir, f"seq-rank-{rank}.json"), json.dumps(seq).encode())
-            except Exception:  # noqa: BLE001, S110 - no sequence number in this torch / process group
-                pass
-            if not want_fr:
+            if not _write_seq(run_dir, rank) or not want_fr:
                 continue
-            try:
-                c10d = sys.modules["torch"]._C._distributed_c10d
-                if hasattr(c10d, "_dump_fr_trace_json"):
-                    data = c10d._dump_fr_trace_json(True, False)
-                elif hasattr(c10d, "_dump_nccl_trace_json"):
-                    data = c10d._dump_nccl_trace_json(True, False)
-                elif hasattr(c10d, "_dump_nccl_trace"):
-                    data, ext = c10d._dump_nccl_trace(), "pickle"
-            except Exception:  # noqa: BLE001 - no recorder in this torch / this process group
-                data = None
+            data, ext = _fr_trace()
             if data:
-                _write(os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data)
+                _write_atomic(
+                    os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data
+                )
 
     threading.Thread(target=_dump_on_request, name="ddp-doctor-fr", daemon=True).start()
+
+
+def _write_seq(run_dir: str, rank: int) -> bool:
+    """seq-rank-N.json; False when torch.distributed is not initialized in this process (nothing to dump)."""
+    import json
+
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_initialized():
+            return False
+        pg = dist.distributed_c10d._get_default_group()
+        seq = {"seq": int(pg._get_sequence_number_for_group()), "backend": str(dist.get_backend())}
+        _write_atomic(os.path.join(run_dir, f"seq-rank-{rank}.json"), json.dumps(seq).encode())
+    except Exception:  # noqa: BLE001, S110 - no sequence number in this torch / process group
+        pass
+    return True
+
+
+def _fr_trace() -> tuple[bytes | str | None, str]:
+    """(the flight recorder's dump, its file extension); (None, "json") when this torch has none."""
+    try:
+        c10d = sys.modules["torch"]._C._distributed_c10d
+        if hasattr(c10d, "_dump_fr_trace_json"):
+            return c10d._dump_fr_trace_json(True, False), "json"
+        if hasattr(c10d, "_dump_nccl_trace_json"):
+            return c10d._dump_nccl_trace_json(True, False), "json"
+        if hasattr(c10d, "_dump_nccl_trace"):
+            return c10d._dump_nccl_trace(), "pickle"
+    except Exception:  # noqa: BLE001, S110 - no recorder in this torch / this process group
+        pass
+    return None, "json"
+
+
+def _write_atomic(target: str, data: bytes) -> None:
+    with open(target + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(target + ".tmp", target)
 
 
 def _chain() -> None:
