@@ -20,9 +20,9 @@ import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ddp_doctor import words
+from ddp_doctor.live import procnet
 
 DEFAULT_ADDR = "localhost:28028"
 CLIENT_PROTOCOL = 2
@@ -109,17 +109,7 @@ def disabled(env: Mapping[str, str]) -> bool:
 
 def _listening_inodes(port: int) -> set[str]:
     """Socket inodes listening on this TCP port in our network namespace (/proc/net/tcp and tcp6)."""
-    found: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                found.add(cols[9])
-    return found
+    return {s.inode for s in procnet.tcp_sockets() if s.state == procnet.LISTEN and s.local_port == port}
 
 
 def listener(port: int, pids: Iterable[int]) -> tuple[bool, int | None]:

@@ -102,26 +102,3 @@ def route(destination: str | None) -> dict[str, Any]:
                 }
     default = _default_route_interface()
     return {"destination": None, "source": None, "interface": default, "how": "default route" if default else None}
-
-
-def usable_ranked(
-    ifaces: list[dict[str, Any]], route_info: dict[str, Any] | None, family: str | None = None
-) -> list[dict[str, Any]]:
-    """Interfaces a *_SOCKET_IFNAME may name: UP (or a virtual one the kernel reports as unknown),
-    not loopback, with an address of the wanted family ("AF_INET" / "AF_INET6"); the one carrying
-    the route first."""
-
-    def has_family(addr: str) -> bool:
-        if addr.lower().startswith("fe80:"):
-            return False  # link-local: every UP interface has one, none reaches another node
-        return family is None or (":" in addr) == (family == "AF_INET6")
-
-    usable = [
-        i
-        for i in ifaces
-        if i.get("state") in ("up", "unknown")
-        and not i.get("loopback")
-        and any(has_family(a) for a in i.get("addresses") or [])
-    ]
-    first = (route_info or {}).get("interface")
-    return sorted(usable, key=lambda i: (i.get("name") != first, str(i.get("name"))))
