@@ -66,8 +66,9 @@ def nccl_in_play(host: Mapping[str, Any]) -> bool:
     torch = typed(host.get("torch"), Mapping, "torch") or {}
     gpus = typed(host.get("gpus"), Mapping, "gpus") or {}
     cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
-    seen = int(gpus.get("count") or 0) + int(gpus.get("physical_count") or 0) + int(torch.get("device_count") or 0)
-    return cuda_build and seen > 0
+    return cuda_build and any(
+        int(n or 0) > 0 for n in (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count"))
+    )
 
 
 CHECK = Check(
