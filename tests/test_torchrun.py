@@ -90,8 +90,13 @@ def _free_port() -> int:
 @pytest.mark.parametrize("rendezvous", ["standalone", "c10d"])
 def test_real_torchrun_runs_the_built_command(tmp_path: Path, rendezvous: str) -> None:
     script = tmp_path / "train.py"
+    # Each rank writes a file of its own: two ranks printing into one pipe can interleave their lines.
+    out = tmp_path / "out"
+    out.mkdir()
     script.write_text(
-        "import os, sys\nprint('world', os.environ['WORLD_SIZE'], 'rank', os.environ['RANK'], *sys.argv[1:])\n"
+        "import os, pathlib, sys\n"
+        f"pathlib.Path({str(out)!r}, 'rank-' + os.environ['RANK']).write_text("
+        "' '.join(['world', os.environ['WORLD_SIZE'], 'rank', os.environ['RANK'], *sys.argv[1:]]))\n"
     )
     endpoint = f"127.0.0.1:{_free_port()}" if rendezvous == "c10d" else None
     cmd = TorchrunCommand(
@@ -115,7 +120,7 @@ def test_real_torchrun_runs_the_built_command(tmp_path: Path, rendezvous: str) -
         env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr
-    assert sorted(line for line in done.stdout.splitlines() if line.startswith("world")) == [
+    assert sorted(f.read_text() for f in out.iterdir()) == [
         "world 2 rank 0 --flag x",
         "world 2 rank 1 --flag x",
     ]
