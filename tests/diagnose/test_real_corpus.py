@@ -1,35 +1,40 @@
-"""Logs users pasted into public issue threads: explain names the cause each thread confirmed.
+"""Logs users pasted into public issue threads: explain names the cause each thread confirmed (fitted part).
 
 tests/fixtures/logs/real/LABELS.yaml holds, per log, its source thread and the conclusion the thread
 reached (labels come from the threads, never from explain's output); README.md lists them by class.
+Only the fitted part is asserted here. The blind part is scored, never fitted to, by
+benchmarks/score_explain_corpus.py; the rule that splits them is in README.md.
 """
 
 from __future__ import annotations
 
-import pytest
-import yaml
+import json
+from pathlib import Path
 
+import pytest
+
+from ddp_doctor.cli import main
 from ddp_doctor.diagnose import explain_text
 from ddp_doctor.report import Status
-from tests.conftest import FIXTURES
+from tests.fixtures.logs.real import corpus
 
-REAL = FIXTURES / "logs" / "real"
-LABELS: dict[str, dict[str, object]] = yaml.safe_load((REAL / "LABELS.yaml").read_text())
+LABELS = corpus.load()
+FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fitted")
+
+AWAITING_KNOWLEDGE: frozenset[str] = frozenset()
+"""Fitted logs whose class of failure explain does not know yet (strict xfail: a fix makes the test say so)."""
 
 
-def test_every_log_is_labelled_with_its_source() -> None:
-    assert sorted(p.name for p in REAL.glob("*.log")) == sorted(LABELS)
-    readme = (REAL / "README.md").read_text()
+def test_the_readme_lists_every_log_with_its_source() -> None:
+    readme = (corpus.HERE / "README.md").read_text(encoding="utf-8")
     for name, label in LABELS.items():
-        assert str(label["source"]).startswith("https://github.com/"), name
-        assert label["confirmed"], name
         assert name in readme and str(label["source"]) in readme, name
 
 
-@pytest.mark.parametrize("name", sorted(LABELS))
-def test_the_thread_s_cause_is_named(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(corpus.FIRST))
+def test_the_first_logs_name_the_thread_s_cause_first(name: str) -> None:
     label = LABELS[name]
-    results = explain_text((REAL / name).read_bytes(), name)
+    results = explain_text((corpus.HERE / name).read_bytes(), "log")
     failing = [r for r in results if r.status is Status.FAIL]
     want = label["root_cause"]
     if want is None:  # a healthy run: no failure, and no "unknown" warning for its worrying-looking lines
@@ -42,3 +47,26 @@ def test_the_thread_s_cause_is_named(name: str) -> None:
         assert root.observed["signal"].startswith(str(label["signal"]))
     if "library" in label:
         assert root.observed["library"] == label["library"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="class not known yet"))
+        if n in AWAITING_KNOWLEDGE
+        else n
+        for n in FITTED
+    ],
+)
+def test_explain_is_right_on_the_fitted_part(name: str, tmp_path: Path) -> None:
+    """The judge of benchmarks/score_explain_corpus.py, on the real command's JSON, the file name blanked."""
+    log = tmp_path / "log"
+    log.write_bytes((corpus.HERE / name).read_bytes())
+    out = tmp_path / "report.json"
+    assert main(["explain", "--format", "json", "--quiet", "--output", str(out), str(log)]) in (0, 1)
+    verdict = corpus.judge(LABELS[name], corpus.answer(json.loads(out.read_text())))
+    assert verdict.right, verdict.why
+
+
+def test_awaiting_knowledge_lists_fitted_logs_only() -> None:
+    assert AWAITING_KNOWLEDGE <= set(FITTED)
