@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ddp_doctor.deploy.lint.model import At, Launch
-from ddp_doctor.deploy.lint.shellparse import Word, commands
+from ddp_doctor.deploy.lint.shellparse import Functions, Word, commands
 
 TORCHRUN_FLAGS = {
     "--nproc-per-node": "nproc",
@@ -49,6 +49,11 @@ WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataload
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 REMOTE_STARTERS = {"mpirun", "mpiexec", "pdsh", "ssh", "clush", "pssh", "parallel-ssh", "orterun", "prun"}
 """Commands that start the launcher on other nodes themselves (so no srun is needed)."""
+MPI_STARTERS = {"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"}
+"""Starters that are the launcher themselves when no torchrun-like launcher follows: their ranks are
+the processes of the program they start (one per slot)."""
+MPI_TOTAL = ("-np", "-n", "--np", "-c")
+MPI_PER_NODE = ("-npernode", "--npernode", "-N", "--N")
 SCRIPT_DEPTH = 3
 TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -194,6 +199,12 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     launch.standalone = any(x.text == "--standalone" for x in rest)
     script = next((x for x in rest if x.text.endswith(".py") and not x.text.startswith("-")), None)
     launch.script = At(script.text, script.line) if script is not None else None
+    _script_flags(launch, rest)
+    return launch
+
+
+def _script_flags(launch: Launch, rest: list[Word]) -> None:
+    """What the training script's own flags say: the backend, DataLoader workers, CPU or GPU."""
     if launch.backend is None:
         backend = _flag_values(rest, BACKEND_FLAGS)
         if backend:
@@ -211,16 +222,66 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
             ):
                 launch.device_hint = At("cpu", w.line)
                 break
+
+
+def _mpirun(words: list[Word], i: int) -> Launch:
+    """mpirun / mpiexec / horovodrun as the launcher: -np (ranks in all), -npernode / -N / --map-by
+    ppr:N:node (per node), -x NAME[=VALUE] (exported to the ranks), the program and its flags."""
+    launch = Launch("mpirun", words[i].line)
+    _, launch.srun_nodes, launch.srun_tasks_per_node, launch.srun_gpus = _srun(words, i)
+    rest = words[i + 1 :]
+    launch.spans_nodes = True
+    j = 0
+    while j < len(rest):
+        text, nxt = rest[j].text, rest[j + 1] if j + 1 < len(rest) else None
+        if text in MPI_TOTAL and nxt is not None:
+            launch.total = _int_at(At(nxt.text, nxt.line))
+        elif text in MPI_PER_NODE and nxt is not None:
+            launch.nproc = At(nxt.text, nxt.line)
+        elif text in ("--map-by", "-map-by") and nxt is not None and nxt.text.startswith("ppr:"):
+            parts = nxt.text.split(":")
+            if len(parts) >= 3 and parts[2].startswith("node"):
+                launch.nproc = At(parts[1], nxt.line)
+        elif text == "-x" and nxt is not None:
+            name, eq, value = nxt.text.partition("=")
+            if eq:
+                launch.exports[name] = At(value, nxt.line)
+        elif text == "--allow-run-as-root":
+            launch.as_root = At("mpirun --allow-run-as-root", rest[j].line)
+        j += 1
+    program = next((k for k, w in enumerate(rest) if w.text.endswith(".py") and not w.text.startswith("-")), None)
+    if program is not None:
+        launch.script = At(rest[program].text, rest[program].line)
+        _script_flags(launch, rest[program + 1 :])
     return launch
 
 
-def launches(words: list[Word], depth: int = 0, resolve: Callable[[str], str] | None = None) -> list[Launch]:
-    """Every distributed launcher started by these words, looking inside `bash -c '...'` and `eval`."""
+def _starts_mpi(words: list[Word], i: int) -> bool:
+    """words[i] is mpirun-like and nothing after it is a launcher of its own or a shell script."""
+    if os.path.basename(words[i].text) not in MPI_STARTERS:
+        return False
+    return not any(
+        launcher_at(words, j) is not None or os.path.basename(words[j].text) in SHELLS | {"eval"}
+        for j in range(i + 1, len(words))
+    )
+
+
+def launches(
+    words: list[Word],
+    depth: int = 0,
+    resolve: Callable[[str], str] | None = None,
+    functions: Functions | None = None,
+) -> list[Launch]:
+    """Every distributed launcher started by these words, looking inside `bash -c '...'` and `eval`,
+    and into the script's own functions called there (`export -f fn; srun bash -c "fn args"`)."""
     found: list[Launch] = []
     for i, w in enumerate(words):
         known = launcher_at(words, i)
         if known is not None:
             found.append(_launch(words, i, *known))
+            break
+        if _starts_mpi(words, i):
+            found.append(_mpirun(words, i))
             break
         script: Word | None = None
         base = os.path.basename(w.text)
@@ -239,7 +300,9 @@ def launches(words: list[Word], depth: int = 0, resolve: Callable[[str], str] | 
             srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
             for cmd in commands(text, first_line=script.line):
                 inner_words = expand_words(cmd.words, resolve)
-                for launch in launches(inner_words, depth + 1, resolve):
+                body = functions.call(inner_words[0].text) if functions is not None and inner_words else None
+                groups = [expand_words(c.words, resolve) for c in body] if body is not None else [inner_words]
+                for launch in (x for g in groups for x in launches(g, depth + 1, resolve, functions)):
                     launch.under_srun = launch.under_srun or srun
                     launch.srun_nodes = launch.srun_nodes or srun_nodes
                     launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn

@@ -55,11 +55,23 @@ def detect(path: Path, text: str) -> str:
     )
 
 
+def _objects(docs: list[Any]) -> list[Any]:
+    """The documents, with every List (kind: List, PodList, ...) replaced by its items."""
+    out: list[Any] = []
+    for doc in docs:
+        items = doc.get("items") if isinstance(doc, YMap) else None
+        if isinstance(items, list) and str(doc.get("kind", "")).endswith("List"):
+            out += _objects([i for i in items if isinstance(i, YMap)])
+        else:
+            out.append(doc)
+    return out
+
+
 def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, list[Unit], list[str]]:
     units: list[Unit] = []
     notes: list[str] = []
     kinds_seen: set[str] = set()
-    for doc in docs:
+    for doc in _objects(docs):
         if doc is None:
             continue
         if not isinstance(doc, YMap):

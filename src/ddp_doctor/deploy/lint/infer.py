@@ -110,13 +110,15 @@ def _ranks(u: Unit) -> tuple[At[int] | None, str]:
             return None, ""
     if u.nproc_declared is not None:
         if u.nproc_declared.value.isdigit():
-            return At(int(u.nproc_declared.value), u.nproc_declared.line), f"nprocPerNode {u.nproc_declared.value}"
+            return At(int(u.nproc_declared.value), u.nproc_declared.line), f"{u.nproc_what} {u.nproc_declared.value}"
         if u.nproc_declared.value == "auto" and u.gpus is not None and u.gpus.value is not None:
-            return At(u.gpus.value, u.nproc_declared.line), f"nprocPerNode auto = {count(u.gpus.value, 'GPU')}"
+            return At(u.gpus.value, u.nproc_declared.line), f"{u.nproc_what} auto = {count(u.gpus.value, 'GPU')}"
         return None, ""
     for launch in u.launches:
         if launch.tool in ("torchrun", "tune") and u.operator is None:
             return At(1, launch.line), f"{launch.tool} without --nproc-per-node (its default: 1)"
+        if launch.tool == "deepspeed" and u.gpus is not None and u.gpus.value is not None:
+            return At(u.gpus.value, launch.line), f"deepspeed without --num_gpus = {count(u.gpus.value, 'GPU')}"
     if u.trains and not u.launches and u.operator == "pytorchjob":
         return At(1, u.line), "the operator starts one process per pod (no torchrun, no nprocPerNode)"
     return None, ""

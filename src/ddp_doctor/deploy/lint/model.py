@@ -7,7 +7,7 @@ value with the line it came from, so one rule can run over every kind of file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -49,6 +49,21 @@ class Launch:
     """The launcher starts the ranks of the other nodes itself (deepspeed over pdsh, accelerate over mpirun)."""
     device_hint: At[str] | None = None
     """'cpu' / 'gpu' when a flag says so (--no-cuda, --device cpu, accelerate --cpu / --multi_gpu)."""
+    total: At[int] | None = None
+    """Ranks in all, where the launcher is given that rather than a count per node (mpirun -np)."""
+    exports: dict[str, At[str]] = field(default_factory=dict)
+    """Variables the starting command sets for the ranks: mpirun -x NAME=VALUE, srun --export, env NAME=VALUE."""
+    as_root: At[str] | None = None
+    """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
+
+
+@dataclass(frozen=True)
+class Structural:
+    """A rule the parser found broken from the file's structure, where, and the words for its message."""
+
+    rule: str
+    line: int
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -68,6 +83,8 @@ class Unit:
     gpu_request: At[int] | None = None
     nproc_declared: At[str] | None = None
     """nprocPerNode / PET_NPROC_PER_NODE, when the workload declares it outside the command."""
+    nproc_what: str = "nprocPerNode"
+    """Where nproc_declared was read (nprocPerNode, slotsPerWorker, PET_NPROC_PER_NODE), for messages."""
     tasks_per_node: At[int] | None = None
     """Slurm: tasks started per node (each task that runs torchrun starts nproc ranks)."""
     nodes: At[int] | None = None
@@ -88,8 +105,9 @@ class Unit:
     persistent_volume: bool | None = None
     """True when some mount outlives the container; None when the parser cannot tell."""
     env: dict[str, At[str]] = field(default_factory=dict)
-    structural: list[At[str]] = field(default_factory=list)
-    """Rule names the parser found from the file's structure alone (e.g. a PyTorchJob without a `pytorch` container)."""
+    structural: list[Structural] = field(default_factory=list)
+    """Mistakes the parser found from the file's structure alone (a PyTorchJob without a `pytorch`
+    container, runAsUser: 0 beside runAsNonRoot: true)."""
     operator: str | None = None
     """Who starts the pods and injects the rendezvous: 'pytorchjob' and 'trainjob' set PET_NNODES /
     PET_NPROC_PER_NODE / PET_MASTER_ADDR for torchrun; 'jobset' and 'lws' give stable DNS names; None: nobody."""
@@ -110,3 +128,7 @@ class Unit:
     """A runtime / template whose GPUs, nodes and command are filled in by the job that uses it."""
     syntax: At[str] | None = None
     """bash -n's message for a script bash cannot parse."""
+    role: str = ""
+    """The part its pod plays in the job (deploy.lint.workloads: ranks, launcher, head, helper), '' when unsaid."""
+    slots: At[int] | None = None
+    """MPI slots per worker pod (MPIJob slotsPerWorker), for the launcher's mpirun -np."""

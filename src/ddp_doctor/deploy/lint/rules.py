@@ -56,8 +56,20 @@ def check(fn: Check) -> Check:
     return fn
 
 
+# What starts the ranks of a pod whose own command names no launcher, by who runs the job.
+OPERATOR_LAUNCHERS = {
+    "pytorchjob": "a PyTorchJob",
+    "trainjob": "a TrainJob",
+    "mpijob": "MPI ranks",
+    "ray": "Ray Train workers",
+    "volcano-pytorch": "a Volcano PyTorch job",
+}
+
+
 def launcher(u: Unit) -> str:
-    return u.launches[0].tool if u.launches else "a PyTorchJob"
+    if u.launches:
+        return u.launches[0].tool
+    return OPERATOR_LAUNCHERS.get(str(u.operator), "training ranks")
 
 
 @check
@@ -118,15 +130,32 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
         yield Hit("nproc_below_gpus", line, ctx)
 
 
+# Launchers that start their own ranks on the node (nproc of them): one Slurm task per node each.
+PER_NODE_LAUNCHERS = ("torchrun", "tune", "ddp-doctor", "accelerate", "deepspeed")
+
+
+@check
+def nproc_declared_twice(u: Unit) -> Iterator[Hit]:
+    """nprocPerNode / numProcPerNode / PET_NPROC_PER_NODE beside a different --nproc-per-node."""
+    declared = u.nproc_declared
+    given = next((l for l in u.launches if l.nproc is not None and l.tool in ("torchrun", "tune")), None)
+    if declared is None or given is None or given.nproc is None:
+        return
+    a, b = declared.value.strip("'\""), given.nproc.value.strip("'\"")
+    if a != b and a.isdigit() and b.isdigit():
+        ctx = {"declared": a, "declared_what": u.nproc_what, "given": b, "given_line": given.nproc.line}
+        yield Hit("nproc_conflict", declared.line, ctx)
+
+
 @check
 def slurm_tasks(u: Unit) -> Iterator[Hit]:
-    if (
-        u.area == "slurm"
-        and u.tasks_per_node is not None
-        and u.tasks_per_node.value > 1
-        and any(l.under_srun and l.tool == "torchrun" for l in u.launches)
-    ):
-        yield Hit("tasks_per_node", u.tasks_per_node.line, {"tasks": u.tasks_per_node.value})
+    if u.area != "slurm":
+        return
+    for launch in u.launches:
+        tasks = launch.srun_tasks_per_node or u.tasks_per_node
+        if launch.under_srun and launch.tool in PER_NODE_LAUNCHERS and tasks is not None and tasks.value > 1:
+            yield Hit("tasks_per_node", tasks.line, {"tasks": tasks.value, "tool": launch.tool})
+            return
 
 
 @check
@@ -134,15 +163,9 @@ def shm(u: Unit) -> Iterator[Hit]:
     if u.shm is None or not u.trains:
         return
     if u.shm.value == "default":
-        w = workload(u)
-        many = w.ranks is not None and w.ranks.value > 1 and (w.device is None or w.device.value == "gpu")
-        loaders = w.workers is not None and w.workers.value > 0
-        alone = w.ranks is not None and w.ranks.value == 1 and w.workers is not None and w.workers.value == 0
-        if alone:
-            return
-        ranks = w.ranks.value if w.ranks is not None else None
-        ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
-        yield Hit("shm_default", u.shm.line, ctx, None if (many or loaders) else "warning")
+        hit = _shm_default(u)
+        if hit is not None:
+            yield hit
     elif u.shm.value == "hostpath":
         yield Hit("shm_host_path", u.shm.line)
     elif u.shm.value == "disk" and u.area == "k8s":
@@ -153,6 +176,25 @@ def shm(u: Unit) -> Iterator[Hit]:
         severity = "error" if found.status is Status.FAIL else None
         gpus = u.gpus.value if u.gpus is not None else None
         yield Hit("shm_small", u.shm.line, {"shm": human(u.shm_bytes or 0), **table.shm().words(gpus)}, severity)
+
+
+def _shm_default(u: Unit) -> Hit | None:
+    """/dev/shm at the runtime's 64 MiB matters only where something uses it: DataLoader workers
+    (batches pass through it) or several GPU ranks in the container (NCCL's shared-memory transport).
+    An error where the file says so, a warning where the ranks cannot be counted, nothing for one rank
+    or a CPU job without DataLoader workers (gloo does not use /dev/shm)."""
+    assert u.shm is not None
+    w = workload(u)
+    cpu = w.device is not None and w.device.value == "cpu"
+    loaders = w.workers is not None and w.workers.value > 0
+    ranks = w.ranks.value if w.ranks is not None else None
+    granted = u.gpus.value if u.gpus is not None else None
+    several = not cpu and ranks is not None and ranks > 1
+    uncounted = not cpu and ranks is None and granted != 1 and (w.workers is None or loaders)
+    if not (loaders or several or uncounted):
+        return None
+    ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
+    return Hit("shm_default", u.shm.line, ctx, None if (loaders or several) else "warning")
 
 
 @check
@@ -299,8 +341,8 @@ INJECTS_NNODES = ("pytorchjob", "trainjob")
 @check
 def world_size(u: Unit) -> Iterator[Hit]:
     for launch in u.launches:
-        if launch.tool in ("ddp-doctor", "deepspeed"):
-            continue  # deepspeed reads its hostfile; ddp-doctor check is given --nnodes by its own launcher
+        if launch.tool in ("ddp-doctor", "deepspeed", "mpirun"):
+            continue  # deepspeed and mpirun read their hostfiles; ddp-doctor check is given --nnodes by its own launcher
         step = launch.srun_nodes
         what = "srun -N"
         if step is None and (u.area != "slurm" or launch.under_srun):
@@ -387,7 +429,7 @@ def shell_syntax(u: Unit) -> Iterator[Hit]:
 @check
 def structure(u: Unit) -> Iterator[Hit]:
     for found in u.structural:
-        yield Hit(found.value, found.line, {"names": "?"})
+        yield Hit(found.rule, found.line, found.context)
 
 
 def severity(hit: Hit) -> str:

@@ -13,7 +13,15 @@ from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
 from ddp_doctor.deploy.lint.model import At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import docker_bytes
-from ddp_doctor.deploy.lint.shellparse import MAX_COMMANDS, Command, SyntaxProblem, Word, bash_syntax, commands
+from ddp_doctor.deploy.lint.shellparse import (
+    MAX_COMMANDS,
+    Command,
+    Functions,
+    SyntaxProblem,
+    Word,
+    bash_syntax,
+    commands,
+)
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
 
@@ -211,6 +219,7 @@ class Env:
         self.arrays: dict[str, list[Word]] = {}
         self.gpu_counted: set[int] = set()
         """Lines where a variable named for GPUs ($GPUS_PER_NODE, $NGPU) was expanded."""
+        self.functions = Functions()
 
     def _note(self, w: Word) -> None:
         if _GPU_VAR.search(w.text):
@@ -291,6 +300,13 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
     scan = _Scan()
     for cmd in found:
         _scan_command(cmd, env, source, notes, scan)
+    # A function nothing here calls may still run (sourced, or called by name from outside): read it
+    # once, with the variables as the script leaves them.
+    for name, body in list(env.functions.items()):
+        if name not in env.functions.called:
+            env.functions.called.add(name)
+            for cmd in body:
+                _scan_command(cmd, env, source, notes, scan)
     out = scan.docker
     for u in out:
         for launch in u.launches:
@@ -306,22 +322,34 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
     return out + scan.nested
 
 
-def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: _Scan) -> None:
+FUNCTION_DEPTH = 3
+
+
+def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: _Scan, depth: int = 0) -> None:
+    if cmd.defines is not None:
+        env.functions[cmd.defines[0]] = cmd.defines[1]
+        return
     env.assign(cmd)
     if not cmd.words:
         return
     words = env.expand(cmd.words)
+    head = strip_prefixes(words)
+    body = env.functions.call(head[0].text) if head and depth < FUNCTION_DEPTH else None
+    if body is not None:  # bash runs the body here, with the variables as they are now
+        for inner in body:
+            _scan_command(inner, env, source, notes, scan, depth + 1)
+        return
     if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":
         # `sbatch <<EOF ... EOF`: the body is a batch script of its own, with the outer variables.
-        body = cmd.heredoc
-        scan.nested += units(env.resolve(body.text), source, slurm=True, notes=notes, first_line=body.line)
+        doc = cmd.heredoc
+        scan.nested += units(env.resolve(doc.text), source, slurm=True, notes=notes, first_line=doc.line)
         return
     run = run_command(strip_prefixes(words))
     if run is not None:
         scan.docker.append(_docker_unit(run, env.flat(), source))
         return
     scan.images += _container_images(words)
-    for launch in launches(words, resolve=env.resolve):
+    for launch in launches(words, resolve=env.resolve, functions=env.functions):
         _resolve_launch(launch, env.flat())
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)

@@ -47,16 +47,34 @@ class Command:
     """NAME=(...) / declare -a NAME=(...): the elements, each with its own line."""
     heredoc: Word | None = None
     """The body of a `<<EOF` given to this command, with the line it starts on."""
+    defines: tuple[str, list[Command]] | None = None
+    """A function definition `name() { ... }`: its name and the commands of its body (run where it is called)."""
 
     @property
     def line(self) -> int:
         if self.words:
             return self.words[0].line
+        if self.defines is not None and self.defines[1]:
+            return self.defines[1][0].line
         lines = [w.line for w in self.assignments.values()] + [ws[0].line for ws in self.arrays.values() if ws]
         return min(lines, default=0)
 
     def texts(self) -> list[str]:
         return [w.text for w in self.words]
+
+
+class Functions(dict[str, list[Command]]):
+    """The script's functions by name, and the names some command has called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called: set[str] = set()
+
+    def call(self, name: str) -> list[Command] | None:
+        body = self.get(name)
+        if body is not None:
+            self.called.add(name)
+        return body
 
 
 class Commands(list):  # type: ignore[type-arg]
@@ -129,11 +147,15 @@ class _Reader:
     def __init__(self, first_line: int) -> None:
         self.first_line = first_line
         self.out = Commands()
+        self.total = 0
+        """Commands kept so far, function bodies included."""
+        self.full_at: int | None = None
 
     def add(self, cmd: Command) -> None:
-        if len(self.out) >= MAX_COMMANDS:
-            self.out.truncated_at = cmd.line
+        if self.total >= MAX_COMMANDS:
+            self.full_at = cmd.line
             raise _Full
+        self.total += 1
         self.out.append(cmd)
 
     def assignment(self, node: Any, cmd: Command) -> None:
@@ -174,6 +196,20 @@ class _Reader:
                 self.assignment(c, cmd)
         if cmd.assignments or cmd.arrays:
             self.add(cmd)
+        return True
+
+    def function(self, node: Any) -> bool:
+        """`name() { ... }` / `function name { ... }`: the body is kept for the places that call it."""
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is None or body is None:
+            return False
+        outer, self.out = self.out, Commands()
+        try:
+            self.visit(body)
+        finally:
+            inner, self.out = self.out, outer
+        self.add(Command([], defines=(name.text.decode("utf-8", "replace"), list(inner))))
         return True
 
     def simple_command(self, node: Any) -> bool:
@@ -228,6 +264,7 @@ _VISITORS: dict[str, Callable[[_Reader, Any], bool]] = {
     "declaration_command": _Reader.declaration,
     "command": _Reader.simple_command,
     "redirected_statement": _Reader.redirected,
+    "function_definition": _Reader.function,
 }
 
 
@@ -245,7 +282,7 @@ def commands(text: str, first_line: int = 1) -> Commands:
         for node in stack:
             reader.visit(node)
     except _Full:
-        pass
+        reader.out.truncated_at = reader.full_at
     except RecursionError:
         reader.out.truncated_at = reader.out[-1].line if reader.out else first_line
     return reader.out

@@ -1,0 +1,176 @@
+"""Scripts read the way bash runs them: commands built in variables many lines earlier, functions run
+where they are called (also from `srun bash -c`), quotes glued together; /dev/shm judged only where
+something uses it; a CPU pod gets no GPU or NCCL findings."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.deploy.lint.engine import lint_file
+
+
+def _lint(tmp_path: Path, name: str, text: str) -> dict[str, list[tuple[int, str]]]:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in lint_file(str(path)).results:
+        out.setdefault(r.id.split(".")[-1], []).append((r.evidence[0].line or 0, str(r.observed["severity"])))
+    return out
+
+
+def test_command_built_in_variables_and_run_through_srun_args_much_later(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "train.sbatch",
+        r"""
+        #!/bin/bash
+        #SBATCH --nodes 8
+        #SBATCH --ntasks-per-node 1
+        #SBATCH --gres gpu:4
+        GPUS_PER_NODE=4
+        MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)
+        LAUNCHER="
+          torchrun \
+          --nproc_per_node $GPUS_PER_NODE \
+          --nnodes $SLURM_NNODES \
+          --node_rank \$SLURM_PROCID \
+          --rdzv_endpoint $MASTER_ADDR:6200 \
+          --rdzv_backend c10d \
+          "
+        CMD="$LAUNCHER -m trainer train --config $1"
+        SRUN_ARGS=" \
+          --cpus-per-task $SLURM_CPUS_PER_TASK \
+          --jobid $SLURM_JOB_ID \
+          --wait 60 \
+          "
+        echo "$CMD"
+        srun $SRUN_ARGS bash -c "$CMD"
+        """,
+    )
+    assert not {r for r, hits in found.items() if any(sev == "error" for _, sev in hits)}, found
+
+
+def test_quotes_glued_and_a_container_runtime_held_in_a_variable(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "titan.sh",
+        r"""
+        #!/bin/bash -x
+        #SBATCH --nodes=2
+        #SBATCH --gres=gpu:4
+        SRUN_ARGS="--nodes=$SLURM_NNODES --gres=gpu:4 --kill-on-bad-exit=1"
+        APPTAINER="singularity exec --nv --bind $PWD:/w $PWD/titan.sif"
+        LAUNCHER="torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 --rdzv_backend c10d"
+        srun $SRUN_ARGS $APPTAINER bash -c '
+            exec '"$LAUNCHER -m torchtitan.train $@"
+        """,
+    )
+    assert "torchrun_without_srun" not in found
+    # 8 ranks on gpu:4, read through both quotes; the line is where the string that expands $LAUNCHER runs
+    assert found["nproc_exceeds_gpus"] == [(8, "error")]
+
+
+def test_functions_run_where_they_are_called(tmp_path: Path) -> None:
+    called_later = """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=4
+        train() {
+          torchrun --nnodes 2 --nproc-per-node $NPROC train.py
+        }
+        NPROC=8
+        train
+        """
+    found = _lint(tmp_path, "a.sbatch", called_later)
+    assert found["nproc_exceeds_gpus"] == [(7, "error")]  # $NPROC as it is at the call
+    assert found["torchrun_without_srun"] == [(5, "error")]
+    exported = """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=8
+        launch() {
+          torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint "$HEAD:29500" "$@"
+        }
+        export -f launch
+        srun bash -c "launch train.py"
+        """
+    assert "torchrun_without_srun" not in _lint(tmp_path, "b.sbatch", exported)
+
+
+def test_tasks_per_node_with_any_launcher_that_starts_its_own_ranks(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "check.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --ntasks-per-node=8
+        #SBATCH --gpus-per-node=8
+        srun --container-image nvcr.io#nvidia/pytorch:24.01-py3 bash -c 'exec ddp-doctor check --nproc 8 --nnodes 2'
+        """,
+    )
+    assert found["tasks_per_node"] == [(3, "error")]
+    one_task_per_gpu = """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --ntasks-per-node=8
+        #SBATCH --gpus-per-node=8
+        srun python train.py
+        """
+    assert "tasks_per_node" not in _lint(tmp_path, "ok.sbatch", one_task_per_gpu)
+
+
+POD = """
+    apiVersion: v1
+    kind: Pod
+    metadata: {{name: p}}
+    spec:
+      containers:
+      - name: t
+        image: {image}
+        command: [torchrun, {flags}, t.py]
+        {resources}
+    """
+
+
+@pytest.mark.parametrize(
+    ("image", "flags", "resources", "expected"),
+    [
+        ("img:1", "--nproc-per-node=1", "resources: {limits: {nvidia.com/gpu: 1}}", None),  # one rank, no workers
+        ("img:1", "--nproc-per-node=4", "resources: {limits: {nvidia.com/gpu: 4}}", "error"),  # 4 GPU ranks
+        ("img:1", "--nproc-per-node=1 --num_workers=8", "resources: {limits: {nvidia.com/gpu: 1}}", "error"),
+        ("img:1-cpu", "--nproc-per-node=4", "", None),  # 4 gloo ranks: gloo does not use /dev/shm
+        ("img:1-cpu", "--nproc-per-node=4 --workers=2", "", "error"),  # DataLoader workers on CPU do
+        ("img:1", "--nproc-per-node=$(N)", "resources: {limits: {nvidia.com/gpu: 8}}", "warning"),  # uncounted
+    ],
+)
+def test_dev_shm_only_where_something_uses_it(
+    tmp_path: Path, image: str, flags: str, resources: str, expected: str | None
+) -> None:
+    text = POD.format(image=image, flags=", ".join(flags.split()), resources=resources)
+    found = _lint(tmp_path, "p.yaml", text)
+    assert (found["shm_default"][0][1] if "shm_default" in found else None) == expected
+
+
+def test_cpu_pod_gets_no_gpu_findings(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "cpu.yaml",
+        """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: cpu}
+        spec:
+          template:
+            spec:
+              containers:
+              - name: t
+                image: pytorch/pytorch:2.3.0-cpu
+                command: [torchrun, --nproc-per-node=4, --backend=gloo, t.py]
+        """,
+    )
+    gpu_rules = {"gpu_limit_missing", "runtime_class_missing", "shm_default", "nproc_below_gpus", "nproc_exceeds_gpus"}
+    assert not gpu_rules & set(found), found
