@@ -1,7 +1,8 @@
-"""The lint corpus: real configs from public repositories, labelled by hand (labels.yaml).
+"""The lint corpus: real configs from public repositories, labelled by hand with tool-neutral pitfalls.
 
-Both directions on every file: each labelled pitfall is reported, no error-level finding is one the
-labels call wrong or is outside the labelled pitfalls, and no file crashes the linter.
+The corpus's shape is checked on every file (sources, labels, vocabulary, parts by the blind rule). What lint
+says is asserted on the fitted part only: each labelled pitfall reported, no false error, every file read. The
+blind part is never linted here; benchmarks/score_lint_corpus.py scores both parts.
 """
 
 from __future__ import annotations
@@ -9,80 +10,145 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
-from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.deploy.lint.rules import catalogue
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import run_cli
+from tests.deploy import lint_corpus as corpus
 
-CORPUS = FIXTURES / "lint-corpus"
-LABELS: dict[str, dict[str, list[str]]] = yaml.safe_load((CORPUS / "labels.yaml").read_text())
-FILES = sorted(p.name for p in CORPUS.iterdir() if p.name not in ("README.md", "labels.yaml"))
+VOCAB = corpus.pitfalls()
+LABELS = corpus.labels()
+FILES = corpus.files()
+HISTORY = corpus.fitted_by_history()
+FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
+
+FITTED_GAPS: dict[str, str] = {
+    "ai-on-gke-gemma-finetune-job.yaml": "a root image behind a placeholder image name: runs_as_root",
+    "alex000kim-dvc-sky-training.yaml": "SkyPilot task files are not read",
+    "aws-fsdp-llama3_1_8b-pytorchjob.yaml": "checkpoints to a relative path outside every volume: outputs_lost",
+    "jobset-tpu-jax-workload.yaml": "root in a non-GPU (TPU) training container: runs_as_root",
+    "kubeflow-tfjob-multi-worker-strategy.yaml": "TFJob containers without a command: runs_as_root",
+    "kubeflow-xgboostjob-iris-train.yaml": "a model path in the pod's /tmp: outputs_lost",
+    "kueue-appwrapper-pytorchjob.yaml": "pod templates nested in an AppWrapper's components: runs_as_root",
+    "kueue-argo-workflow-hello.yaml": "Argo Workflow container templates: image_unpinned",
+    "llamafactory-2024-docker-compose.yml": "compose GPU reservations of count all, root images: gpu_selection_implicit, runs_as_root",
+    "llamafactory-docker-cuda-compose.yml": (
+        "an interactive compose service with no volume: outputs_in_container, gpu_selection_implicit, runs_as_root"
+    ),
+    "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
+    "lws-sglang.yaml": "serving containers running as root: runs_as_root",
+    "lws-vllm-gpu.yaml": "serving containers running as root: runs_as_root",
+    "mpi-operator-tf-benchmarks-imagenet-efs.yaml": (
+        "MPIJob slotsPerWorker ranks per worker, outputs on an emptyDir, mpirun as root: shm_too_small, outputs_lost, "
+        "runs_as_root"
+    ),
+    "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
+    "skypilot-deepspeed-multinode.yaml": "SkyPilot task files are not read (and outputs on a VM torn down: outputs_lost)",
+    "skypilot-resnet-distributed-torch.yaml": "SkyPilot task files are not read",
+    "stas00-mle-torchrun-launcher.slurm": 'srun bash -c "$CMD" with the launcher built in variables: false error',
+    "torchelastic-azure.Dockerfile": "a Dockerfile docker build rejects: script_does_not_parse",
+    "volcano-horovod-tf-mnist.yaml": "Volcano tasks run as root (mpiexec --allow-run-as-root): runs_as_root",
+    "volcano-mindspore-gpu.yaml": "GPU workers that never complete, root: gpus_held_after_exit, runs_as_root",
+}
+"""Fitted files lint does not get right yet, with what is missing (strict xfail: a fix makes the test say so,
+and the entry goes). Each is a class of knowledge to add, not a file to fit."""
 
 
-def test_corpus_is_big_labelled_and_sourced() -> None:
-    assert len(FILES) >= 40
+def test_every_file_is_sourced_and_labelled() -> None:
+    assert len(FILES) >= 120
     assert sorted(LABELS) == FILES, "every corpus file has labels, every label a file"
-    readme = (CORPUS / "README.md").read_text()
-    for name in FILES:
-        assert f"`{name}`" in readme, f"{name} has no source in README.md"
-    known = set(catalogue())
+    sources = corpus.sources()
+    assert sorted(sources) == FILES, "every file has one row (repository, path, commit) in README.md"
+    formats = {label.format for label in LABELS.values()}
+    assert len(formats) >= 12, formats
     for name, label in LABELS.items():
-        for rule in label["pitfalls"] + label["wrong"]:
-            assert rule in known, (name, rule)
-        assert not set(label["pitfalls"]) & set(label["wrong"]), name
+        for pid in label.pitfalls + label.clean:
+            assert pid in VOCAB, (name, pid)
+        assert not set(label.pitfalls) & set(label.clean), name
+        assert len(set(label.pitfalls)) == len(label.pitfalls) and len(set(label.clean)) == len(label.clean), name
+        assert label.why, name
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_corpus_file(name: str) -> None:
-    label = LABELS[name]
-    found = lint_file(str(CORPUS / name))
-    rules = {r.id.split(".")[-1] for r in found.results}
-    missed = set(label["pitfalls"]) - rules
-    assert not missed, f"{name}: labelled pitfalls not reported: {sorted(missed)}"
-    errors = {r.id.split(".")[-1] for r in found.results if r.observed.get("severity") == "error"}
-    wrong = errors & set(label["wrong"])
-    assert not wrong, f"{name}: error findings the labels call wrong: {sorted(wrong)}"
-    unlabelled = errors - set(label["pitfalls"])
-    assert not unlabelled, f"{name}: error findings that are not labelled pitfalls: {sorted(unlabelled)}"
-    for r in found.results:
-        line = r.evidence[0].line or 0
-        assert 1 <= line <= (CORPUS / name).read_text().count("\n") + 1, (name, r.id, line)
+def test_every_file_is_in_the_part_the_rule_says() -> None:
+    assert HISTORY <= set(FILES), HISTORY - set(FILES)
+    assert all(corpus.blind_by_rule(n) for n in HISTORY), "only files the rule makes blind need the history list"
+    for name, label in LABELS.items():
+        assert label.part == corpus.part_of(name, HISTORY), name
+    blind = [n for n in FILES if LABELS[n].part == "blind"]
+    assert len(blind) >= 0.2 * len(FILES), "the blind part never shrinks below a fifth of the corpus"
 
 
-def test_the_whole_corpus_through_the_cli() -> None:
-    """As a CI job runs it: every file in one call, SARIF out, exit 1 for the real errors, nothing on stderr."""
-    proc = run_cli("lint", "--format", "sarif", *(str(CORPUS / n) for n in FILES), timeout=300)
+def test_the_vocabulary_is_defined_sourced_and_mapped_to_real_rules() -> None:
+    rules = catalogue()
+    ids = {f"lint.{area}.{name}" for name, rule in rules.items() for area in rule["areas"]}
+    for pid, p in VOCAB.items():
+        assert p.severity in corpus.SEVERITIES, pid
+        assert p.definition and p.source.startswith("http"), pid
+        for r in p.rules:
+            assert r in rules or r in ids, (pid, r)
+    assert {p.severity for p in VOCAB.values()} == set(corpus.SEVERITIES)
+
+
+def test_the_judge_counts_what_it_should() -> None:
+    """A reported pitfall is found at any severity; an error no labelled pitfall accounts for is false, and is
+    marked when it falls on a clean point; a warning on a clean point is counted apart."""
+    from ddp_doctor.report import Result, Status
+
+    def finding(rule_id: str, severity: str) -> Result:
+        status = {"error": Status.FAIL, "warning": Status.WARN}[severity]
+        return Result(id=rule_id, title="t", status=status, summary="s", observed={"severity": severity, "line": 3})
+
+    label = corpus.Label(
+        "x.sh", "fitted", "slurm", ("world_size_mismatch", "image_unpinned"), ("gpus_not_requested",), "w"
+    )
+    out = corpus.judge(
+        label,
+        VOCAB,
+        [
+            finding("lint.slurm.nnodes_mismatch", "warning"),
+            finding("lint.slurm.slurm_gpus_missing", "error"),
+            finding("lint.slurm.tasks_per_node", "error"),
+            finding("lint.k8s.gpu_limit_missing", "warning"),
+        ],
+        None,
+    )
+    assert out.found == ("world_size_mismatch",) and out.missed == ("image_unpinned",)
+    assert out.false_errors == (
+        "lint.slurm.slurm_gpus_missing@3 (on a clean point: gpus_not_requested)",
+        "lint.slurm.tasks_per_node@3",
+    )
+    assert out.warned_clean == ("lint.k8s.gpu_limit_missing@3: gpus_not_requested",)
+    unread = corpus.judge(label, VOCAB, None, "x.sh: not a config")
+    assert unread.unread and unread.missed == label.pitfalls and unread.found == ()
+
+
+def _fitted_params() -> list[object]:
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FITTED_GAPS[n])) if n in FITTED_GAPS else n
+        for n in FITTED
+    ]
+
+
+@pytest.mark.parametrize("name", _fitted_params())
+def test_fitted_file(name: str) -> None:
+    out = corpus.lint_one(LABELS[name], VOCAB)
+    assert out.unread is None, f"{name}: not read: {out.unread}"
+    assert not out.missed, f"{name}: labelled pitfalls not reported: {list(out.missed)}"
+    assert not out.false_errors, f"{name}: false errors: {list(out.false_errors)}"
+
+
+def test_the_fitted_part_through_the_cli() -> None:
+    """As a CI job runs it: the fitted files lint reads in one call, SARIF out, exit 1 for the real errors,
+    nothing on stderr, every error a labelled pitfall, every line inside its file."""
+    names = [n for n in FITTED if n not in FITTED_GAPS]
+    proc = run_cli("lint", "--format", "sarif", *(str(corpus.CORPUS / n) for n in names), timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == ""
     run = json.loads(proc.stdout)["runs"][0]
-    levels = {r["level"] for r in run["results"]}
-    assert levels == {"error", "warning", "note"}
-    errors = {
-        (
-            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 1)[-1],
-            r["ruleId"].split(".")[-1],
-        )
-        for r in run["results"]
-        if r["level"] == "error"
-    }
-    assert errors <= {(name, rule) for name, label in LABELS.items() for rule in label["pitfalls"]}
-
-
-def corpus_score() -> tuple[int, int, int]:
-    """(labelled pitfalls found, labelled pitfalls, error findings the labels call wrong or do not label)."""
-    found = total = wrong = 0
-    for name in FILES:
-        label = LABELS[name]
-        results = lint_file(str(CORPUS / name)).results
-        rules = {r.id.split(".")[-1] for r in results}
-        total += len(label["pitfalls"])
-        found += len(set(label["pitfalls"]) & rules)
-        errors = {r.id.split(".")[-1] for r in results if r.observed.get("severity") == "error"}
-        wrong += len(errors - set(label["pitfalls"]))
-    return found, total, wrong
-
-
-if __name__ == "__main__":
-    hit, labelled, bad = corpus_score()
-    print(f"lint corpus: {len(FILES)} files, {hit}/{labelled} labelled pitfalls found, {bad} wrong error findings")
+    assert {r["level"] for r in run["results"]} == {"error", "warning", "note"}
+    for r in run["results"]:
+        where = r["locations"][0]["physicalLocation"]
+        name = where["artifactLocation"]["uri"].rsplit("/", 1)[-1]
+        lines = (corpus.CORPUS / name).read_text().count("\n") + 1
+        assert 1 <= where["region"]["startLine"] <= lines, (name, r["ruleId"])
+        if r["level"] == "error":
+            assert any(VOCAB[p].reported_by(r["ruleId"]) for p in LABELS[name].pitfalls), (name, r["ruleId"])
