@@ -266,6 +266,35 @@ def _starts_mpi(words: list[Word], i: int) -> bool:
     )
 
 
+NOT_RUN = {
+    "echo",
+    "printf",
+    "which",
+    "type",
+    "hash",
+    "whereis",
+    "alias",
+    "grep",
+    "egrep",
+    "cat",
+    "ls",
+    "test",
+    "[",
+    "[[",
+    "man",
+    "pip",
+    "pip3",
+    "logger",
+    "tee",
+}
+"""Commands that name a launcher without running it (`echo torchrun ...`, `which torchrun`)."""
+
+
+def _names_only(words: list[Word]) -> bool:
+    first = os.path.basename(words[0].text) if words else ""
+    return first in NOT_RUN or (first == "command" and len(words) > 1 and words[1].text in ("-v", "-V"))
+
+
 def launches(
     words: list[Word],
     depth: int = 0,
@@ -275,6 +304,8 @@ def launches(
     """Every distributed launcher started by these words, looking inside `bash -c '...'` and `eval`,
     and into the script's own functions called there (`export -f fn; srun bash -c "fn args"`)."""
     found: list[Launch] = []
+    if _names_only(words):
+        return found
     for i, w in enumerate(words):
         known = launcher_at(words, i)
         if known is not None:

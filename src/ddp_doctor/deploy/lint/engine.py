@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts
+from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts, skypilot
 from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
 from ddp_doctor.deploy.lint.model import Unit
 from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
@@ -17,7 +17,11 @@ from ddp_doctor.errors import InputError
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.words import count
 
-KINDS = ("k8s", "compose", "dockerfile", "shell", "slurm")
+KINDS = ("k8s", "compose", "skypilot", "dockerfile", "shell", "slurm")
+FORMATS = (
+    "a Kubernetes manifest (apiVersion + kind), a compose file (services), a SkyPilot task (run, setup, "
+    "resources, num_nodes), a Dockerfile, a shell or Slurm script"
+)
 STATUS = {"error": Status.FAIL, "warning": Status.WARN, "info": Status.INFO}
 _COMPOSE_NAME = re.compile(r"^(docker-)?compose(\.[\w-]+)?\.ya?ml$|\.compose\.ya?ml$", re.IGNORECASE)
 _DOCKERFILE_NAME = re.compile(r"^(Dockerfile|Containerfile)(\..+)?$|\.(Dockerfile|Containerfile)$", re.IGNORECASE)
@@ -45,13 +49,14 @@ def detect(path: Path, text: str) -> str:
     first = next((l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")), "")
     if re.match(r"^(FROM|ARG)\s", first, re.IGNORECASE) and re.search(r"^FROM\s", text, re.MULTILINE | re.IGNORECASE):
         return "dockerfile"
-    if re.match(r"^(apiVersion|kind|services|version|---)\b", first):
+    if re.match(r"^(apiVersion|kind|services|version|---)\b", first) or re.match(
+        r"^(name|resources|num_nodes|run|setup|envs|file_mounts|workdir):", first
+    ):
         return "yaml"
     if re.search(r"\b(torchrun|docker\s+run|podman\s+run|torch\.distributed\.run)\b", text):
         return "shell"
     raise InputError(
-        f"{path}: not a Kubernetes manifest, compose file, Dockerfile, shell or Slurm script "
-        "(name it *.yaml, Dockerfile, *.sh or *.sbatch to say which)"
+        f"{path}: not a format lint reads; expected {FORMATS} (name it *.yaml, Dockerfile, *.sh or *.sbatch to say which)"
     )
 
 
@@ -81,6 +86,12 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
             kinds_seen.add("compose")
             units += compose.units(doc, path)
             continue
+        if skypilot.is_task(doc):
+            kinds_seen.add("skypilot")
+            units += skypilot.units(doc, path, notes)
+            continue
+        if set(doc) == {"name"} and len(docs) > 1:
+            continue  # a SkyPilot pipeline's header: the tasks follow
         kind = doc.get("kind")
         if not isinstance(kind, str) or "apiVersion" not in doc:
             notes.append(
@@ -99,12 +110,9 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
             notes.append(f"{path}:{doc.line}: kind {kind} has no pod template ddp-doctor knows; not checked")
         units += found
     if not kinds_seen:
-        raise InputError(
-            f"{path}: no Kubernetes object (apiVersion + kind) and no compose services in it"
-            + ("" if notes else " (empty)")
-            + "; expected a manifest or a compose file"
-        )
-    return ("compose" if kinds_seen == {"compose"} else "k8s"), units, notes
+        raise InputError(f"{path}: not a format lint reads" + ("" if notes else " (empty)") + f"; expected {FORMATS}")
+    kind = next(k for k in KINDS if k in kinds_seen) if len(kinds_seen) == 1 else "k8s"
+    return kind, units, notes
 
 
 def lint_file(path_text: str, ignore: frozenset[str] = frozenset()) -> FileResult:

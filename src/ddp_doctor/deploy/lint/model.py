@@ -49,6 +49,8 @@ class Launch:
     """The launcher starts the ranks of the other nodes itself (deepspeed over pdsh, accelerate over mpirun)."""
     device_hint: At[str] | None = None
     """'cpu' / 'gpu' when a flag says so (--no-cuda, --device cpu, accelerate --cpu / --multi_gpu)."""
+    outputs: list[At[str]] = field(default_factory=list)
+    """Where the training script is told to write checkpoints and logs (--output_dir, --save_dir, ...)."""
     total: At[int] | None = None
     """Ranks in all, where the launcher is given that rather than a count per node (mpirun -np)."""
     exports: dict[str, At[str]] = field(default_factory=dict)
@@ -104,6 +106,10 @@ class Unit:
     ipc_lock: At[bool] | None = None
     persistent_volume: bool | None = None
     """True when some mount outlives the container; None when the parser cannot tell."""
+    mounts: list[At[str]] = field(default_factory=list)
+    """Where storage that outlives the container, pod or cluster is mounted (volume targets)."""
+    workdir: str | None = None
+    """The directory relative paths are taken from, when the config says (workingDir, -w, SkyPilot's ~/sky_workdir)."""
     env: dict[str, At[str]] = field(default_factory=dict)
     structural: list[Structural] = field(default_factory=list)
     """Mistakes the parser found from the file's structure alone (a PyTorchJob without a `pytorch`

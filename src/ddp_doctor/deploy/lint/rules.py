@@ -74,12 +74,16 @@ def launcher(u: Unit) -> str:
 
 @check
 def gpus_granted(u: Unit) -> Iterator[Hit]:
-    if not u.trains or u.gpus is not None or u.area not in ("k8s", "docker", "compose") or u.template:
+    if not u.trains or u.gpus is not None or u.area not in ("k8s", "docker", "compose", "skypilot") or u.template:
         return
     w = workload(u)
     if w.device is not None and w.device.value == "cpu":
         return
-    expected = {"docker": "no --gpus", "compose": "no GPU device reservation"}.get(u.area, "")
+    expected = {
+        "docker": "no --gpus",
+        "compose": "no GPU device reservation",
+        "skypilot": "no resources.accelerators, so SkyPilot provisions a node without GPUs",
+    }.get(u.area, "")
     name = "gpu_limit_missing" if u.area == "k8s" else "gpus_missing"
     # Without anything that asks for CUDA/NCCL the job may well be a CPU one (gloo picked at run time):
     # noted, not an error.
@@ -256,10 +260,14 @@ def pinned(u: Unit) -> Iterator[Hit]:
         yield Hit("latest_tag", u.image.line, {"image": u.image.value, "tag_note": note})
 
 
+# What a path that is on no volume belongs to, and goes with.
+HOLDERS = {"k8s": "pod", "skypilot": "cluster's nodes (sky down, autodown, a managed job's end)"}
+
+
 @check
 def log_volume(u: Unit) -> Iterator[Hit]:
     if u.trains and u.persistent_volume is False:
-        yield Hit("no_log_volume", u.line, {"launcher": launcher(u)})
+        yield Hit("no_log_volume", u.line, {"launcher": launcher(u), "holder": HOLDERS.get(u.area, "container")})
 
 
 def is_local(host: str) -> bool:
@@ -341,8 +349,8 @@ INJECTS_NNODES = ("pytorchjob", "trainjob")
 @check
 def world_size(u: Unit) -> Iterator[Hit]:
     for launch in u.launches:
-        if launch.tool in ("ddp-doctor", "deepspeed", "mpirun"):
-            continue  # deepspeed and mpirun read their hostfiles; ddp-doctor check is given --nnodes by its own launcher
+        if launch.tool in ("ddp-doctor", "deepspeed", "mpirun") or launch.standalone:
+            continue  # --standalone is its own finding (standalone_multinode)  # deepspeed and mpirun read their hostfiles; ddp-doctor check is given --nnodes by its own launcher
         step = launch.srun_nodes
         what = "srun -N"
         if step is None and (u.area != "slurm" or launch.under_srun):

@@ -283,7 +283,7 @@ _SLURM_NODES_VARS = ("$SLURM_JOB_NUM_NODES", "$SLURM_NNODES", "${SLURM_JOB_NUM_N
 
 
 @dataclass
-class _Scan:
+class Scan:
     """What one pass over a script's commands collects, in script order."""
 
     docker: list[Unit] = field(default_factory=list)
@@ -292,12 +292,16 @@ class _Scan:
     nested: list[Unit] = field(default_factory=list)
 
 
-def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
-    env = Env()
+def read(
+    text: str, source: str, notes: list[str] | None, first_line: int = 1, env: Env | None = None
+) -> tuple[Scan, Env]:
+    """What a script starts, command by command, with the variables as bash has them at each point
+    (`env` seeds them: a SkyPilot task's envs and the variables SkyPilot sets)."""
+    env = env or Env()
     found = commands(text, first_line)
     if found.truncated_at is not None and notes is not None:
         notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} commands; the rest is not checked")
-    scan = _Scan()
+    scan = Scan()
     for cmd in found:
         _scan_command(cmd, env, source, notes, scan)
     # A function nothing here calls may still run (sourced, or called by name from outside): read it
@@ -307,10 +311,15 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
             env.functions.called.add(name)
             for cmd in body:
                 _scan_command(cmd, env, source, notes, scan)
-    out = scan.docker
-    for u in out:
+    for u in scan.docker:
         for launch in u.launches:
             _resolve_launch(launch, u.env)
+    return scan, env
+
+
+def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
+    scan, env = read(text, source, notes, first_line)
+    out = scan.docker
     syntax = bash_syntax(text) if first_line == 1 else None
     if slurm:
         out.append(_slurm_unit(text, source, first_line, env, scan))
@@ -325,7 +334,7 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
 FUNCTION_DEPTH = 3
 
 
-def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: _Scan, depth: int = 0) -> None:
+def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: Scan, depth: int = 0) -> None:
     if cmd.defines is not None:
         env.functions[cmd.defines[0]] = cmd.defines[1]
         return
@@ -364,7 +373,7 @@ def _container_images(words: list[Word]) -> list[At[str]]:
     return images
 
 
-def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: _Scan) -> Unit:
+def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -> Unit:
     d = sbatch_directives(text, first_line)
     u = Unit("slurm", source, "sbatch script", first_line, launches=[b[0] for b in scan.bare], trains=bool(scan.bare))
     u.env = env.flat()
