@@ -10,6 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DOCTOR = Path(sys.executable).with_name("ddp-doctor")
+"""The installed console script, as users start it."""
 
 
 def run_cli(
@@ -19,11 +21,13 @@ def run_cli(
     cwd: str | Path | None = None,
     input: str | None = None,
     preexec_fn: Callable[[], object] | None = None,
+    console: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m ddp_doctor ARGS` as a real process, as a user would."""
+    """Run `python -m ddp_doctor ARGS` (with `console`, the installed `ddp-doctor` script) as a real
+    process, as a user would."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "ddp_doctor", *args],
+        [*([str(DOCTOR)] if console else [sys.executable, "-m", "ddp_doctor"]), *args],
         capture_output=True,
         text=True,
         env=full_env,

@@ -55,7 +55,7 @@ def test_engine_flags_lose_the_separator() -> None:
     ("argv", "message"),
     [
         (("--static", "--", "--shm-size", "2g"), "need --image"),
-        (("--image", "img:1", "--timeout", "0"), "--timeout must be positive"),
+        (("--image", "img:1", "--timeout", "0"), "argument --timeout: got '0'; expected seconds > 0"),
     ],
 )
 def test_bad_flags_are_a_usage_error(argv: tuple[str, ...], message: str) -> None:

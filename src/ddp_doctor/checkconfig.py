@@ -19,6 +19,8 @@ class CheckConfig:
     """GPUs this node must show to torch; None: judged from NVML and the device nodes."""
     nproc: int | None = None
     """Ranks per node; None: visible GPUs with NCCL, else 2 CPU ranks with gloo."""
+    oversubscribe: bool = False
+    """Allow more ranks than GPUs (NCCL) or CPU cores (gloo); memory still bounds them."""
     backend: str | None = None
     timeout: float = 180.0
     """The whole run's deadline, seconds."""

@@ -4,13 +4,19 @@ Each command is a module under `ddp_doctor.commands` with:
     HELP: str                         one line for `ddp-doctor --help`
     add_arguments(parser) -> None     its own flags
     run(args) -> Report | Printed     the work; cli renders and picks the exit code
+    inputs(args) -> list[str]         (optional) the files it reads: --output may not overwrite them
+
+Before any work: the standard descriptors exist, output that the terminal cannot encode degrades
+instead of failing, SIGTERM unwinds like Ctrl-C, and --output is checked (output.refuse_before_work).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -18,11 +24,11 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from ddp_doctor import __version__
+from ddp_doctor import __version__, proc
 from ddp_doctor.commands import Printed
 from ddp_doctor.commands.options import use_color
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
-from ddp_doctor.output import write_text
+from ddp_doctor.output import refuse_before_work, write_text
 from ddp_doctor.render import render
 from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Report
@@ -64,31 +70,92 @@ def _crash_log(exc: BaseException) -> str:
     return path
 
 
+# Characters the reports use, and what they become on a terminal that cannot show them
+# (PYTHONIOENCODING=ascii, LANG=C on an old Python): the report still reads, nothing fails.
+_PLAIN = {
+    "—": "-",
+    "–": "-",
+    "…": "...",
+    "→": "->",
+    "←": "<-",
+    "×": "x",
+    "≥": ">=",
+    "≤": "<=",
+    "✔": "ok",
+    "✘": "x",
+    "✗": "x",
+    "•": "*",
+    "·": ".",
+    "‘": "'",
+    "’": "'",
+    "“": '"',
+    "”": '"',
+    "µ": "u",
+    "±": "+/-",
+}
+
+
+def _plain(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    return "".join(_PLAIN.get(c, "?") for c in bad), exc.end
+
+
+codecs.register_error("ddp-doctor-plain", _plain)
+
+
+def _prepare_streams() -> None:
+    """fds 0-2 closed by the caller (`>&-`) are opened on /dev/null, so no file we open lands on
+    them (sys.stdout stays None: refuse_before_work says so); output the encoding cannot hold degrades."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="ddp-doctor-plain")
+
+
+def _say(line: str) -> None:
+    if sys.stderr is not None:
+        print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _prepare_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     started = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, proc.on_terminate)
     try:
-        outcome: Report | Printed = args._module.run(args)
+        module: ModuleType = args._module
+        output = getattr(args, "output", None)
+        refuse_before_work(output, module.inputs(args) if hasattr(module, "inputs") else ())
+        outcome: Report | Printed = module.run(args)
         if isinstance(outcome, Printed):
             if outcome.text:  # `run` has already written its report to stderr: stdout is the job's
-                write_text(outcome.text, getattr(args, "output", None))
+                write_text(outcome.text, output)
             return outcome.exit_code
         report = outcome.finish(started)
         report.headline = report.headline or compose_headline(report)
         fmt = getattr(args, "format", "text")
-        output = getattr(args, "output", None)
         write_text(render(report, fmt, color=use_color(output), verbose=bool(getattr(args, "verbose", False))), output)
         return report.exit_code(strict=bool(getattr(args, "strict", False)))
     except DoctorError as exc:
-        print(f"ddp-doctor: error: {exc}", file=sys.stderr)
+        _say(f"ddp-doctor: error: {exc}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print("ddp-doctor: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        signum = proc.terminated_by
+        _say("ddp-doctor: terminated" if signum else "ddp-doctor: interrupted")
+        return 128 + signum if signum else EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001 - the tool's own bug: one line, details in a log
         path = _crash_log(exc)
-        print(f"ddp-doctor: internal error: {type(exc).__name__}: {exc} (full log: {path})", file=sys.stderr)
+        _say(f"ddp-doctor: internal error: {type(exc).__name__}: {exc} (full log: {path})")
         return EXIT_INTERNAL
+    finally:
+        proc.end_children()
+        signal.signal(signal.SIGTERM, previous)

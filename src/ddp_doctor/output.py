@@ -4,6 +4,11 @@ A regular file (or a name that does not exist yet) is replaced atomically: temp 
 reader never sees half a report. Anything else is written in place and never replaced: a character
 device (`/dev/null`, a terminal), a FIFO or process substitution (`--output >(jq .)`), `/dev/stdout`.
 A symlink is followed, so the link stays and its target gets the report.
+
+`refuse_before_work` runs before the command does anything: a report that could not be written
+(a missing directory, a directory, no write permission, a closed stdout) or that would replace one
+of the command's own inputs (the same file through a symlink or a hard link, or a file inside an
+input directory) is a UsageError then, not after a run of minutes.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 
-from ddp_doctor.errors import DoctorError
+from ddp_doctor.errors import DoctorError, UsageError
 
 # Names of this process's own standard streams: writing to the open stream keeps the shell's
 # redirection as it is (`>> log` appends; reopening /proc/self/fd/1 with O_TRUNC would not).
@@ -28,6 +34,50 @@ _STREAMS = {
     "/dev/fd/2": 2,
     "/proc/self/fd/2": 2,
 }
+
+
+def refuse_before_work(output: str | None, inputs: Iterable[str], flag: str = "--output") -> None:
+    """A UsageError when the report cannot go to `output`, or would overwrite one of `inputs`."""
+    fd = 1 if output is None else _STREAMS.get(output)
+    if fd is not None:
+        if (sys.stdout if fd == 1 else sys.stderr) is None:
+            raise UsageError(f"standard {'output' if fd == 1 else 'error'} is closed: pass {flag} FILE")
+        return
+    assert output is not None
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {flag} {output}: {_reason(exc)}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"cannot write {flag} {output}: it is a directory; give a file name")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return  # a device or FIFO is written in place: nothing in it is replaced
+    target = os.path.realpath(output)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {flag} {output}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {flag} {output}: no permission to write in {folder}")
+    for given in inputs:
+        clash = _clash(st, target, given)
+        if clash:
+            raise UsageError(f"{flag} {output} would {clash} {given}: write the report somewhere else")
+
+
+def _clash(st: os.stat_result | None, target: str, given: str) -> str | None:
+    """How the report's target meets the input `given`: the same file (same inode, so symlinks
+    and hard links too), or a file inside an input directory; None when it does not."""
+    try:
+        other = os.stat(given)
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISDIR(other.st_mode):
+        folder = os.path.realpath(given)
+        return "write inside the input directory" if os.path.commonpath([target, folder]) == folder else None
+    same = st is not None and (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
+    return "overwrite the input" if same and stat.S_ISREG(other.st_mode) else None
 
 
 def write_text(text: str, output: str | None) -> None:

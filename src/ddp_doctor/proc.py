@@ -1,5 +1,7 @@
 """Run a child process under a deadline; on the way out, end its whole process group. Run work on a
-thread under a deadline (Background)."""
+thread under a deadline (Background). SIGTERM becomes KeyboardInterrupt (`on_terminate`), so every
+`finally` on the way out runs; `end_children` ends the children still running when the command
+stops (a Background thread's probe, say)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,23 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 GRACE_S = 3.0
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+"""Children of run() not yet reaped, across threads (set add/discard are atomic)."""
+terminated_by: int | None = None
+"""The signal that on_terminate turned into KeyboardInterrupt, if one did."""
+
+
+def on_terminate(signum: int, frame: object) -> None:
+    """A SIGTERM handler: unwind like Ctrl-C, so temp files, run directories and children go."""
+    global terminated_by
+    terminated_by = signum
+    raise KeyboardInterrupt
+
+
+def end_children(grace_s: float = 1.0) -> None:
+    """End the process group of every run() child still running (its thread may not get to)."""
+    for child in list(_RUNNING):
+        kill_group(child, grace_s)
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,7 @@ def run(
     except OSError as exc:
         return Completed(tuple(argv), 127, "", f"{argv[0]}: {exc.strerror or exc}", 0.0, False)
     timed_out = False
+    _RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -93,6 +113,8 @@ def run(
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    finally:
+        _RUNNING.discard(proc)
     return Completed(
         argv=tuple(argv),
         returncode=None if timed_out else proc.returncode,

@@ -227,6 +227,7 @@ def test_the_inner_argv_parses_back_to_the_same_config() -> None:
         static=True,
         expect_gpus=4,
         nproc=3,
+        oversubscribe=True,
         backend="gloo",
         timeout=77.5,
         master_port=29123,

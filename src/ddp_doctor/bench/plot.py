@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -11,12 +12,20 @@ from ddp_doctor.errors import DoctorError, UsageError
 from ddp_doctor.report import Report
 
 FORMATS = {".png": "png", ".svg": "svg"}
+_NO_MATPLOTLIB = "--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
 
 
 def check_path(path: str) -> str:
+    """The format, from the name; a UsageError before any work when it or matplotlib is missing."""
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise UsageError(f"--plot {path}: the file name must end in .png or .svg")
+    try:
+        found = importlib.util.find_spec("matplotlib")
+    except (ImportError, ValueError):  # a broken install is as good as none
+        found = None
+    if found is None:
+        raise UsageError(_NO_MATPLOTLIB)
     return fmt
 
 
@@ -29,9 +38,7 @@ def write(path: str, runs: list[tuple[str, Report]]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError(
-            "--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
-        ) from None
+        raise UsageError(_NO_MATPLOTLIB) from None
 
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
     drawn = 0

@@ -7,10 +7,10 @@ live chain's launcher, nccl_tests_import.py reads nccl-tests logs, baseline.py g
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.commands.options import MAX_RANKS, Number, Size, add_oversubscribe_argument, count, seconds
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report
 
@@ -19,16 +19,8 @@ HELP = "measure collective bandwidth (nccl-tests' algbw/busbw) and GPU health; g
 # Defaults that finish in well under a minute: 2 CPU ranks with gloo, or 8 GPUs with NCCL.
 DEFAULT_MAX_BYTES = {"gloo": 4 << 20, "nccl": 1 << 30}
 DEFAULT_MIN_BYTES = 1 << 10
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(i?[bB])?\s*$")
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """'8', '64K', '16M', '1G' (powers of 1024, as nccl-tests -b/-e read them)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size; expected bytes like 1024, 64K, 16M or 1G")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+# The largest message a flag takes; a rank holds about a dozen buffers of it (knowledge/rank_memory.yaml).
+MESSAGE = Size(1, 16 << 30)
 
 
 def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str], tuple[str, ...]]:
@@ -61,11 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-health for the GPU numbers alone)",
     )
     sweep.add_argument(
-        "--min-bytes", type=parse_size, default=DEFAULT_MIN_BYTES, metavar="B", help="smallest message (default: 1K)"
+        "--min-bytes", type=MESSAGE, default=DEFAULT_MIN_BYTES, metavar="B", help="smallest message (default: 1K)"
     )
     sweep.add_argument(
         "--max-bytes",
-        type=parse_size,
+        type=MESSAGE,
         metavar="B",
         help="largest message, doubling from --min-bytes (default: 4M with gloo, 1G with nccl)",
     )
@@ -87,8 +79,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument(
         "--out-of-place", dest="mode", action="store_const", const="out_of_place", help="only out-of-place calls"
     )
-    sweep.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per size (default: 20)")
-    sweep.add_argument("--warmup-iters", type=int, default=5, metavar="N", help="untimed calls per size (default: 5)")
+    sweep.add_argument(
+        "--iters", type=count("calls", 1, 100_000), default=20, metavar="N", help="timed calls per size (default: 20)"
+    )
+    sweep.add_argument(
+        "--warmup-iters",
+        type=count("calls", 0, 100_000),
+        default=5,
+        metavar="N",
+        help="untimed calls per size (default: 5)",
+    )
     sweep.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,
@@ -101,10 +101,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also measure each GPU: dense matmul TFLOP/s, memory and host copy bandwidth",
     )
     ranks = parser.add_argument_group("ranks")
-    ranks.add_argument("--nproc", type=int, metavar="N", help="ranks (default: visible GPUs with nccl, else 2)")
+    ranks.add_argument(
+        "--nproc",
+        type=count("ranks", 1, MAX_RANKS),
+        metavar="N",
+        help="ranks, at most one per GPU with nccl and one per CPU core with gloo unless --oversubscribe "
+        "(default: visible GPUs with nccl, else 2)",
+    )
+    add_oversubscribe_argument(ranks)
     ranks.add_argument("--backend", choices=["nccl", "gloo"], help="default: nccl with GPUs, else gloo")
     ranks.add_argument(
-        "--timeout", type=float, default=300.0, metavar="S", help="deadline for the whole run in seconds (default: 300)"
+        "--timeout",
+        type=seconds(),
+        default=300.0,
+        metavar="S",
+        help="deadline for the whole run in seconds (default: 300)",
     )
     gates = parser.add_argument_group("results and CI gates")
     gates.add_argument(
@@ -116,14 +127,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gates.add_argument("--baseline", metavar="FILE", help="earlier bench JSON (or nccl-tests log) to compare with")
     gates.add_argument(
         "--max-regression",
-        type=float,
+        type=Number("percent", 0, 99, above=True),
         default=10.0,
         metavar="PCT",
         help="with --baseline: fail when peak busbw drops more than this (default: 10)",
     )
-    gates.add_argument("--min-busbw", type=float, metavar="GBPS", help="fail when an op's peak busbw is below this")
+    gates.add_argument(
+        "--min-busbw",
+        type=Number("GB/s", 0, 1_000_000),
+        metavar="GBPS",
+        help="fail when an op's peak busbw is below this",
+    )
     gates.add_argument("--plot", metavar="FILE", help="busbw against size chart, .png or .svg (needs matplotlib)")
     add_output_arguments(parser)
+
+
+def inputs(args: argparse.Namespace) -> list[str]:
+    from ddp_doctor.env import target
+
+    given = [args.baseline, args.import_file]
+    return [p for p in given if p] + target.named_interpreters(args.python)
 
 
 def _gpu_count() -> int:
@@ -140,28 +163,20 @@ def _validate(args: argparse.Namespace) -> None:
         raise UsageError("--gpu-health measures this machine's GPUs, --import only reads a log: use one of them")
     if not args.ops and not args.gpu_health and not args.import_file:
         raise UsageError("--ops none measures nothing; add --gpu-health (GPU numbers only) or name some ops")
-    for name in ("iters", "warmup_iters"):
-        if getattr(args, name) < (1 if name == "iters" else 0):
-            raise UsageError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a positive number")
-    if args.nproc is not None and args.nproc < 1:
-        raise UsageError(f"--nproc {args.nproc}: expected at least 1")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: expected seconds > 0")
-    if args.min_bytes < 1 or (args.max_bytes is not None and args.max_bytes < args.min_bytes):
+    if args.max_bytes is not None and args.max_bytes < args.min_bytes:
         raise UsageError(f"--min-bytes {args.min_bytes} / --max-bytes {args.max_bytes}: expected 1 <= min <= max")
-    if args.min_busbw is not None and args.min_busbw < 0:
-        raise UsageError(f"--min-busbw {args.min_busbw:g}: expected GB/s >= 0")
-    if not 0 < args.max_regression < 100:
-        raise UsageError(f"--max-regression {args.max_regression:g}: expected a percentage between 0 and 100")
     if args.plot:
         from ddp_doctor.bench import plot
+        from ddp_doctor.output import refuse_before_work
 
         plot.check_path(args.plot)
+        refuse_before_work(args.plot, [*inputs(args), *([args.output] if args.output else [])], "--plot")
 
 
 def _measure(args: argparse.Namespace) -> Report:
     from ddp_doctor.bench.run import SweepSpec, run
     from ddp_doctor.commands.check import resolve_target
+    from ddp_doctor.live import capacity
 
     report = Report.for_host("bench")
     chosen = resolve_target(args, report)
@@ -170,14 +185,15 @@ def _measure(args: argparse.Namespace) -> Report:
     if backend == "nccl" and not gpus:
         raise UsageError("--backend nccl needs a visible NVIDIA GPU and none was found (NVML); use --backend gloo")
     nproc = args.nproc or (gpus if backend == "nccl" else 2)
-    if backend == "nccl" and nproc > gpus:
-        raise UsageError(f"--nproc {nproc} with nccl needs {nproc} GPUs, {gpus} visible; one GPU per rank")
+    max_bytes = args.max_bytes or max(args.min_bytes, DEFAULT_MAX_BYTES[backend])
+    oversubscribe = args.oversubscribe or args.nproc is None
+    capacity.refuse_beyond(nproc, backend, gpus, oversubscribe, capacity.for_bench(max_bytes))
     modes = {"inplace": (True,), "out_of_place": (False,), None: (False, True)}[args.mode]
     spec = SweepSpec(
         ops=tuple(args.ops),
         dtypes=tuple(args.dtype),
         min_bytes=args.min_bytes,
-        max_bytes=args.max_bytes or max(args.min_bytes, DEFAULT_MAX_BYTES[backend]),
+        max_bytes=max_bytes,
         modes=modes,
         iters=args.iters,
         warmup_iters=args.warmup_iters,
@@ -198,6 +214,11 @@ def _measure(args: argparse.Namespace) -> Report:
 
 def run(args: argparse.Namespace) -> Report:
     _validate(args)
+    base: Report | None = None
+    if args.baseline:  # read before the sweep: an unreadable baseline must not cost a run
+        from ddp_doctor.bench import baseline
+
+        base = baseline.load(args.baseline)
     if args.import_file:
         from ddp_doctor.bench import nccl_tests_import
 
@@ -207,10 +228,9 @@ def run(args: argparse.Namespace) -> Report:
     else:
         report = _measure(args)
     runs = [("this run", report)]
-    if args.baseline:
+    if base is not None:
         from ddp_doctor.bench import baseline
 
-        base = baseline.load(args.baseline)
         report.extend(baseline.compare(report, base, args.baseline, args.max_regression / 100.0))
         runs.append(("baseline", base))
     if args.min_busbw is not None:

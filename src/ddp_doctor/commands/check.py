@@ -19,37 +19,55 @@ HELP = "check that this environment (or an image) really runs distributed PyTorc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
+    from ddp_doctor.commands.options import (
+        MAX_RANKS,
+        PORT,
+        Number,
+        add_output_arguments,
+        add_oversubscribe_argument,
+        count,
+        seconds,
+    )
 
     parser.add_argument("--static", action="store_true", help="only the checks that need no ranks (about a second)")
     add_target_arguments(parser)
     parser.add_argument(
         "--expect-gpus",
-        type=int,
+        type=count("GPUs", 0, 1024),
         metavar="N",
         help="GPUs this node must show to torch; fewer is a failure (default: judged from NVML, /dev/nvidia*, NVIDIA_VISIBLE_DEVICES)",
     )
     live = parser.add_argument_group("live chain")
     live.add_argument(
         "--nproc",
-        type=int,
+        type=count("ranks", 1, MAX_RANKS),
         metavar="N",
-        help="ranks per node (default: visible GPUs with NCCL, else 2 CPU ranks with gloo)",
+        help="ranks per node, at most one per GPU with NCCL and one per CPU core with gloo unless "
+        "--oversubscribe (default: visible GPUs with NCCL, else 2 CPU ranks with gloo)",
     )
+    add_oversubscribe_argument(live)
     live.add_argument(
         "--backend", choices=["nccl", "gloo"], help="process-group backend (default: nccl with GPUs, else gloo)"
     )
     live.add_argument(
-        "--timeout", type=float, default=180.0, metavar="S", help="overall deadline in seconds (default: 180)"
+        "--timeout", type=seconds(), default=180.0, metavar="S", help="overall deadline in seconds (default: 180)"
     )
     live.add_argument(
-        "--master-port", type=int, metavar="PORT", help="rendezvous port for --standalone (default: a free port)"
+        "--master-port", type=PORT, metavar="PORT", help="rendezvous port for --standalone (default: a free port)"
     )
     live.add_argument(
-        "--dataloader-workers", type=int, default=2, metavar="N", help="DataLoader worker processes (default: 2)"
+        "--dataloader-workers",
+        type=count("worker processes", 0, 256),
+        default=2,
+        metavar="N",
+        help="DataLoader worker processes (default: 2)",
     )
     live.add_argument(
-        "--batch-mb", type=float, default=32.0, metavar="MB", help="size of one DataLoader batch in MB (default: 32)"
+        "--batch-mb",
+        type=Number("MB", 0, 16384, above=True),
+        default=32.0,
+        metavar="MB",
+        help="size of one DataLoader batch in MB (default: 32)",
     )
     live.add_argument("--gpu-health", action="store_true", help="also run the quick GPU health micro-benchmarks")
     live.add_argument(
@@ -58,13 +76,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     multi = parser.add_argument_group("several nodes (torchrun c10d rendezvous)")
     multi.add_argument("--nnodes", metavar="N|MIN:MAX", help="number of nodes (default: 1, --standalone)")
     multi.add_argument(
-        "--node-rank", type=int, metavar="R", help="this node's rank (0 = the node that writes the cluster report)"
+        "--node-rank",
+        type=count("a node rank", 0, 65535),
+        metavar="R",
+        help="this node's rank (0 = the node that writes the cluster report)",
     )
     multi.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="c10d rendezvous endpoint, usually node 0")
     multi.add_argument("--rdzv-id", metavar="ID", help="rendezvous id shared by every node of one run")
     multi.add_argument(
         "--join-timeout",
-        type=float,
+        type=seconds(),
         metavar="S",
         help="how long to wait for every node to join (default: a third of --timeout)",
     )
@@ -89,6 +110,11 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Python interpreter whose environment is examined (also $DDP_DOCTOR_PYTHON; default: the one "
         "the torchrun on PATH runs, else a python3/python on PATH with torch, else ddp-doctor's own)",
     )
+
+
+def inputs(args: argparse.Namespace) -> list[str]:
+    """The interpreter named by --python (or $DDP_DOCTOR_PYTHON): --output must not replace it."""
+    return target.named_interpreters(getattr(args, "python", None))
 
 
 def resolve_target(args: argparse.Namespace, report: Report) -> Target:

@@ -32,13 +32,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def inputs(args: argparse.Namespace) -> list[str]:
+    files = args.file if isinstance(args.file, list) else [args.file]
+    return [f for f in files if f != "-"]
+
+
 def run(args: argparse.Namespace) -> Report:
-    from ddp_doctor.diagnose import Stats, explain_stream
+    from ddp_doctor.diagnose import Stats, explain_stream, notalog
     from ddp_doctor.diagnose.logread import open_log
     from ddp_doctor.diagnose.patterns import engine
 
     if args.file == "-" and sys.stdin.isatty():
         raise UsageError("no log given: pass a FILE, or pipe a log into 'ddp-doctor explain -'")
+    notalog.refuse_path(args.file)
     stream, name = open_log(args.file)
     stats = Stats()
     from ddp_doctor import progress
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> Report:
     shown = progress.Display("explain", lambda: progress.bytes_lines(stats.bytes_read, total, f"reading {name}"))
     try:
         with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
-            results = explain_stream(stream, name, stats)
+            results = explain_stream(notalog.checked(stream, name), name, stats)
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

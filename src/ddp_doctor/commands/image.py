@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ddp_doctor.errors import UsageError
 from ddp_doctor.image.limits import Limits
 from ddp_doctor.report import Report
 
 HELP = "audit a container image (docker save / OCI layout or archive / rootfs) for distributed training, without running it"
 
 
-def _size(text: str) -> int:
-    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    t = text.strip().lower().removesuffix("b").removesuffix("i")
-    unit = t[-1:] if t[-1:] in units else ""
-    try:
-        value = float(t[: len(t) - len(unit)])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 512M or 20G") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a size must be positive")
-    return int(value * units[unit])
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
+    from ddp_doctor.commands.options import Size, add_output_arguments, count
 
     parser.add_argument(
         "path", metavar="PATH", help="docker save tarball, OCI layout dir, OCI archive, rootfs tarball or rootfs dir"
@@ -36,21 +22,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = Limits()
     parser.add_argument(
         "--max-bytes",
-        type=_size,
+        type=Size(1, 1 << 50),
         default=d.max_total_bytes,
         metavar="SIZE",
         help="stop when the layers expand past SIZE uncompressed (default: 256G)",
     )
     parser.add_argument(
         "--max-entry-bytes",
-        type=_size,
+        type=Size(1, 1 << 50),
         default=d.max_entry_bytes,
         metavar="SIZE",
         help="largest layer blob or file allowed (default: 64G)",
     )
     parser.add_argument(
         "--max-entries",
-        type=int,
+        type=count("entries", 1, 1 << 40),
         default=d.max_entries,
         metavar="N",
         help="most entries across all layers (default: 2000000)",
@@ -64,11 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def inputs(args: argparse.Namespace) -> list[str]:
+    return [args.path]
+
+
 def run(args: argparse.Namespace) -> Report:
     from ddp_doctor.image.audit import audit
 
-    if args.max_entries <= 0:
-        raise UsageError(f"--max-entries {args.max_entries}: must be positive")
     limits = Limits(
         max_total_bytes=args.max_bytes,
         max_entry_bytes=args.max_entry_bytes,

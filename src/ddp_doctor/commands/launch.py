@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", "-o", metavar="FILE", help="write the config to FILE instead of stdout")
 
 
+def inputs(args: argparse.Namespace) -> list[str]:
+    return [args.spec] if args.spec else []
+
+
 def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
     values: dict[str, Any] = specs.load_file(args.spec) if args.spec else {}
     simple = {

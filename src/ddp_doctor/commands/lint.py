@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser, formats=FORMATS)
 
 
+def inputs(args: argparse.Namespace) -> list[str]:
+    return [*args.files, *([args.config] if args.config else [])]
+
+
 def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report, list[str]]:
     """All files -> one Report, plus one message per file that could not be read."""
     from ddp_doctor.deploy.lint.engine import lint_file

@@ -17,6 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser)
 
 
+def inputs(args: argparse.Namespace) -> list[str]:
+    return [args.report] if args.report != "-" else []
+
+
 def load_report(path: str) -> Report:
     import sys
 

@@ -26,14 +26,14 @@ HELP = "run your own distributed job (torchrun, python, accelerate, deepspeed) a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
+    from ddp_doctor.commands.options import Number, add_output_arguments, count, seconds
 
     parser.add_argument(
         "--run-dir", metavar="DIR", help="keep the run's evidence here (default: ./ddp-doctor-runs/<time>-<pid>)"
     )
     parser.add_argument(
         "--hang-after",
-        type=float,
+        type=seconds(),
         default=180.0,
         metavar="S",
         help="examine the ranks after S s without output (default 180)",
@@ -62,11 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-nccl-debug", action="store_true", help="do not set NCCL_DEBUG=WARN / NCCL_DEBUG_FILE")
     parser.add_argument("--no-ras", action="store_true", help="do not query NCCL's RAS (localhost:28028) on a hang")
     parser.add_argument(
-        "--sample-hz", type=float, default=1.0, metavar="HZ", help="NVML timeline rate, 0 = off (default 1)"
+        "--sample-hz",
+        type=Number("samples a second", 0, 100),
+        default=1.0,
+        metavar="HZ",
+        help="NVML timeline rate, 0 = off (default 1)",
     )
     parser.add_argument(
         "--stack-sample",
-        type=float,
+        type=Number("seconds", 0, 3600),
         default=1.0,
         metavar="S",
         help="sample every rank's stack every S s for the straggler verdict, 0 = off (default 1)",
@@ -78,20 +82,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="job",
         help="exit with the job's status (default) or the verdict class",
     )
-    parser.add_argument("--nnodes", type=int, default=1, help="nodes in the job (for --gather)")
-    parser.add_argument("--node-rank", type=int, default=0, help="this node's rank (0 gathers the report)")
+    parser.add_argument("--nnodes", type=count("nodes", 1, 65536), default=1, help="nodes in the job (for --gather)")
+    parser.add_argument(
+        "--node-rank", type=count("a node rank", 0, 65535), default=0, help="this node's rank (0 gathers the report)"
+    )
     parser.add_argument(
         "--gather", metavar="HOST:PORT", help="node 0 listens here and joins every node's evidence into one report"
     )
     parser.add_argument(
         "--gather-timeout",
-        type=float,
+        type=seconds(),
         default=60.0,
         metavar="S",
         help="how long node 0 waits for the other nodes after its job ended",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by your launch command")
     add_output_arguments(parser)
+
+
+def inputs(args: argparse.Namespace) -> list[str]:
+    """The files the job's command line names (its script, its config): --output must not replace them."""
+    return [word for word in args.command if word != "--" and os.path.isfile(word)]
 
 
 def config_from_args(args: argparse.Namespace) -> WatchConfig:
@@ -104,8 +115,6 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         raise UsageError(
             "no command to run: give it after '--', e.g. ddp-doctor run -- torchrun --nproc-per-node 2 train.py"
         )
-    if args.hang_after <= 0 or args.sample_hz < 0 or args.stack_sample < 0:
-        raise UsageError("--hang-after must be > 0, --sample-hz and --stack-sample >= 0")
     if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
         raise UsageError(f"--node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
     if args.gather and (":" not in args.gather or not args.gather.rpartition(":")[2].isdigit()):

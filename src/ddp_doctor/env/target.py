@@ -26,7 +26,7 @@ from ddp_doctor import proc
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 from ddp_doctor.errors import UsageError
 
-__all__ = ["Target", "describe", "own", "resolve", "same_environment", "shebang_python"]
+__all__ = ["Target", "describe", "named_interpreters", "own", "resolve", "same_environment", "shebang_python"]
 
 ENV_VAR = "DDP_DOCTOR_PYTHON"
 PROBE_TIMEOUT_S = 20.0
@@ -62,6 +62,12 @@ def _explicit(value: str, where: str) -> Target:
         raise UsageError(f"{where} {value!r}: no executable Python interpreter there")
     source = "flag" if where == "--python" else "env"
     return Target(os.path.abspath(found), source, f"given with {where}")
+
+
+def named_interpreters(flag: str | None) -> list[str]:
+    """The interpreters --python and $DDP_DOCTOR_PYTHON name, as paths (a bare name found on PATH)."""
+    named = [v for v in (flag, os.environ.get(ENV_VAR)) if v]
+    return [p for p in (v if os.sep in v else shutil.which(v) for v in named) if p]
 
 
 def _has_torch(python: str) -> bool:

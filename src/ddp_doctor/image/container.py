@@ -39,6 +39,7 @@ INSIDE: dict[str, str | None] = {
     "static": None,
     "expect_gpus": None,
     "nproc": None,
+    "oversubscribe": None,
     "backend": None,
     "timeout": None,
     "master_port": None,

@@ -19,6 +19,7 @@ from typing import Any
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
+from ddp_doctor.live import capacity
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Plan, first_failure, merge
 from ddp_doctor.live.phases.balance import BASELINE_ENV
@@ -81,6 +82,14 @@ def plan_for(
     gpus = len((snapshot or {}).get("visible") or []) if wants_gpus else 0
     backend = config.backend or ("nccl" if gpus else "gloo")
     nproc = config.nproc or (gpus if backend == "nccl" and gpus else 2)
+    # The default rank count is the machine's own (2 gloo ranks fit one core too); memory bounds every count.
+    capacity.refuse_beyond(
+        nproc,
+        backend,
+        len((snapshot or gpu_snapshot()).get("visible") or []) if backend == "nccl" else 0,
+        config.oversubscribe or config.nproc is None,
+        capacity.for_check(config.dataloader_workers, config.batch_mb),
+    )
     nnodes = str(config.nnodes or "1")
     world = nproc * int(nnodes) if nnodes.isdigit() else None
     phases = list(PHASES) + (["gpu_health"] if config.gpu_health else [])

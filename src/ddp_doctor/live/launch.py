@@ -30,10 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
 from ddp_doctor.live import procnet, procs, rankio
 
 GRACE_S = 3.0
+RUN_DIR_PREFIX = "ddp-doctor-run-"
+OWNER = ".owner"
+"""In a run directory: 'HOST PID' of the doctor that made it; removed when the directory is kept."""
 STACK_WAIT_S = 1.5
 POLL_S = 0.05
 LOG_TAIL_LINES = 200
@@ -283,14 +287,6 @@ def _read_stacks(run_dir: Path) -> dict[int, str]:
     return stacks
 
 
-class _Terminated(Exception):
-    pass
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise _Terminated()
-
-
 def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[int], tracked: dict[int, int]) -> None:
     """SIGUSR1 to each rank still running: its faulthandler writes rank-N.stack."""
     asked: list[Path] = []
@@ -315,7 +311,9 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
     """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
     started = time.monotonic()
     deadline = started + spec.timeout_s
-    run_dir = Path(tempfile.mkdtemp(prefix="ddp-doctor-run-"))
+    _sweep_orphans(Path(tempfile.gettempdir()))
+    run_dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
+    (run_dir / OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
     rank_tmp_dir(run_dir).mkdir(mode=0o700)  # the ranks' TMPDIR (build_command); removed in _finish
     _link_package(run_dir)
     launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun(spec.python)
@@ -327,7 +325,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
     proc: subprocess.Popen[bytes] | None = None
     old_handler = None
     if threading.current_thread() is threading.main_thread():
-        old_handler = signal.signal(signal.SIGTERM, _raise_terminated)
+        old_handler = signal.signal(signal.SIGTERM, proc_mod.on_terminate)
     try:
         if spec.master_port is not None and spec.rdzv_endpoint is None:
             outcome.preflight_error = port_problem(spec.master_port)
@@ -370,9 +368,9 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
             beats = rankio.read_heartbeats(run_dir)
             done = {r for r, p in rankio.read_results(run_dir).items() if p.get("finished")}
             _ask_for_stacks(run_dir, beats, done, tracked)
-    except (KeyboardInterrupt, _Terminated):
+    except KeyboardInterrupt:
         outcome.interrupted = True
-        raise KeyboardInterrupt from None
+        raise
     finally:
         # A second Ctrl-C during the cleanup must not leave half of it undone: hold signals until it is over.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -383,6 +381,31 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
             if old_handler is not None:
                 signal.signal(signal.SIGTERM, old_handler)
     return outcome
+
+
+def _sweep_orphans(tmp: Path) -> None:
+    """Remove the run directories of doctors on this host that died without cleaning up (SIGKILL,
+    the OOM killer): they cannot remove their own, so the next launch does."""
+    host = socket.gethostname()
+    for run_dir in tmp.glob(f"{RUN_DIR_PREFIX}*"):
+        try:
+            owner_host, pid = (run_dir / OWNER).read_text().split()
+            if owner_host != host or run_dir.stat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except (OSError, ValueError):
+            continue  # no owner file: kept by --keep-run-dir, or being made right now
+        shutil.rmtree(rank_tmp_dir(run_dir), ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _with_launcher(spec: TorchrunSpec, launcher: tuple[str, ...]) -> TorchrunSpec:
@@ -435,6 +458,7 @@ def _finish(
     outcome.duration_s = round(time.monotonic() - started, 3)
     if spec.keep_run_dir:
         outcome.run_dir = str(run_dir)
+        (run_dir / OWNER).unlink(missing_ok=True)  # the user's now: never swept
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
     shutil.rmtree(rank_tmp_dir(run_dir), ignore_errors=True)  # nothing in it is worth keeping
