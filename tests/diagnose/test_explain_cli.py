@@ -111,10 +111,11 @@ def test_binary_file_is_not_a_log(tmp_path: Path) -> None:
     path = _write(tmp_path, "core.bin", bytes(range(256)) * 4000)
     proc = run_cli("explain", str(path), "--format", "json")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == [
+    expected = (
         "ddp-doctor: error: core.bin is not a log: 60% of its first 64 KiB is binary, not text; "
         "expected the output of torchrun, NCCL_DEBUG, kubectl logs or a training job"
-    ]
+    )
+    assert proc.stderr.strip().splitlines() == [expected]
 
 
 def test_a_100_mb_line_in_bounded_memory(tmp_path: Path) -> None:
