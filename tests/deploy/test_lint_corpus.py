@@ -25,7 +25,6 @@ FITTED_GAPS: dict[str, str] = {
     "ai-on-gke-gemma-finetune-job.yaml": "a root image behind a placeholder image name: runs_as_root",
     "ai-on-gke-llama2-70b-tgi-deployment.yaml": "serving containers running as root: runs_as_root",
     "ai-on-gke-mixtral-tgi-deployment.yaml": "TGI's NUM_SHARD as ranks per pod, serving as root: ranks_exceed_gpus, runs_as_root",
-    "alex000kim-dvc-sky-training.yaml": "SkyPilot task files are not read",
     "aws-fsdp-llama3_1_8b-pytorchjob.yaml": "checkpoints to a relative path outside every volume: outputs_lost",
     "detectron2-docker-compose.yml": "a compose GPU reservation with no count (all GPUs): gpu_selection_implicit",
     "dle-maskrcnn-docker-interactive.sh": (
@@ -48,9 +47,6 @@ FITTED_GAPS: dict[str, str] = {
     ),
     "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
     "qwen-docker_web_demo.sh": "docker run --gpus all of a root image: gpu_selection_implicit, runs_as_root",
-    "skypilot-deepspeed-multinode.yaml": "SkyPilot task files are not read (and outputs on a VM torn down: outputs_lost)",
-    "skypilot-resnet-distributed-torch.yaml": "SkyPilot task files are not read",
-    "stas00-mle-torchrun-launcher.slurm": 'srun bash -c "$CMD" with the launcher built in variables: false error',
     "torchelastic-azure.Dockerfile": "a Dockerfile docker build rejects: script_does_not_parse",
     "vmware-gpus-k8s-gputest-pod.yml": "a GPU pod that never ends: gpus_held_after_exit, runs_as_root",
     "volcano-mindspore-gpu.yaml": "GPU workers that never complete, root: gpus_held_after_exit, runs_as_root",
