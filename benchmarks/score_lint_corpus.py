@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections import Counter
 from dataclasses import asdict
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fitted-details", action="store_true", help="also list the fitted part's misses")
     ap.add_argument("--json", type=Path, default=None, help="also write every file's outcome to this file")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
     vocab = corpus.pitfalls()
     labels = corpus.labels()
     outcomes = [corpus.lint_one(labels[name], vocab) for name in corpus.files()]

@@ -26,6 +26,7 @@ FITTED_GAPS: dict[str, str] = {
     "ai-on-gke-llama2-70b-tgi-deployment.yaml": "serving containers running as root: runs_as_root",
     "ai-on-gke-mixtral-tgi-deployment.yaml": "TGI's NUM_SHARD as ranks per pod, serving as root: ranks_exceed_gpus, runs_as_root",
     "aws-fsdp-llama3_1_8b-pytorchjob.yaml": "checkpoints to a relative path outside every volume: outputs_lost",
+    "dataschoolai-yolov5-run_training.sh": "docker run --gpus all of a root image: gpu_selection_implicit, runs_as_root",
     "detectron2-docker-compose.yml": "a compose GPU reservation with no count (all GPUs): gpu_selection_implicit",
     "dle-maskrcnn-docker-interactive.sh": (
         "docker run --runtime=nvidia of an interactive --rm container whose docs write /results unmounted: "
@@ -47,9 +48,14 @@ FITTED_GAPS: dict[str, str] = {
     ),
     "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
     "qwen-docker_web_demo.sh": "docker run --gpus all of a root image: gpu_selection_implicit, runs_as_root",
+    "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "torchelastic-azure.Dockerfile": "a Dockerfile docker build rejects: script_does_not_parse",
     "vmware-gpus-k8s-gputest-pod.yml": "a GPU pod that never ends: gpus_held_after_exit, runs_as_root",
     "volcano-mindspore-gpu.yaml": "GPU workers that never complete, root: gpus_held_after_exit, runs_as_root",
+    "yolov5-sagemaker-train_local.sh": (
+        "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost, gpu_selection_implicit"
+    ),
+    "yuisekinai-100_pretrain.sh": "a variable no library reads (TORCH_DISTRIBUTED_TIMEOUT): setting_not_read",
 }
 """Fitted files lint does not get right yet, with what is missing (strict xfail: a fix makes the test say so,
 and the entry goes). Each is a class of knowledge to add, not a file to fit."""
