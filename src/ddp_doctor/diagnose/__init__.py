@@ -15,7 +15,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, readers
+from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, readers, sources
 from ddp_doctor.diagnose.engine import Matcher
 from ddp_doctor.diagnose.logread import Stats
 from ddp_doctor.report import Result, Status
@@ -25,9 +25,15 @@ __all__ = ["Stats", "diagnose", "explain_stream", "explain_text", "signature"]
 
 def _feed(matcher: Matcher, stream: IO[bytes], name: str, stats: Stats, tail: blockscan.Tail | None) -> None:
     table = patterns.table()
-    for hit in blockscan.scan(stream, patterns.engine(), stats, name=name, tail=tail):
-        owners = None if hit.context else table.owners_of(hit.ids)
-        matcher.line(name, hit.lineno, hit.text.decode("utf-8", "replace"), owners)
+    matcher.source(name, sources.origin_of(name))
+    for hit in blockscan.scan(
+        stream, patterns.engine(), stats, name=name, tail=tail, follow=table.follow, once=table.once
+    ):
+        text = hit.text.decode("utf-8", "replace")
+        if hit.context:
+            matcher.line(name, hit.lineno, text, frozenset(), context=True)
+        else:
+            matcher.line(name, hit.lineno, text, table.owners_of(hit.ids))
 
 
 def diagnose(

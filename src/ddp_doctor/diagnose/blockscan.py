@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
 from ddp_doctor.diagnose.logread import CHUNK, MAX_LINE, OVERLAP, Stats, _read
-from ddp_doctor.diagnose.multimatch import Engine
+from ddp_doctor.diagnose.multimatch import UNKNOWN, Engine
 from ddp_doctor.errors import InputError
 
 TAIL_BYTES = 256 << 10
@@ -30,7 +30,7 @@ class MatchedLine:
     ids: frozenset[int] = frozenset()
     """Indexes of the engine's patterns that match this line; empty for a context line."""
     context: bool = False
-    """True for the line after a hit, fed for NCCL's "Last error:" detail only."""
+    """True for a line after a hit that asked for its next lines (see `scan`'s follow); it holds no match."""
 
 
 @dataclass
@@ -92,6 +92,87 @@ def _line(region: bytes | memoryview, start: int, end: int, hit: int) -> bytes:
     return bytes(region[start:end])
 
 
+def _following(
+    region: bytes | memoryview, text_of: bytes | bytearray, start: int, lineno: int, count: int, stop: int
+) -> tuple[list[MatchedLine], int]:
+    """Up to `count` lines from `start` (numbered from `lineno`) as context, none at or past offset `stop`
+    (a line holding a hit is yielded as a hit); and where the next line starts."""
+    out: list[MatchedLine] = []
+    size = len(region)
+    at = start
+    while len(out) < count and at < size:
+        end = text_of.find(b"\n", at, size)
+        end = size if end < 0 else end
+        if end >= stop:
+            break
+        out.append(MatchedLine(lineno + len(out), _line(region, at, end, at), context=True))
+        at = end + 1
+    return out, at
+
+
+@dataclass
+class _Region:
+    """One block's hits turned into lines."""
+
+    engine: Engine
+    follow: Mapping[int, int]
+    once: frozenset[int]
+    seen_once: set[bytes]
+    stats: Stats
+
+    def lines(
+        self, region: bytes | memoryview, text_of: bytes | bytearray, lineno: int, pending: int, partial: bool
+    ) -> tuple[list[MatchedLine], int, int]:
+        """(the region's hit and context lines, its number of newlines, the context lines owed to the next
+        region) for one region whose first line is number `lineno`."""
+        size = len(region)
+        found = self.engine.hits(region)
+        out: list[MatchedLine] = []
+        if pending:  # context a hit at the end of the previous block asked for
+            owed, _ = _following(region, text_of, 0, lineno, pending, found[0][0] if found else size + 1)
+            out += owed
+        counted, line_at, next_free, i, owe = 0, lineno, 0, 0, 0
+        while i < len(found):
+            pos = found[i][0]
+            ls = text_of.rfind(b"\n", 0, pos) + 1
+            le = text_of.find(b"\n", pos, size)
+            le = size if le < 0 else le
+            ids_seen = set()
+            while i < len(found) and found[i][0] <= le:
+                ids_seen.add(found[i][1])
+                i += 1
+            if ls < next_free or self._repeated(text_of, ls, le, ids_seen):
+                continue
+            line_at += text_of.count(b"\n", counted, ls)
+            counted = ls
+            self.stats.candidates += 1
+            text = _line(region, ls, le, pos)
+            ids = self.engine.which(text) if UNKNOWN in ids_seen else frozenset(ids_seen)
+            out.append(MatchedLine(line_at, text, ids))
+            next_free = le + 1
+            more = max((self.follow[x] for x in ids if x in self.follow), default=0)
+            if more:
+                after, next_free = _following(
+                    region, text_of, le + 1, line_at + 1, more, found[i][0] if i < len(found) else size + 1
+                )
+                out += after
+                if len(after) < more and next_free >= size and not partial:
+                    owe = more - len(after)
+        newlines = line_at - lineno + text_of.count(b"\n", counted, size)
+        return out, newlines, owe
+
+    def _repeated(self, text_of: bytes | bytearray, ls: int, le: int, ids: set[int]) -> bool:
+        """A line of only `once` patterns from a process ("host:pid" prefix) that printed one already."""
+        if not self.once or not ids <= self.once:
+            return False
+        head = text_of[ls : text_of.find(b" [", ls, le)]
+        key = bytes(head[: head.rfind(b":")])  # "host:pid:tid" -> "host:pid"
+        if key in self.seen_once:
+            return True
+        self.seen_once.add(key)
+        return False
+
+
 def scan(
     stream: IO[bytes],
     engine: Engine,
@@ -99,14 +180,23 @@ def scan(
     name: str = "log",
     chunk: int = CHUNK,
     tail: Tail | None = None,
+    follow: Mapping[int, int] | None = None,
+    once: frozenset[int] = frozenset(),
 ) -> Iterator[MatchedLine]:
+    """Every line holding a match, with the indexes of the patterns it holds; after a line holding a pattern
+    named in `follow` (pattern index -> n), its next n lines as context (a traceback frame's source line and the
+    exception line below it; NCCL's detail under "Last error:"). A line holding only patterns in `once` is
+    yielded for the first process that prints it (its "host:pid" prefix) and skipped after: NCCL announces each
+    rank once per communicator, and only the first announcement names the rank. Nothing else is looked at line
+    by line."""
+    blocks = _Region(engine, follow or {}, once, set(), stats)
     # One buffer for the whole read: the carry (an unfinished line) is moved to its front and the next
     # read lands behind it, so no block is allocated or copied per read.
     buf = bytearray(chunk + OVERLAP + MAX_LINE)
     view = memoryview(buf)
     have = 0  # bytes in buf (carry + new data)
     lineno = 1  # number of the line that starts at buf[0]
-    want_first = False  # the previous region ended on a hit: its next line is here
+    pending = 0  # context lines still owed from a hit at the end of the previous region
     ended_with_newline = True
     while True:
         got = _readinto(stream, view[have : have + chunk], name)
@@ -115,9 +205,8 @@ def scan(
         if have == 0:
             break
         partial = False
-        if got == 0:
-            end = have
-        else:
+        end = have
+        if got:
             end = buf.rfind(b"\n", 0, have) + 1
             if end == 0:
                 if have < chunk:
@@ -126,34 +215,9 @@ def scan(
                 end = have
         region = _normalised(buf, end)
         size = len(region)
-        counted = 0
-        line_at = lineno
-        next_free = 0
-        if want_first:
-            le = buf.find(b"\n", 0, end) if isinstance(region, memoryview) else region.find(b"\n")
-            le = size if le < 0 else le
-            yield MatchedLine(lineno, _line(region, 0, le, 0), context=True)
-            want_first = False
         text_of = buf if isinstance(region, memoryview) else region
-        for pos in engine.positions(region):
-            if pos < next_free:
-                continue
-            ls = text_of.rfind(b"\n", 0, pos) + 1
-            le = text_of.find(b"\n", pos, size)
-            le = size if le < 0 else le
-            line_at += text_of.count(b"\n", counted, ls)
-            counted = ls
-            stats.candidates += 1
-            text = _line(region, ls, le, pos)
-            yield MatchedLine(line_at, text, engine.which(text))
-            next_free = le + 1
-            if le + 1 < size:
-                ne = text_of.find(b"\n", le + 1, size)
-                ne = size if ne < 0 else ne
-                yield MatchedLine(line_at + 1, _line(region, le + 1, ne, le + 1), context=True)
-            elif not partial:
-                want_first = True
-        newlines = line_at - lineno + text_of.count(b"\n", counted, size)
+        found, newlines, pending = blocks.lines(region, text_of, lineno, pending, partial)
+        yield from found
         lineno += newlines
         stats.lines += newlines
         ended_with_newline = size > 0 and text_of[size - 1] == 10

@@ -8,20 +8,37 @@ forced into the nearest signature.
 
 from __future__ import annotations
 
+import bisect
+import re
 import signal
 from dataclasses import dataclass, field
 
-from ddp_doctor.diagnose import readers
+from ddp_doctor.diagnose import longtail, phases, readers
 from ddp_doctor.diagnose.catalogue import Signature
 from ddp_doctor.diagnose.fatal import FatalReader
-from ddp_doctor.diagnose.lines import HEADER, NCCL_COMM, SUMMARY, Origin, clean, origin
+from ddp_doctor.diagnose.lines import HEADER, NCCL_COMM, SUMMARY, Origin, clean, split
 from ddp_doctor.diagnose.prefilter import GENERIC_ERROR_RE, LAST_ERROR
+from ddp_doctor.diagnose.timestamps import Clock
+from ddp_doctor.diagnose.tracebacks import Raised, TracebackReader
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.words import plural
 
 MAX_EVIDENCE = 8
 MAX_UNKNOWN = 10
-_EXCEPTION_LINE = r"\b[A-Z]\w*(?:Error|Exception)\b:"
+MAX_ENDS = 8
+MAX_FAIL_LINES = 4096
+"""Line numbers of failure-signature hits kept per source, to tell which tracebacks a signature explains."""
+EXPLAINS_AFTER = 3
+"""A signature hit this many lines after a traceback's exception line still explains it (the message goes on)."""
+_EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:")
+# NCCL's rank announcement with NCCL's own prefix: read without the general prefix parser (it comes once per
+# communicator per rank: the most frequent hit of an NCCL_DEBUG=INFO log).
+_COMM_FAST = re.compile(
+    r"^(?P<node>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO comm 0x[0-9a-f]+ rank (?P<rank>\d+) nRanks"
+)
+_STRUCTURE_ONLY = frozenset({"structure"})
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\)")
+_IGNORED = re.compile(r"^Exception ignored in")
 
 
 @dataclass
@@ -31,6 +48,7 @@ class _Hit:
     lineno: int | None
     text: str
     where: Origin
+    when: float | None = None
 
 
 @dataclass
@@ -84,30 +102,86 @@ class Matcher:
         self._summary: dict[str, tuple[int, int | None, str | None]] = {}  # source -> (lineno, rank, host)
         self._pid_rank: dict[tuple[str | None, int], int] = {}  # (host, pid) -> rank, from NCCL comm lines
         self._fatal = FatalReader(readers.load())
+        self._tracebacks = TracebackReader()
+        self._clock = Clock()
+        self._when: dict[str, float] = {}  # source -> the last time its lines carried
+        self._defaults: dict[str, Origin] = {}  # source -> the rank its file name says
+        self._fail_lines: dict[str, list[int]] = {}  # source -> sorted line numbers of failure-signature hits
+        self._ends: list[Evidence] = []  # lines that show a process ending badly (readers.yaml ends_badly)
+        self._ends_count = 0
+        self._ends_rules = readers.load().ends_badly
+        self._quiet = frozenset({"structure", *(s.id for s in signatures if s.tier == "harmless")})
+        self._by_owner: dict[frozenset[str], tuple[Signature, ...]] = {}
+        self._root_cause_rank: int | None = None  # the rank torchrun's summary names as the first failure
+        self._in_root_cause: str | None = None
+
+    def source(self, name: str, where: Origin | None) -> None:
+        """What a file's name says about its lines (a rank's own log): lines without a prefix take it."""
+        if where is not None:
+            self._defaults[name] = where
 
     # -- input ------------------------------------------------------------------------------
-    def line(self, source: str, lineno: int | None, raw: str, owners: frozenset[str] | None = None) -> None:
-        """One candidate line; `owners`, when the multi-matcher gave them, are the signature ids (and
-        'generic') whose patterns it holds, so only those signatures are tried."""
-        text = clean(raw)
-        if not text.strip():
+    def line(
+        self,
+        source: str,
+        lineno: int | None,
+        raw: str,
+        owners: frozenset[str] | None = None,
+        context: bool = False,
+    ) -> None:
+        """One candidate line; `owners`, when the multi-matcher gave them, are the signature ids (and the
+        readers' names) whose patterns it holds, so only those are tried. A `context` line holds no pattern:
+        only the readers that asked for it (a traceback's exception line, NCCL's last error) read it."""
+        if owners == _STRUCTURE_ONLY and self._announced(raw):
             return
+        text = clean(raw)
+        if not text.strip() or self._structure(source, lineno, text):
+            return
+        found = self._where(source, lineno, text)
+        if found is None:
+            return
+        where, body = found
+        when = self._time(source, body) if context or owners is None or not owners <= self._quiet else None
+        if (owners is None or "structure" in owners) and _IGNORED.match(body.strip()):
+            self._tracebacks.ignored_next(source, where)
+        if context or owners is None or "traceback" in owners or self._tracebacks.following:
+            self._tracebacks.line(source, lineno, body, where, self._order, when)
+        if lineno is not None and self._pending_detail.get(source) == lineno - 1:
+            self._attach_detail(source, lineno, text, where)
+        if not context:
+            self._read(source, lineno, text, body, where, when, owners)
+
+    def _announced(self, raw: str) -> bool:
+        """NCCL's rank announcement with NCCL's own prefix, read without the general prefix parser."""
+        fast = _COMM_FAST.match(raw)
+        if fast is not None:
+            self._pid_rank.setdefault((fast.group("node"), int(fast.group("pid"))), int(fast.group("rank")))
+        return fast is not None
+
+    def _structure(self, source: str, lineno: int | None, text: str) -> bool:
+        """File headers and torchrun's failure-summary fields: they name where the next lines come from."""
         header = HEADER.match(text)
         if header:
             self._node[source] = header.group("name")
-            return
+            return True
         summary = SUMMARY.match(text)
-        if summary and lineno is not None:
-            _, rank, host = self._summary.get(source, (0, None, None))
-            if summary.group("rank"):
-                rank = int(summary.group("rank"))
-            self._summary[source] = (lineno, rank, summary.group("host") or host)
-            return
-        where = origin(text, self._node.get(source))
+        if not summary or lineno is None:
+            return False
+        _, rank, host = self._summary.get(source, (0, None, None))
+        if summary.group("rank"):
+            rank = int(summary.group("rank"))
+            if self._in_root_cause == source and self._root_cause_rank is None:
+                self._root_cause_rank = rank
+        self._summary[source] = (lineno, rank, summary.group("host") or host)
+        return True
+
+    def _where(self, source: str, lineno: int | None, text: str) -> tuple[Origin, str] | None:
+        """The line's origin and its message; None for an NCCL rank announcement (recorded, nothing to read)."""
+        where, body = split(text, self._node.get(source), self._defaults.get(source))
         comm = NCCL_COMM.search(text)
         if comm and where.pid is not None:
             self._pid_rank.setdefault((where.node, where.pid), int(comm.group("rank")))
-            return
+            return None
         self._order += 1
         where = self._in_summary(source, lineno, where)
         if where.rank is None and where.pid is not None and (where.node, where.pid) in self._pid_rank:
@@ -118,16 +192,34 @@ class Matcher:
                 gpu=where.gpu,
                 pid=where.pid,
             )
-        if lineno is not None and self._pending_detail.get(source) == lineno - 1:
-            self._attach_detail(source, lineno, text, where)
+        return where, body
+
+    def _read(
+        self,
+        source: str,
+        lineno: int | None,
+        text: str,
+        body: str,
+        where: Origin,
+        when: float | None,
+        owners: frozenset[str] | None,
+    ) -> None:
+        """A line that holds a pattern: the crash handlers' reader, endings, signatures, NCCL's last error."""
         if owners is None or "fatal" in owners:
             self._fatal.line(source, lineno, text, where, self._order)
+        ended = (owners is None or "ends" in owners) and self._ends_badly(source, lineno, body, where)
+        if ended and _ROOT_CAUSE.search(body):
+            self._in_root_cause = source
         matched = False
-        for sig in self.signatures:
-            if sig.patterns and (owners is None or sig.id in owners) and sig.matches(text):
-                self._record(sig.id, _Hit(self._order, source, lineno, text, where))
+        for sig in self._signatures_for(owners):
+            if sig.matches(text):
+                self._record(sig.id, _Hit(self._order, source, lineno, text, where, when))
                 self._last_hit[source] = (sig.id, lineno or 0)
                 matched = True
+                if sig.severity is Status.FAIL and lineno is not None:
+                    kept = self._fail_lines.setdefault(source, [])
+                    if len(kept) < MAX_FAIL_LINES:
+                        bisect.insort(kept, lineno)
         last = LAST_ERROR.search(text)
         if last and lineno is not None:
             if last.group("rest").strip():
@@ -137,7 +229,33 @@ class Matcher:
         if not matched and not last and GENERIC_ERROR_RE.search(text):
             self._unknown_count += 1
             if len(self._unknown) < MAX_UNKNOWN:
-                self._unknown.append(_Hit(self._order, source, lineno, text, where))
+                self._unknown.append(_Hit(self._order, source, lineno, text, where, when))
+
+    def _signatures_for(self, owners: frozenset[str] | None) -> tuple[Signature, ...]:
+        if owners is None:
+            return tuple(s for s in self.signatures if s.patterns)
+        found = self._by_owner.get(owners)
+        if found is None:  # catalogue order, so ties between signatures on one line break the same way always
+            found = self._by_owner[owners] = tuple(s for s in self.signatures if s.patterns and s.id in owners)
+        return found
+
+    def _time(self, source: str, body: str) -> float | None:
+        when = self._clock.when(body)
+        if when is None:
+            return self._when.get(source)
+        self._when[source] = when
+        return when
+
+    def _ends_badly(self, source: str, lineno: int | None, body: str, where: Origin) -> bool:
+        for rule in self._ends_rules:
+            if rule.pattern.search(body):
+                self._ends_count += 1
+                if len(self._ends) < MAX_ENDS:
+                    label = where.label()
+                    src = f"{source} [{label}]" if label and label not in source else source
+                    self._ends.append(Evidence(src, f"{rule.says}: {_short(body, 300)}", lineno))
+                return True
+        return False
 
     def _in_summary(self, source: str, lineno: int | None, where: Origin) -> Origin:
         # Lines of one torchrun summary entry ("rank : 1 (local_rank: 1)", "exitcode : -9", "traceback : ...")
@@ -219,44 +337,111 @@ class Matcher:
             ]
         keyed.sort(key=lambda kr: kr[0])
         out = [r for _, r in keyed]
-        if unknown:
-            found_cause = any(by_id[sid].tier not in ("cascade", "harmless") for sid in self._tallies) or any(
-                r.id == "diag.fatal_signal" for r in out
+        raised = longtail.unwrap([r for r in self._tracebacks.raised if not r.ignored])
+        self._place_known(out, raised)
+        if not unknown:
+            return out
+        table = phases.table()
+        unexplained = [r for r in raised if not self._explained(r) and not table.is_consequence(r.exception)]
+        root = self._first(unexplained)
+        causes = [
+            r for r in out if r.status is Status.FAIL and (r.id == "diag.fatal_signal" or by_id[r.id].tier == "cause")
+        ]
+        position = next(
+            (
+                i
+                for i, r in enumerate(out)
+                if r.status is not Status.FAIL or (r.id != "diag.fatal_signal" and by_id[r.id].tier != "cause")
+            ),
+            len(out),
+        )
+        if root is not None:
+            # An exception no signature explains, on a rank that was not only reacting to another's failure.
+            out.insert(position, longtail.result(root, unexplained))
+            return out
+        failed = any(r.status is Status.FAIL for r in out)
+        if not causes and (
+            self._unknown or self._failed_exit or (self._ends and not failed) or (raised and not failed)
+        ):
+            at = next(
+                (i for i, r in enumerate(out) if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL), len(out)
             )
-            if not found_cause and (self._unknown or self._failed_exit):
-                position = next(
-                    (i for i, r in enumerate(out) if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL),
-                    len(out),
-                )
-                out.insert(position, self._unknown_result())
+            out.insert(at, self._unknown_result(raised, failed))
         return out
 
-    def _unknown_result(self) -> Result:
-        import re
+    def _first(self, candidates: list[Raised]) -> Raised | None:
+        named = [r for r in candidates if self._root_cause_rank is not None and r.where.rank == self._root_cause_rank]
+        return longtail.first(named or candidates)
 
-        exc = re.compile(_EXCEPTION_LINE)
-        failing = bool(self._failed_exit) or any(exc.search(h.text) for h in self._unknown)
-        evidence = [*self._failed_exit, *(_evidence(h) for h in self._unknown)]
-        first = self._unknown[0].text if self._unknown else evidence[0].text
-        where = self._unknown[0].where.label() if self._unknown else ""
+    def _explained(self, r: Raised) -> bool:
+        """A failure signature matched the traceback's lines (its exception line or the message below it)."""
+        kept = self._fail_lines.get(r.source)
+        if not kept or r.lineno is None:
+            return False
+        low = r.start if r.start is not None else r.lineno
+        i = bisect.bisect_left(kept, low)
+        return i < len(kept) and kept[i] <= r.lineno + EXPLAINS_AFTER
+
+    def _place_known(self, out: list[Result], raised: list[Raised]) -> None:
+        """A signature that matched a traceback's lines also says where it was raised (phase, library, frames)."""
+        for res in out:
+            if res.status is not Status.FAIL or "phase" in res.observed:
+                continue
+            lines = {(e.source.split(" [", 1)[0], e.line) for e in res.evidence if e.line is not None}
+            for r in raised:
+                if r.lineno is None or not any(
+                    src == r.source and (r.start or r.lineno) <= n <= r.lineno + EXPLAINS_AFTER for src, n in lines
+                ):
+                    continue
+                p = longtail.placement(r)
+                if p.phase is None and p.raised_in is None:
+                    break
+                res.observed.update(longtail.observed(r, p))
+                words = longtail.where_words(p)
+                if words:
+                    res.summary = f"{res.summary} — {words}"
+                break
+
+    def _unknown_result(self, raised: list[Raised], failed: bool) -> Result:
+        # A process that ended badly is a failure even when no signature knows why: never a healthy verdict.
+        ended = bool(self._ends) or bool(self._failed_exit) or bool(raised)
+        failing = ended or any(_EXCEPTION_LINE.search(h.text) for h in self._unknown)
+        evidence = [*self._failed_exit, *self._ends[:4], *(_evidence(h) for h in self._unknown)]
+        if not evidence and raised:
+            evidence = [Evidence(r.source, _short(r.line, 400), r.lineno) for r in raised[:4]]
+        first_hit = self._unknown[0] if self._unknown else None
+        first = first_hit.text if first_hit else evidence[0].text
+        where = first_hit.where.label() if first_hit else ""
+        n = self._unknown_count + len(self._failed_exit)
+        if first_hit is None and (self._ends or raised):
+            summary = f"the log shows a process ending badly ({evidence[0].text}); no signature names why"
+            if failed:
+                summary = f"{summary}, and the failures found explain only part of it"
+        else:
+            summary = (
+                f"{plural(n, 'error-looking line')} {'matches' if n == 1 else 'match'} no known signature; "
+                f"first{' (' + where + ')' if where else ''}: {first}"
+            )
         return Result(
             id="diag.unknown",
             title="Failure not in the signature catalogue",
             status=Status.FAIL if failing else Status.WARN,
-            summary=_short(
-                f"{plural(self._unknown_count + len(self._failed_exit), 'error-looking line')} "
-                f"{'matches' if self._unknown_count + len(self._failed_exit) == 1 else 'match'} no known signature; "
-                f"first{' (' + where + ')' if where else ''}: {first}",
-                240,
-            ),
-            cause="These lines look like a failure, but none of ddp-doctor's signatures recognises them, "
-            "so no cause is guessed.",
+            summary=_short(summary, 240),
+            cause="These lines show a failure, but none of ddp-doctor's signatures recognises them, so no cause is "
+            "guessed."
+            if failing
+            else "These lines look like a failure, but none of ddp-doctor's signatures recognises them, so no cause "
+            "is guessed.",
             remedy="Read the first error line below in context (it is usually the root cause; later ones are often "
             "the cascade). Re-run with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL for more detail, "
             "and wrap the entry point with torch.distributed.elastic.multiprocessing.errors.record so "
             "torchrun reports the failing rank's traceback.",
             evidence=evidence[: MAX_UNKNOWN + 2],
-            observed={"error_lines": self._unknown_count, "failed_exit_statuses": len(self._failed_exit)},
+            observed={
+                "error_lines": self._unknown_count,
+                "failed_exit_statuses": len(self._failed_exit),
+                "ended_badly_lines": self._ends_count,
+            },
         )
 
 
@@ -265,8 +450,6 @@ def _severity_rank(sig: Signature) -> int:
 
 
 def _rank_from_name(name: str) -> int | None:
-    import re
-
     m = re.search(r"rank[ _-]?(\d+)", name)
     return int(m.group(1)) if m else None
 

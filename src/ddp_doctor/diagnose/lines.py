@@ -13,6 +13,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 # Order matters: the first prefix that matches names the line's origin.
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # kubectl logs --timestamps (RFC 3339, before any --prefix): carries no origin, only a time
+    ("time", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) ")),
     ("pod", re.compile(r"^\[pod/(?P<node>[^/\]\s]+)(?:/[^\]\s]*)?\]\s?")),  # kubectl logs --prefix
     ("rank", re.compile(r"^\[rank(?P<rank>\d+)\]:")),  # TORCH_DISTRIBUTED_DEBUG / torch >= 2.2 log prefix
     (
@@ -21,6 +23,13 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),  # torchrun --tee / --log-dir local-rank prefix
     # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO ..."
     ("nccl", re.compile(r"^(?P<node>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] ")),
+    # mpirun --tag-output: "[jobid,rank]<stdout>:"
+    ("mpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>: ?")),
+    # srun --label: "  3: " (the task id, which is the rank when srun starts one process per rank)
+    ("srun", re.compile(r"^ {0,4}(?P<rank>\d{1,5}): ")),
+    # pdsh (the deepspeed / multi-node launchers): "worker-1: ", "10.0.0.2: " (a hyphen or an address, so a
+    # dotted exception name such as "torch.distributed.DistBackendError: " is never taken for a host)
+    ("pdsh", re.compile(r"^(?P<node>\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z]\w*(?:-\w+)+): ")),
 )
 # Rank numbers written inside messages: "[Rank 1] Watchdog caught", "rank      : 1 (local_rank: 1)".
 _INLINE_RANK = re.compile(r"\[Rank (?P<rank>\d+)\]")
@@ -64,7 +73,15 @@ def clean(text: str) -> str:
 
 def origin(text: str, node: str | None = None) -> Origin:
     """Where a line came from, as far as its prefixes say; `node` is the enclosing file header."""
+    return split(text, node)[0]
+
+
+def split(text: str, node: str | None = None, default: Origin | None = None) -> tuple[Origin, str]:
+    """(where the line came from, the message after its prefixes). `default` is what the file says
+    (a rank's own log); the line's own prefixes win over it."""
     fields: dict[str, int | str | None] = {"node": node}
+    if default is not None:
+        fields.update({k: v for k, v in vars(default).items() if v is not None})
     rest = text
     progress = True
     while progress:  # prefixes stack: "[pod/w-0/c] [default1]:[rank1]:..."
@@ -86,4 +103,4 @@ def origin(text: str, node: str | None = None) -> Origin:
         m = _INLINE_LOCAL.search(rest)
         if m:
             fields["local_rank"] = int(m.group("local"))
-    return Origin(**fields)  # type: ignore[arg-type]
+    return Origin(**fields), rest  # type: ignore[arg-type]

@@ -32,6 +32,14 @@ class Engine(Protocol):
         """Indexes of the patterns that match this one line."""
         ...
 
+    def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
+        """(offset inside a match, pattern index) sorted by offset; index UNKNOWN when the engine cannot say
+        without a second look at the line (then `which` tells)."""
+        ...
+
+
+UNKNOWN = -1
+
 
 def _split_flags(pattern: str) -> tuple[str, bool]:
     m = _FLAGS.match(pattern)
@@ -62,6 +70,17 @@ class _Hyperscan:
         self._db.scan(block, match_event_handler=on_match)
         ends.sort()
         return ends
+
+    def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        add = found.append
+
+        def on_match(pid: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            add((end - 1 if end > 0 else 0, pid))  # the match's last byte lies on its line
+
+        self._db.scan(block, match_event_handler=on_match)
+        found.sort()
+        return found
 
     def which(self, line: bytes) -> frozenset[int]:
         ids: set[int] = set()
@@ -125,6 +144,9 @@ class _Re2:
     def which(self, line: bytes) -> frozenset[int]:
         return frozenset(self._set.Match(line))
 
+    def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
+        return [(p, UNKNOWN) for p in self.positions(block)]
+
 
 class _Re:
     name = "re"
@@ -147,6 +169,9 @@ class _Re:
 
     def which(self, line: bytes) -> frozenset[int]:
         return frozenset(i for i, p in enumerate(self._each) if p.search(line))
+
+    def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
+        return [(p, UNKNOWN) for p in self.positions(block)]
 
 
 def available() -> list[str]:

@@ -14,12 +14,15 @@ GENERIC_ERROR = (
 )
 GENERIC_ERROR_RE = re.compile(GENERIC_ERROR)
 # Structure the reader must see although no signature is about it.
+LAST_ERROR_PATTERN = r"Last error:"
+NCCL_COMM_PATTERN = r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nRanks"
 STRUCTURE = (
     r"==> .+ <==",
-    r"Last error:",  # file headers, NCCL's detail line
+    LAST_ERROR_PATTERN,  # file headers, NCCL's detail line
     r"\brank +: \d+ \(local_rank: \d+\)",
     r"\bhost {4,}: ",  # torchrun's failure summary
-    r"NCCL INFO comm 0x[0-9a-f]+ rank \d+ nRanks",  # NCCL: which pid is which rank
+    NCCL_COMM_PATTERN,  # NCCL: which pid is which rank
+    r"Exception ignored in",  # Python's note before a traceback it did not let end the process
 )
 LAST_ERROR = re.compile(r"Last error:\s*(?P<rest>.*)$")
 

@@ -27,6 +27,12 @@ class Library:
 
 
 @dataclass(frozen=True)
+class EndsBadly:
+    says: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
 class Knowledge:
     chatter: tuple[re.Pattern[str], ...]
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
@@ -39,6 +45,8 @@ class Knowledge:
     handler_frames: re.Pattern[str]
     libraries: tuple[Library, ...]
     signals: dict[int, str]
+    ends_badly: tuple[EndsBadly, ...]
+    """Lines that show a process ending badly in any layer's words: a log holding one is never healthy."""
 
     def fatal_patterns(self) -> list[str]:
         """What the block reader must find for fatal.py: every announcement and frame line."""
@@ -69,4 +77,5 @@ def load() -> Knowledge:
         handler_frames=re.compile("|".join(fatal["handler_frames"])),
         libraries=tuple(Library(re.compile(x["match"]), x["name"], x["meaning"]) for x in fatal["libraries"]),
         signals={int(k): str(v) for k, v in fatal["signals"].items()},
+        ends_badly=tuple(EndsBadly(str(x["says"]), re.compile(x["pattern"])) for x in data["ends_badly"]["lines"]),
     )
