@@ -24,14 +24,18 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
         "accelerate-2017.log",
+        "adelaidet-524.log",
         "aws-ofi-nccl-785.log",
+        "colossalai-104.log",
         "deepspeed-845.log",
         "dmlcloud-39.log",
         "eccv2022-rife-52.log",
         "nccl-210.log",
         "nccl-379.log",
         "nccl-tests-218.log",
+        "openrlhf-1193.log",
         "oslo-150.log",
+        "semantic-segmentation-pytorch-80.log",
         "ucx-7239.log",
     }
 )
