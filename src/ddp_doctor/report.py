@@ -90,13 +90,65 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Result:
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in known}
-        kwargs["status"] = Status(d["status"])
-        kwargs["evidence"] = [Evidence.from_dict(e) for e in d.get("evidence") or []]
-        for key in ("observed", "expected", "metrics"):
-            kwargs[key] = dict(d.get(key) or {})
+        """A result read back from JSON; a field of the wrong type is a ValueError naming it."""
+        _mapping(d, "a result")
+        kwargs: dict[str, Any] = {k: _kind(d, k, str, required=True) for k in ("id", "title", "summary")}
+        for key in ("cause", "remedy", "node", "phase"):
+            kwargs[key] = _kind(d, key, str)
+        kwargs["rank"] = _kind(d, "rank", int)
+        for key in ("duration_s", "started"):
+            kwargs[key] = _kind(d, key, (int, float))
+        try:
+            kwargs["status"] = Status(d.get("status"))
+        except ValueError:
+            raise ValueError(f"result {kwargs['id']!r} has status {d.get('status')!r}") from None
+        evidence = _kind(d, "evidence", list) or []
+        kwargs["evidence"] = [Evidence.from_dict(_mapping(e, "an evidence entry")) for e in evidence]
+        for key in ("observed", "expected"):
+            kwargs[key] = dict(_kind(d, key, dict) or {})
+        metrics = dict(_kind(d, "metrics", dict) or {})
+        kwargs["metrics"] = {
+            k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         return cls(**kwargs)
+
+
+class MalformedReport(ValueError):
+    """A report's JSON has a field of the wrong type, or none where one is required."""
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedReport(f"{what} is a JSON {_json_kind(value)}, expected an object")
+    return value
+
+
+def _kind(d: dict[str, Any], key: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    """d[key] when it is of `kind` (None when absent and not required); else a ValueError naming the field."""
+    value = d.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        expected = kind.__name__ if isinstance(kind, type) else "number"
+        raise MalformedReport(
+            f"the field {key!r} is {'missing' if value is None else 'a JSON ' + _json_kind(value)}, expected {_JSON_NAMES.get(expected, expected)}"
+        )
+    return value
+
+
+_JSON_NAMES = {
+    "str": "a string",
+    "int": "a whole number",
+    "float": "a number",
+    "list": "an array",
+    "dict": "an object",
+    "number": "a number",
+}
+
+
+def _json_kind(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.INFO: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 2}
@@ -173,18 +225,19 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
+        _mapping(d, "the report")
         version = d.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(f"report schema_version is {version!r}, this ddp-doctor reads {SCHEMA_VERSION}")
         return cls(
-            command=str(d["command"]),
-            target=dict(d.get("target") or {}),
-            results=[Result.from_dict(r) for r in d.get("results") or []],
-            facts=dict(d.get("facts") or {}),
+            command=_kind(d, "command", str, required=True),
+            target=dict(_kind(d, "target", dict) or {}),
+            results=[Result.from_dict(r) for r in _kind(d, "results", list) or []],
+            facts=dict(_kind(d, "facts", dict) or {}),
             started=str(d.get("started", "")),
-            duration_s=float(d.get("duration_s") or 0.0),
-            root_cause=d.get("root_cause"),
+            duration_s=float(_kind(d, "duration_s", (int, float)) or 0.0),
+            root_cause=_kind(d, "root_cause", str),
             headline=d.get("headline") if isinstance(d.get("headline"), str) else None,
-            tool=dict(d.get("tool") or {}),
+            tool=dict(_kind(d, "tool", dict) or {}),
             schema_version=int(version),
         )

@@ -27,7 +27,9 @@ def load(path: str) -> Report:
     if text.lstrip().startswith("{"):
         try:
             report = Report.from_dict(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+        except RecursionError:
+            raise InputError(f"baseline {path} is not a ddp-doctor report: it is nested too deeply to read") from None
+        except ValueError as exc:
             raise InputError(f"baseline {path} is not a ddp-doctor report: {exc}") from None
         if report.command != "bench" or not any(is_op_result(r) for r in report.results):
             raise InputError(

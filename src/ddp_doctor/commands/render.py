@@ -34,7 +34,9 @@ def load_report(path: str) -> Report:
         raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         return Report.from_dict(json.loads(text))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except RecursionError:  # the JSON decoder's own limit: arrays or objects nested ~1000 deep
+        raise InputError(f"{path} is not a ddp-doctor JSON report: it is nested too deeply to read") from None
+    except ValueError as exc:
         raise InputError(f"{path} is not a ddp-doctor JSON report: {exc}") from None
 
 

@@ -121,6 +121,7 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         raise UsageError(f"--gather wants HOST:PORT, got {args.gather!r}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(args.run_dir) if args.run_dir else Path("ddp-doctor-runs") / f"{stamp}-{os.getpid()}"
+    _make_run_dir(run_dir, given=bool(args.run_dir))
     return WatchConfig(
         command=tuple(command),
         run_dir=run_dir.resolve(),
@@ -140,6 +141,26 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         gather=args.gather,
         gather_timeout_s=args.gather_timeout,
     )
+
+
+def _make_run_dir(run_dir: Path, given: bool) -> None:
+    """Made before the job starts: a run directory that cannot be made is the user's to fix, at once."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"--run-dir {run_dir} exists and is not a directory; give a new or existing directory")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(run_dir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if given:
+            raise UsageError(
+                f"cannot make --run-dir {run_dir}: {reason}; give a directory where you can write"
+            ) from None
+        raise UsageError(
+            f"cannot make the run directory {run_dir} in the working directory: {reason}; "
+            "pass --run-dir DIR where you can write"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> Printed:

@@ -604,7 +604,10 @@ def load(path: str, platform: str = "linux/amd64", limits: Limits | None = None,
         return load_rootfs_dir(path, limits, policy)
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is neither a file nor a directory")
-    f = open(path, "rb")  # noqa: SIM115 - closed in finally, or handed to a TarStore
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed in finally, or handed to a TarStore
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         head = f.read(512)
         compression = compression_of(head)

@@ -7,6 +7,7 @@ for a host, so the same words and ids describe an image and a machine.
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -310,20 +311,46 @@ def torchrun_facts(tree: Tree, inv: Inventory, torch: dict[str, Any], path_var: 
 
 def python_facts(tree: Tree, inv: Inventory, torch: dict[str, Any]) -> dict[str, Any]:
     executable = None
+    broken = dangling_interpreters(tree, inv.interpreters)
     if torch.get("prefix") and torch.get("python_tag"):
         for name in (torch["python_tag"], "python3", "python"):
             candidate = f"{torch['prefix'].rstrip('/')}/bin/{name}"
-            if tree.lookup(candidate):
+            found = tree.lookup(candidate)
+            if found and found[1].kind == FILE:
                 executable = candidate
                 break
     version = torch.get("python_tag", "").replace("python", "") or None
     return {
-        "interpreters": inv.interpreters,
+        "interpreters": [p for p in inv.interpreters if p not in broken],
+        "broken_interpreters": broken,
         "site_packages": inv.site_packages,
         "executable": executable,
         "version": version,
         "prefix": torch.get("prefix"),
     }
+
+
+def dangling_interpreters(tree: Tree, paths: list[str]) -> dict[str, str]:
+    """Interpreters that are links to nothing inside the image -> their link text. Links are
+    followed within the image root only (an absolute target names the image's file, never the
+    host's), so a venv built against a Python the image lacks shows here."""
+    broken = {}
+    for path in paths:
+        found = tree.lookup(path)
+        if found is None or found[1].kind != FILE:
+            broken[path] = _last_hop(tree, path)
+    return broken
+
+
+def _last_hop(tree: Tree, path: str) -> str:
+    """Where a chain of links starting at `path` ends up: the first path in it the image lacks."""
+    for _ in range(40):
+        own = tree.lookup(path, follow=False)
+        if own is None or own[1].kind != SYMLINK:
+            return path
+        link = own[1].link
+        path = posixpath.normpath(link if link.startswith("/") else f"{own[0].rpartition('/')[0]}/{link}")
+    return path
 
 
 def os_release(tree: Tree) -> str | None:

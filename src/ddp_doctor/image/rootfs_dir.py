@@ -56,9 +56,9 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
                 link = os.readlink(name, dir_fd=dfd) if t == tarfile.SYMTYPE else ""
                 fd: int | None = None
 
-                def read(n: int, name: str = name, dfd: int = dfd) -> bytes:
+                def read(n: int, name: str = name, dfd: int = dfd, path: str = path) -> bytes:
                     nonlocal fd
-                    fd = _open_file(name, dfd)
+                    fd = _open_file(name, dfd, root, path)
                     return os.read(fd, n) if fd is not None else b""
 
                 try:
@@ -75,7 +75,7 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
                     if full is not None:
                         wanted = layers.policy.scan(full)
                         if wanted:
-                            fd = fd if fd is not None else _open_file(name, dfd)
+                            fd = fd if fd is not None else _open_file(name, dfd, root, path)
                             if fd is not None:
                                 os.lseek(fd, 0, os.SEEK_SET)
                                 scanned[full] = scan_markers(_chunks(fd), wanted)
@@ -85,6 +85,9 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
                 if t == tarfile.DIRTYPE and st.st_dev == device:
                     try:
                         sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+                    except PermissionError:
+                        # What it holds is unknown: an audit without it could call a present Python missing.
+                        raise InputError(_unreadable(root, path)) from None
                     except OSError:
                         continue  # replaced by a link or removed while we walked
                     todo.append((sub, path))
@@ -98,9 +101,20 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
     layers.markers.update({path: (tree.layer, found) for path, found in scanned.items()})
 
 
-def _open_file(name: str, dfd: int) -> int | None:
+def _unreadable(root: str, path: str) -> str:
+    return (
+        f"cannot read {root}/{path}: permission denied; audit the rootfs as a user who can read all of it "
+        "(its owner, or root), or give the image as a tar archive"
+    )
+
+
+def _open_file(name: str, dfd: int, root: str = "", path: str = "") -> int | None:
+    """The file, opened for reading; None when it is not a regular file (or vanished). A file the
+    audit needs but may not read is an InputError: its content would be judged as missing."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    except PermissionError:
+        raise InputError(_unreadable(root, path or name)) from None
     except OSError:
         return None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -59,16 +59,47 @@ def _torch_envs(f: Facts) -> str:
 
 def python(f: Facts) -> Result:
     py = f["python"]
+    broken: dict[str, str] = py.get("broken_interpreters") or {}
+    dangling = ", ".join(f"{p} -> {to or '?'}" for p, to in list(broken.items())[:4])
     if not py["interpreters"]:
         return Result(
             "image.python",
             "Python interpreter",
             Status.FAIL,
-            "no python interpreter in any bin/ directory of the image",
-            cause="torchrun and the training script need Python inside the image",
-            remedy="build FROM an image with Python (e.g. python:3.12-slim or pytorch/pytorch)",
-            observed={"interpreters": []},
+            f"no working python interpreter in the image: {dangling}, which the image does not contain"
+            if broken
+            else "no python interpreter in any bin/ directory of the image",
+            cause="torchrun and the training script need Python inside the image"
+            + (
+                "; these are links to an interpreter that was not copied into it (a venv made in a "
+                "build stage whose Python stayed behind)"
+                if broken
+                else ""
+            ),
+            remedy="build FROM an image with Python (e.g. python:3.12-slim or pytorch/pytorch)"
+            + (
+                "; in a multi-stage build, copy the venv into a stage with the same Python at the same path"
+                if broken
+                else ""
+            ),
+            observed={"interpreters": [], "broken_interpreters": broken},
             expected={"interpreters": ">= 1"},
+        )
+    torch_env = f["torch"].get("prefix")
+    if (
+        torch_env
+        and py.get("executable") is None
+        and any(p.startswith(f"{torch_env.rstrip('/')}/bin/") for p in broken)
+    ):
+        return Result(
+            "image.python",
+            "Python interpreter",
+            Status.FAIL,
+            f"torch's environment {torch_env} has no working interpreter: {dangling}, which the image does not contain",
+            cause="the environment's python is a link to an interpreter that was not copied into the image",
+            remedy="in a multi-stage build, copy the venv into a stage with the same Python at the same path",
+            observed={"interpreters": py["interpreters"], "broken_interpreters": broken},
+            expected={"interpreters": f"a working python in {torch_env}/bin"},
         )
     shown = ", ".join(py["interpreters"][:6])
     return Result(
