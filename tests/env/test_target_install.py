@@ -114,12 +114,14 @@ def test_explicit_python_flag_and_env_var_win(doctor_venv: Path) -> None:
         assert proc.returncode == 0
 
 
-def test_no_torch_anywhere_judges_the_doctors_own_and_says_why(doctor_venv: Path) -> None:
+def test_no_torch_anywhere_is_no_training_environment_never_the_doctors_own(doctor_venv: Path) -> None:
     proc, report = run_doctor(doctor_venv, "check", "--static", path=_clean_path())
-    assert report["facts"]["target"]["source"] == "doctor"
+    assert report["facts"]["target"]["source"] == "none"
     assert "no torchrun and no python3/python with torch on PATH" in report["facts"]["target"]["reason"]
-    r = by_id(report)["env.torch.installed"]
-    assert r["status"] == "fail" and str(doctor_venv) in (r.get("remedy") or "")
+    assert report["root_cause"] == "env.python"
+    assert by_id(report)["env.python"]["summary"] == "no training environment found: activate it or pass --python"
+    assert by_id(report)["env.torch.installed"]["status"] == "skip"
+    assert not [r["id"] for r in report["results"] if str(doctor_venv) in (r.get("remedy") or "")]
     assert proc.returncode == 1
 
 

@@ -155,10 +155,13 @@ class PythonFacts:
     environment: str
     """In words: 'conda env base', 'venv /opt/venv', 'system interpreter (no venv/conda)'."""
     torch_version: str | None = None
+    found: bool = True
+    """False when no training environment was found and `executable` is only ddp-doctor's own."""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> PythonFacts:
         py, t = _section(facts, "python"), _section(facts, "torch")
+        chosen = _section(facts, "target")
         if py.get("conda_env"):
             where = f"conda env {py['conda_env']}"
         elif py.get("venv"):
@@ -171,6 +174,7 @@ class PythonFacts:
             executable=typed(py.get("executable"), str, "python.executable"),
             environment=where,
             torch_version=_str(t.get("version")),
+            found=chosen.get("source") != "none",
         )
 
 

@@ -8,13 +8,33 @@ from ddp_doctor.checks.install import py_fits
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
+NOT_FOUND = "no training environment found: activate it or pass --python"
+REMEDY = (
+    "activate the environment your jobs run in (source VENV/bin/activate, conda activate NAME) and run "
+    "ddp-doctor again, or pass --python /path/to/its/python (or set DDP_DOCTOR_PYTHON); with none yet, make "
+    "one of its own: python3 -m venv ~/train && ~/train/bin/python -m pip install torch, then --python ~/train/bin/python"
+)
+
 
 def judge(f: PythonFacts) -> Finding:
     """Names the interpreter and its environment (venv, conda, system); warns when the installed
     torch release has no official wheels for this Python version.
 
     The supported Python range of each release comes from knowledge/torch_releases.yaml.
+    Fails when no training environment was found: no torchrun and no python3/python with torch on
+    PATH, and ddp-doctor's own environment (pipx, `uv tool`) is not one; the remedy points at the
+    user's environment, never at installing torch into ddp-doctor's.
     """
+    if not f.found:
+        return Finding(
+            Status.FAIL,
+            NOT_FOUND,
+            cause="no torchrun and no python3/python with torch on PATH, and ddp-doctor's own environment "
+            f"({f.executable}) has no torch and is not where jobs run",
+            remedy=REMEDY,
+            observed={"python": None},
+            expected={"python": "the interpreter of the training environment"},
+        )
     summary = f"Python {f.version} ({f.implementation}) at {f.executable}, {f.environment}"
     observed = {"python": f.version}
     rel = knowledge.release(f.torch_version) if f.torch_version else None

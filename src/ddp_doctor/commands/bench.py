@@ -176,10 +176,13 @@ def _validate(args: argparse.Namespace) -> None:
 def _measure(args: argparse.Namespace) -> Report:
     from ddp_doctor.bench.run import SweepSpec, run
     from ddp_doctor.commands.check import resolve_target
+    from ddp_doctor.env import target
     from ddp_doctor.live import capacity
 
     report = Report.for_host("bench")
     chosen = resolve_target(args, report)
+    if chosen.source == "none":
+        raise UsageError(f"{target.NOT_FOUND} (no torchrun and no python3/python with torch on PATH)")
     gpus = _gpu_count()
     backend = args.backend or ("nccl" if gpus else "gloo")
     if backend == "nccl" and not gpus:

@@ -151,10 +151,15 @@ def run(args: argparse.Namespace) -> Report:
         raise UsageError(f"--expect-gpus must be 0 or more, got {config.expect_gpus}")
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
-    if config.static:
+    if config.static or chosen.source == "none":  # with no training environment there is nothing to launch
         report.facts = facts.gather(target=chosen)
         report.facts["expect_gpus"] = config.expect_gpus
         report.extend(checks.evaluate(report.facts))
+        if chosen.source == "none":
+            report.headline = (
+                f"Distributed training was not checked: {target.NOT_FOUND}. Nothing was launched; "
+                "the checks of this host (shared memory, limits, network, GPUs) ran."
+            )
         return report
     from ddp_doctor import progress
     from ddp_doctor.live.chain import run_check

@@ -91,12 +91,36 @@ TORCH_BUILD_CHECKS = frozenset({"env.torch.build", "env.official_build", "env.di
 """The checks about the torch build alone; the image audit runs these over facts read from an image."""
 
 
+OF_THE_ENVIRONMENT = frozenset(
+    {
+        "env.torch.installed",
+        "env.torch.import",
+        "env.torch.build",
+        "env.numpy",
+        "env.official_build",
+        "env.distributed",
+        "env.nccl",
+        "env.torchrun",
+        "env.driver_cuda",
+        "env.gpu_arch",
+    }
+)
+"""The checks about the training environment's own packages: with none found (env.python says so)
+they would judge ddp-doctor's own environment and advise installing torch into it."""
+
+
 def evaluate(facts: Mapping[str, Any], only: set[str] | frozenset[str] | None = None) -> list[Result]:
     """Run every static check over `facts`. A check whose facts are malformed (its adapter raises)
     or that breaks becomes an `error` Result, never a pass."""
     results = []
+    no_environment = isinstance(facts.get("target"), Mapping) and facts["target"].get("source") == "none"
     for unit in CHECKS:
         if only is not None and unit.id not in only:
+            continue
+        if no_environment and unit.id in OF_THE_ENVIRONMENT:
+            results.append(
+                Result(unit.id, unit.check.title, Status.SKIP, "no training environment to examine (see env.python)")
+            )
             continue
         try:
             results.append(unit.run(facts))

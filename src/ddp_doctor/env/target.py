@@ -8,11 +8,15 @@ Order (the first that applies):
 1. `--python PATH`, then the DDP_DOCTOR_PYTHON environment variable (an error if unusable);
 2. the interpreter the `torchrun` on PATH runs (its shebang): what `torchrun train.py` uses;
 3. a `python3` / `python` on PATH that has torch (what `python train.py` uses);
-4. the doctor's own interpreter.
+4. the doctor's own interpreter, when it has torch or is the environment the user works in (the
+   active venv or conda env, or the python3/python on PATH); otherwise no training environment was
+   found (source "none"): a doctor installed with pipx or `uv tool` has no torch of its own and is
+   never where training runs, so nothing is installed into it and nothing is launched with it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -23,10 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor import proc
+from ddp_doctor.checks.python import NOT_FOUND
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 from ddp_doctor.errors import UsageError
 
-__all__ = ["Target", "describe", "named_interpreters", "own", "resolve", "same_environment", "shebang_python"]
+__all__ = [
+    "NOT_FOUND",
+    "Target",
+    "describe",
+    "named_interpreters",
+    "own",
+    "resolve",
+    "same_environment",
+    "shebang_python",
+]
 
 ENV_VAR = "DDP_DOCTOR_PYTHON"
 PROBE_TIMEOUT_S = 20.0
@@ -40,7 +54,7 @@ class Target:
     """Absolute path of the interpreter examined (as given; symlinks are not resolved, a venv's
     python is a symlink to the base interpreter and only its path says which environment it is)."""
     source: str
-    """flag | env | torchrun | path | doctor"""
+    """flag | env | torchrun | path | doctor | none (no training environment found: see resolve)"""
     reason: str
     """Why this interpreter was chosen, in words, for the report header."""
 
@@ -91,7 +105,22 @@ def resolve(flag: str | None = None) -> Target:
         if py and _usable(py) and _has_torch(py):
             return Target(os.path.abspath(py), "path", f"the first `{name}` on PATH with torch (no torchrun on PATH)")
     why = "no torchrun and no python3/python with torch on PATH"
-    return Target(sys.executable, "doctor", f"the doctor's own interpreter ({why})")
+    if importlib.util.find_spec("torch") is not None or _works_here():
+        return Target(sys.executable, "doctor", f"the doctor's own interpreter ({why})")
+    return Target(sys.executable, "none", f"no training environment found: {why}, and ddp-doctor's own has none")
+
+
+def _works_here() -> bool:
+    """Is the doctor's own environment the one the user works in (activated, or first on PATH)?"""
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        active = os.environ.get(var)
+        if active and os.path.realpath(active) == os.path.realpath(sys.prefix):
+            return True
+    for name in ("python3", "python"):
+        found = shutil.which(name)
+        if found and same_environment(found, sys.executable):
+            return True
+    return False
 
 
 def own() -> Target:
