@@ -126,6 +126,58 @@ def test_bad_flags_exit_2_with_one_line() -> None:
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+# Each refused input and the words its one-line error must contain.
+REFUSED = [
+    (["--uid", "0"], "--uid 0 runs the job as root"),
+    (["--gid", "0"], "--gid 0 runs the job as root"),
+    (["--uid", "-1"], "--uid -1 is not a Linux id; expected 1..2147483647"),
+    (["--gid", str(2**31)], "--gid 2147483648 is not a Linux id"),
+    (["--namespace", "BAD_NS"], "--namespace 'BAD_NS' is not a DNS-1123 label"),
+    (["--namespace", "ns-"], "is not a DNS-1123 label"),
+    (["--namespace", "n" * 64], "at most 63 characters"),
+    (["--name", "9lives"], "--name '9lives' is not a DNS label"),
+    (["--name", "a" * 53], "at most 52 characters"),
+    (["--image", "has space:1"], "is not an image reference"),
+    (["--image", "UPPER/case:1"], "is not an image reference"),
+    (["--cpus", "0"], "--cpus 0: expected 1 or more"),
+    (["--memory", "0"], "--memory is 0 bytes"),
+    (["--shm-size", "0"], "--shm-size is 0 bytes"),
+    (["--rdzv-port", "70000"], "--rdzv-port 70000 is outside 1..65535"),
+    (["--data", "/d:/logs"], "mount target /logs: two mounts name it"),
+    (["--data", "/d:/dev/shm"], "mount target /dev/shm"),
+]
+
+
+@pytest.mark.parametrize(("flags", "words"), REFUSED)
+def test_launch_refuses_what_cannot_run_with_one_line(flags: list[str], words: str, tmp_path: Path) -> None:
+    out = tmp_path / "job.yaml"
+    argv = ["launch", "--target", "k8s", *(["--image", "img:1"] if "--image" not in flags else []), *flags]
+    proc = run_cli(*argv, "-o", str(out))
+    assert proc.returncode == 2, (flags, proc.stdout)
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not out.exists()  # nothing written
+
+
+def test_allow_root_writes_a_pod_the_kubelet_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch", "--target", "k8s", "--image", "img:1", "--uid", "0", "--gid", "0", "--allow-root"]) == 0
+    pod = yaml.safe_load(capsys.readouterr().out)["spec"]["template"]["spec"]
+    # runAsNonRoot beside runAsUser 0 is refused by the kubelet (CreateContainerConfigError): neither level says it.
+    assert pod["securityContext"]["runAsUser"] == 0 and "runAsNonRoot" not in pod["securityContext"]
+    assert "runAsNonRoot" not in pod["containers"][0]["securityContext"]
+    assert main(["launch", "--target", "docker", "--image", "img:1", "--uid", "0", "--allow-root"]) == 0
+    script = capsys.readouterr().out
+    assert "--user 0:1000" in script and "unprivileged" not in script and "runs as root (--allow-root)" in script
+
+
+@pytest.mark.parametrize(("spec", "target"), CASES)
+def test_every_generated_file_says_what_the_image_must_contain(spec: str, target: str) -> None:
+    text = golden_path(spec, target).read_text()
+    if "--script" in SPECS[spec]:
+        assert "The image must contain torch (torchrun) and train.py." in text
+    else:
+        assert "The image must contain ddp-doctor and torch" in text
+
+
 def test_spec_file_and_output_file(tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(

@@ -71,6 +71,7 @@ def test_generated_docker_script_runs_the_check_in_a_container(tmp_path: Path) -
                     "0",
                     "--gid",
                     "0",
+                    "--allow-root",
                     "--env",
                     f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin",
                     "--logs",

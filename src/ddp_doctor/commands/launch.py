@@ -58,8 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     res.add_argument(
         "--env", action="append", metavar="NAME=VALUE", help="environment, e.g. NCCL_SOCKET_IFNAME=eth0; repeatable"
     )
-    res.add_argument("--uid", type=int, help="user id (default: 1000)")
-    res.add_argument("--gid", type=int, help="group id (default: 1000)")
+    res.add_argument("--uid", type=int, help="user id, 1 or more (default: 1000)")
+    res.add_argument("--gid", type=int, help="group id, 1 or more (default: 1000)")
+    res.add_argument(
+        "--allow-root", action="store_true", default=None, help="accept --uid 0 / --gid 0: the job runs as root"
+    )
     res.add_argument("--rdzv-port", type=int, metavar="PORT", help=f"rendezvous port (default: {specs.RDZV_PORT})")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the config to FILE instead of stdout")
 
@@ -82,6 +85,7 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
         "cpus": "cpus",
         "uid": "uid",
         "gid": "gid",
+        "allow_root": "allow_root",
         "rdzv_port": "rdzv_port",
     }
     for attr, key in simple.items():

@@ -60,6 +60,7 @@ def to_dict(spec: LaunchSpec) -> dict[str, Any]:
 def render(spec: LaunchSpec) -> str:
     header = (
         f"ddp-doctor launch --target compose: {spec.shape}\n"
+        f"{spec.image_needs}\n"
         "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n"
         "ulimits.memlock -1: NCCL / RDMA pin host memory."
     )

@@ -15,6 +15,7 @@ WHY = {
     "--network": "--network host: ranks on other nodes must reach this node's rendezvous and NCCL ports",
     "--user": "run as an unprivileged user; files written to the mounts belong to that uid",
 }
+ROOT_USER = "runs as root (--allow-root): the job can write anything on the mounts, as root"
 
 
 def gpu_flag(spec: LaunchSpec) -> list[str]:
@@ -71,7 +72,9 @@ def render(spec: LaunchSpec) -> str:
     lines = ["#!/bin/sh", f"# ddp-doctor launch --target docker: {spec.shape}"]
     flags = argv(spec)
     present = {f.split("=")[0] for f in flags if f.startswith("--")}
-    lines += [f"# {flag}: {why}" for flag, why in WHY.items() if flag in present]
+    why = {**WHY, "--user": ROOT_USER} if spec.root else WHY
+    lines += [f"# {flag}: {why}" for flag, why in why.items() if flag in present]
+    lines.append(f"# {spec.image_needs}")
     lines.append("set -eu")
     if spec.multi_node:
         lines += [

@@ -52,6 +52,7 @@ def documents(spec: LaunchSpec) -> list[dict[str, Any]]:
 def render(spec: LaunchSpec) -> str:
     header = (
         f"ddp-doctor launch --target k8s: {spec.shape}\n"
+        f"{spec.image_needs}\n"
         "/dev/shm: a memory-backed emptyDir; the memory limit includes its sizeLimit.\n"
         f"runtimeClassName {pod.RUNTIME_CLASS}: the GPU Operator's RuntimeClass; drop it where there is none\n"
         "and NVIDIA is the nodes' default runtime."

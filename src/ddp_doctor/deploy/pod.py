@@ -49,7 +49,7 @@ def container(
         "resources": resources(spec),
         "volumeMounts": mounts,
         "securityContext": {
-            "runAsNonRoot": True,
+            **({} if spec.uid == 0 else {"runAsNonRoot": True}),
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
@@ -79,7 +79,10 @@ def pod_spec(
         pod["runtimeClassName"] = RUNTIME_CLASS
     if subdomain:
         pod["subdomain"] = subdomain
-    pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid, "runAsNonRoot": True}
+    # runAsNonRoot beside runAsUser 0 is a pod the kubelet refuses to start: it is written only for a non-root uid.
+    pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid}
+    if spec.uid != 0:
+        pod["securityContext"]["runAsNonRoot"] = True
     pod["containers"] = [container(spec, command, env or [], ports or [], container_name)]
     pod["volumes"] = volumes
     return pod

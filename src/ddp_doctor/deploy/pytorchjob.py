@@ -55,6 +55,7 @@ def to_dict(spec: LaunchSpec) -> dict[str, Any]:
 def render(spec: LaunchSpec) -> str:
     header = (
         f"ddp-doctor launch --target pytorchjob: {spec.shape}\n"
+        f"{spec.image_needs}\n"
         "Needs the Kubeflow training operator (kubeflow.org/v1 PyTorchJob).\n"
         f"nprocPerNode = nvidia.com/gpu limit = {spec.ranks_per_node}; /dev/shm memory-backed, counted in the memory limit."
     )

@@ -42,6 +42,7 @@ def render(spec: LaunchSpec) -> str:
     lines += [f"#SBATCH {flag}={value}" for flag, value in directives(spec)]
     lines += [
         f"# ddp-doctor launch --target slurm: {spec.shape}",
+        f"# {spec.image_needs}",
         "# One task per node; torchrun starts the ranks and meets the other nodes at the c10d",
         "# rendezvous on the first node of the allocation. --container-image needs pyxis + enroot.",
         "set -euo pipefail",

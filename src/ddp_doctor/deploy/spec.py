@@ -30,7 +30,32 @@ RDZV_PORT = 29500
 DEFAULT_ENV = {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "1"}
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+# A DNS-1035 label (what a Kubernetes Service name must be: a letter first), at most 52 characters so
+# that the names derived from it (NAME-0.NAME, NAME-worker-7, NAME-logs) stay within a 63-character label.
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,50}[a-z0-9])?$")
+# A namespace is a DNS-1123 label: lower-case letters, digits and '-', at most 63.
+# Source: kubernetes apimachinery pkg/util/validation (IsDNS1123Label, IsDNS1035Label).
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# An image reference as docker and containerd parse it: [registry[:port]/]path[:tag][@digest]; the first
+# component is a registry only when it has a '.' or ':' or is localhost (docker's splitDockerDomain).
+# Source: github.com/distribution/reference regexp.go and normalize.go.
+_DOMAIN = re.compile(r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?$")
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(
+    rf"^{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+
+
+def is_image_ref(ref: str) -> bool:
+    first, sep, rest = ref.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return bool(_DOMAIN.match(first)) and bool(_REPOSITORY.match(rest))
+    return bool(_REPOSITORY.match(ref))
+
+
+# Linux ids as Kubernetes accepts them (IsValidUserID / IsValidGroupID: 0..MaxInt32); 0 is root.
+MAX_ID = 2**31 - 1
 
 
 def parse_size(text: str | int, what: str) -> int:
@@ -104,6 +129,8 @@ class LaunchSpec:
     env: tuple[tuple[str, str], ...] = tuple(DEFAULT_ENV.items())
     uid: int = 1000
     gid: int = 1000
+    allow_root: bool = False
+    """uid or gid 0 is refused unless set: root in the job is a choice, never a default."""
     cpus: int | None = None
     """CPUs per node; default CPUS_PER_GPU per GPU."""
     memory_bytes: int | None = None
@@ -113,10 +140,22 @@ class LaunchSpec:
 
     def __post_init__(self) -> None:
         problems = []
-        if not self.image or any(c.isspace() for c in self.image):
-            problems.append(f"image {self.image!r} is not an image reference")
+        if not is_image_ref(self.image):
+            problems.append(
+                f"--image {self.image!r} is not an image reference; expected [REGISTRY/]NAME[:TAG][@DIGEST], "
+                "e.g. nvcr.io/nvidia/pytorch:24.05-py3"
+            )
         if not _NAME.match(self.name):
-            problems.append(f"name {self.name!r} is not a DNS label (lower-case letters, digits, '-', at most 52)")
+            problems.append(
+                f"--name {self.name!r} is not a DNS label; expected a lower-case letter, then letters, "
+                "digits or '-', at most 52 characters"
+            )
+        if self.namespace is not None and not _NAMESPACE.match(self.namespace):
+            problems.append(
+                f"--namespace {self.namespace!r} is not a DNS-1123 label; expected lower-case letters, "
+                "digits or '-', at most 63 characters, a letter or digit at each end"
+            )
+        problems += _id_problems(self.uid, self.gid, self.allow_root)
         if self.nodes < 1:
             problems.append(f"nodes is {self.nodes}; expected at least 1")
         if self.min_nodes is not None and not 1 <= self.min_nodes <= self.nodes:
@@ -126,9 +165,32 @@ class LaunchSpec:
         if self.devices and len(self.devices) != self.gpus_per_node:
             problems.append(f"{len(self.devices)} devices listed but {self.gpus_per_node} GPUs per node")
         if not 1 <= self.rdzv_port <= 65535:
-            problems.append(f"rendezvous port {self.rdzv_port} is outside 1..65535")
+            problems.append(f"--rdzv-port {self.rdzv_port} is outside 1..65535")
+        if self.cpus is not None and self.cpus < 1:
+            problems.append(f"--cpus {self.cpus}: expected 1 or more CPUs per node")
+        for flag, size in (("--memory", self.memory_bytes), ("--shm-size", self.shm_bytes)):
+            if size is not None and size < MIB:
+                problems.append(f"{flag} is {size} bytes; expected at least 1 MiB (e.g. 16g)")
+        targets = [m.target for m in (*self.data, self.log_mount(kubernetes=False))]
+        for target in sorted({t for t in targets if targets.count(t) > 1 or t == "/dev/shm"}):
+            why = "the sized /dev/shm is mounted there" if target == "/dev/shm" else "two mounts name it"
+            problems.append(f"mount target {target}: {why}; expected one mount per container path")
         if problems:
             raise UsageError("; ".join(problems))
+
+    @property
+    def root(self) -> bool:
+        return self.uid == 0 or self.gid == 0
+
+    @property
+    def image_needs(self) -> str:
+        """What the image must contain for the command to run: one line for the generated file."""
+        if self.script is None:
+            return (
+                "The image must contain ddp-doctor and torch (pip install ddp-doctor in its Dockerfile): "
+                "the command is ddp-doctor check."
+            )
+        return f"The image must contain torch (torchrun) and {self.script}."
 
     @property
     def multi_node(self) -> bool:
@@ -198,6 +260,16 @@ class LaunchSpec:
         )
 
 
+def _id_problems(uid: int, gid: int, allow_root: bool) -> list[str]:
+    problems = []
+    for flag, value in (("--uid", uid), ("--gid", gid)):
+        if not 0 <= value <= MAX_ID:
+            problems.append(f"{flag} {value} is not a Linux id; expected 1..{MAX_ID}")
+        elif value == 0 and not allow_root:
+            problems.append(f"{flag} 0 runs the job as root; expected 1..{MAX_ID}, or --allow-root to mean it")
+    return problems
+
+
 def parse_mount(text: str, name: str, what: str) -> Mount:
     """SRC:DEST[:ro]."""
     parts = text.split(":")
@@ -232,6 +304,7 @@ _FILE_KEYS = {
     "script": str,
     "uid": int,
     "gid": int,
+    "allow_root": bool,
     "cpus": int,
     "rdzv_port": int,
 }
