@@ -271,16 +271,20 @@ def test_socket_ifname_naming_a_missing_interface_fails() -> None:
     assert excluded.status is Status.PASS
 
 
-def test_p2p_and_ib_disable_warn() -> None:
-    r = judge(make_facts(env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}))["env.env_vars"]
+def test_p2p_and_ib_disable_warn_once() -> None:
+    results = judge(make_facts(env={"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1"}))
+    r = results["env.dist_vars"]
     assert r.status is Status.WARN and "NCCL_P2P_DISABLE=1" in r.summary and "NCCL_IB_DISABLE=1" in r.summary
+    assert "NCCL_P2P_DISABLE" not in results["env.env_vars"].summary  # one verdict per variable
 
 
-def test_rank_outside_world_size_fails() -> None:
+def test_rank_outside_world_size_warns_for_a_plain_launch() -> None:
+    # torchrun (and `check`'s own launch) replace RANK, so the job here is not broken by it; a plain
+    # `python train.py` reading env:// is, and the words say so.
     r = judge(make_facts(env={"RANK": "4", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}))[
         "env.env_vars"
     ]
-    assert r.status is Status.FAIL and "RANK=4" in r.summary
+    assert r.status is Status.WARN and "RANK=4" in r.summary and "python train.py" in r.summary
 
 
 def test_torchrun_from_another_env_warns() -> None:

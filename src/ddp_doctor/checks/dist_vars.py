@@ -1,4 +1,8 @@
-"""Are the NCCL_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* / GLOO_* values ones NCCL and torch accept?"""
+"""Are the NCCL_* / TORCH_NCCL_* / TORCH_DISTRIBUTED_* / GLOO_* values ones NCCL and torch accept?
+
+The verdicts are checks/variables.py's, one per variable from knowledge/variables.yaml; this unit
+shows those of NCCL, torch.distributed and gloo, env.env_vars the launch, interface and CUDA ones.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.checks import distvars
+from ddp_doctor.checks import variables
 from ddp_doctor.checks.facts import typed
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
@@ -17,8 +21,8 @@ from ddp_doctor.words import plural
 class DistVarsFacts:
     env: Mapping[str, str]
     host: Mapping[str, Any]
-    """The facts distvars.validate weighs a value against (the NCCL version, its network plugins,
-    NVLink, InfiniBand); distvars reads them itself, as `live` does for a failed run."""
+    """The facts a value is weighed against (the NCCL version, its network plugins, NVLink,
+    InfiniBand, whether NCCL runs here), read by variables.Context.of_host."""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> DistVarsFacts:
@@ -27,47 +31,38 @@ class DistVarsFacts:
 
 
 def judge(f: DistVarsFacts) -> Finding:
-    """Fails or warns on each variable whose value knowledge/dist_vars.yaml says NCCL or torch
-    rejects (naming the accepted values), on names close to a real one ("did you mean"), on
-    variables this NCCL does not read (added later, removed) and on valid values that cost time on
-    this machine. Each finding carries the source it was read from.
+    """Fails or warns on each variable whose value knowledge/variables.yaml says NCCL or torch
+    rejects (naming the accepted values; an empty value as its reader reads it), on settings no
+    library reads (what people meant and the real knob), on names close to a real one ("did you
+    mean", only when the value fits it), on variables this NCCL does not read (added later,
+    removed) and on valid values that cost time on this machine. An invalid NCCL value where NCCL
+    does not run (CPU torch, or no GPU) is a WARN that says when it would fail.
     """
-    found = distvars.validate(dict(f.env), dict(f.host))
-    shown = [k for k in f.env if k.startswith(distvars.PREFIXES)]
-    if not found:
+    found = [v for v in variables.judge(dict(f.env), variables.Context.of_host(f.host)) if v.values_check]
+    ifnames = set(variables.table().get("ifname_vars") or [])
+    shown = [k for k in f.env if k.startswith(variables.PREFIXES) and k not in ifnames]
+    said = [v for v in found if v.text and v.status != "pass"]
+    notes = [v for v in found if v.text and v.status == "pass"]
+    if not said:
+        extra = f"; {variables.summary(notes)}" if notes else ""
         return Finding(
             Status.PASS,
-            f"{plural(len(shown), 'setting')} valid" + (f": {', '.join(shown[:8])}" if shown else " (none set)"),
+            f"{plural(len(shown), 'setting')} valid"
+            + (f": {', '.join(shown[:8])}" if shown else " (none set)")
+            + extra,
             observed={"checked": shown},
         )
-    failing = any(x.status == "fail" for x in found)
-    # NCCL reads its variables only when a CUDA build of torch runs NCCL on a GPU: on a CPU-only host
-    # (gloo) a bad NCCL_* value breaks nothing yet, so it is a WARN that says when it would fail.
-    nccl_failing = failing and all(x.variable.startswith("NCCL_") for x in found if x.status == "fail")
-    dormant = nccl_failing and not nccl_in_play(f.host)
+    failing = any(v.status == "fail" for v in said)
+    text = variables.summary(said)
+    if any(v.dormant for v in said):
+        text += "; " + variables.DORMANT
     return Finding(
-        Status.WARN if dormant or not failing else Status.FAIL,
-        "; ".join(x.text for x in found)
-        + (
-            "; NCCL is not used on this host (no CUDA build of torch with a GPU), so this fails only once the job runs "
-            "on GPUs"
-            if dormant
-            else ""
-        ),
+        Status.FAIL if failing else Status.WARN,
+        text,
         cause="NCCL and torch read these variables at init; an invalid one stops the process group or is "
-        "silently ignored, a costly one slows every step",
-        remedy="\n".join(dict.fromkeys(x.remedy for x in found)),
-        observed={"findings": [{"variable": x.variable, "status": x.status, "source": x.source} for x in found]},
-    )
-
-
-def nccl_in_play(host: Mapping[str, Any]) -> bool:
-    """A CUDA build of torch and at least one GPU seen (by NVML or torch): NCCL will read its variables."""
-    torch = typed(host.get("torch"), Mapping, "torch") or {}
-    gpus = typed(host.get("gpus"), Mapping, "gpus") or {}
-    cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
-    return cuda_build and any(
-        int(n or 0) > 0 for n in (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count"))
+        "silently ignored, a costly one slows every step, and one no library reads changes nothing",
+        remedy="\n".join(variables.remedies(said)),
+        observed={"findings": [{"variable": v.variable, "status": v.status, "source": v.source} for v in said]},
     )
 
 

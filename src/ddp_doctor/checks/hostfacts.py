@@ -167,11 +167,24 @@ class EnvVarsFacts:
     baked: bool = False
     """True for an image's config Env: every container of every job starts with it."""
     unknown_why: str = ""
+    gpus_seen: bool | None = None
+    """Whether GPUs are seen (NVML or torch); None where not known (an image)."""
+    nccl_runs: bool | None = None
+    """Whether NCCL runs here (a CUDA build of torch and a GPU seen); None where not known."""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
         env = typed(facts.get("env"), Mapping, "env") or {}
-        return cls({str(k): str(v) for k, v in env.items()}, NetworkFacts.from_env(facts))
+        torch = typed(facts.get("torch"), Mapping, "torch") or {}
+        gpus = typed(facts.get("gpus"), Mapping, "gpus") or {}
+        seen = any(int(n or 0) > 0 for n in (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count")))
+        cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
+        return cls(
+            {str(k): str(v) for k, v in env.items()},
+            NetworkFacts.from_env(facts),
+            gpus_seen=seen,
+            nccl_runs=cuda_build and seen,
+        )
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:

@@ -108,7 +108,7 @@ def _warm_up() -> None:
     from ddp_doctor import knowledge
 
     knowledge.releases()
-    knowledge.env_rules()
+    knowledge.load_mapping("variables.yaml")
     knowledge.load_list("import_errors.yaml", "patterns")
     knowledge.driver_floor("12.0")
     try:

@@ -102,12 +102,8 @@ def driver_floor(cuda_version: str) -> dict[str, Any] | None:
 
 
 def load_mapping(name: str) -> dict[str, Any]:
-    """A whole knowledge file (a mapping), e.g. dist_vars.yaml."""
+    """A whole knowledge file (a mapping), e.g. variables.yaml."""
     return _load(name)
-
-
-def env_rules() -> dict[str, Any]:
-    return _load("env_vars.yaml")
 
 
 def variants_supporting(torch_version: str, sm: str) -> list[str]:

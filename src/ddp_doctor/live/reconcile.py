@@ -82,7 +82,7 @@ def reconcile(results: list[Result]) -> list[Result]:
 def blame_variables(results: list[Result], env: dict[str, str], interfaces: list[str]) -> list[Result]:
     """A live failure caused by a setting (NCCL_NET, NCCL_ALGO, NCCL_PROTO, *_SOCKET_IFNAME) names
     the variable as its root cause instead of NCCL's generic "invalid usage"."""
-    from ddp_doctor.checks import distvars
+    from ddp_doctor.checks import variables
 
     out = []
     for r in results:
@@ -90,12 +90,12 @@ def blame_variables(results: list[Result], env: dict[str, str], interfaces: list
             out.append(r)
             continue
         text = " ".join([r.summary, r.cause or "", *(e.text for e in r.evidence)])
-        name = distvars.root_cause_variable(env, text, interfaces)
+        name = variables.root_cause_variable(env, text, interfaces)
         if name is None:
             out.append(r)
             continue
-        spec = next((v for v in distvars.table()["variables"] if v["name"] == name), None)
-        takes = distvars.accepted(spec) if spec and spec["type"] not in ("ifname",) else "an existing interface"
+        spec = variables.spec(name)
+        takes = variables.accepted(spec) if spec and spec["type"] not in ("ifname",) else "an existing interface"
         out.append(
             replace(
                 r,

@@ -150,6 +150,18 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
     return True, node_count, _int_at(values.get("tpn")), gpus
 
 
+def srun_exports(words: list[Word], upto: int) -> dict[str, At[str]]:
+    """`srun --export=ALL,NAME=VALUE,...` before words[upto]: the variables the step's tasks get."""
+    start = next((j for j in range(upto) if os.path.basename(words[j].text) == "srun"), None)
+    if start is None:
+        return {}
+    found = _flag_values(words[start + 1 : upto], {"--export": "export"}).get("export")
+    if found is None:
+        return {}
+    pairs = (item.partition("=") for item in found.value.split(","))
+    return {k: At(v, found.line) for k, eq, v in pairs if eq and k not in ("ALL", "NONE", "NIL")}
+
+
 def gres_gpus(value: At[str]) -> At[int] | None:
     """--gres=gpu:8, gpu:a100:8, gpu:a100:8(S:0-1), gpu -> GPUs per node."""
     for item in value.value.split(","):
@@ -168,6 +180,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
     launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
     launch.srun_tasks_per_node, launch.srun_gpus = srun_tpn, srun_gpus
+    launch.exports = srun_exports(words, i)
     table: dict[str, str] = {
         "torchrun": TORCHRUN_FLAGS,
         "tune": TORCHRUN_FLAGS,
@@ -334,6 +347,7 @@ def launches(
                 body = functions.call(inner_words[0].text) if functions is not None and inner_words else None
                 groups = [expand_words(c.words, resolve) for c in body] if body is not None else [inner_words]
                 for launch in (x for g in groups for x in launches(g, depth + 1, resolve, functions)):
+                    launch.exports = {**srun_exports(words, i), **launch.exports}
                     launch.under_srun = launch.under_srun or srun
                     launch.srun_nodes = launch.srun_nodes or srun_nodes
                     launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from ddp_doctor.deploy.lint.model import At, Unit
 
@@ -36,26 +37,45 @@ def instructions(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+def env_pairs(args: str, line: int) -> dict[str, At[str]]:
+    """`ENV A=1 B="two words"` or the legacy `ENV A one value`."""
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        words = args.split()
+    if words and "=" not in words[0]:
+        return {words[0]: At(" ".join(words[1:]), line)}
+    return {k: At(v, line) for k, eq, v in (w.partition("=") for w in words) if eq}
+
+
 def units(text: str, source: str) -> list[Unit]:
     stages: list[Unit] = []
     names: set[str] = set()
     user: At[str] | None = None
+    env: dict[str, At[str]] = {}
+    env_of: dict[str, dict[str, At[str]]] = {}
+    """ENV of each named stage: a stage built FROM it starts with it."""
     for instr, args, line in instructions(text):
         if instr == "FROM":
             words = [w for w in args.split() if not w.startswith("--")]
             image = words[0] if words else ""
-            if len(words) >= 3 and words[1].lower() == "as":
-                names.add(words[2].lower())
             u = Unit("dockerfile", source, f"stage {len(stages)} (FROM {image})", line)
             # A stage built FROM an earlier stage, scratch, or an ARG is not a registry image to pin.
             if image.lower() not in names and image != "scratch" and "$" not in image:
                 u.image = At(image, line)
+            env = dict(env_of.get(image.lower(), {}))
+            if len(words) >= 3 and words[1].lower() == "as":
+                names.add(words[2].lower())
+                env_of[words[2].lower()] = env
             stages.append(u)
             user = None
         elif instr == "USER":
             user = At(args.split()[0] if args.split() else "", line)
+        elif instr == "ENV" and stages:
+            env.update(env_pairs(args, line))
     if stages:
         final = stages[-1]
+        final.env = env  # what every container of the image starts with
         if user is None:
             final.root = At("no USER", final.line)
         elif user.value.split(":")[0] in ("root", "0"):

@@ -14,6 +14,7 @@ import yaml
 
 from ddp_doctor.checks import shm as shm_check
 from ddp_doctor.checks import table
+from ddp_doctor.checks import variables as variables_check
 from ddp_doctor.checks.facts import ShmFacts
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
@@ -426,6 +427,58 @@ def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
     w = workload(u)
     if w.device is not None and w.device.value == "gpu":
         yield Hit("slurm_gpus_missing", u.launches[0].line, {"inferred": describe(w, "node")})
+
+
+# A variable's verdict (checks/variables.py, the table `check` and `image` use) -> the lint rule that reports it.
+VERDICT_RULES = {
+    "invalid": "variable_invalid",
+    "empty": "variable_invalid",
+    "devices": "variable_invalid",
+    "rank": "variable_invalid",
+    "unknown": "variable_unknown",
+    "belief": "variable_not_read",
+    "renamed": "variable_renamed",
+    "setting": "variable_costly",
+}
+NAME_VERDICTS = ("unknown", "belief", "renamed")
+"""Verdicts about the name alone, still right when the value is filled in later ($VAR, {{...}})."""
+RANK_SETTERS = ("torchrun", "tune", "accelerate", "deepspeed", "ddp-doctor", "mpirun")
+NCCL_NAMES = ("NCCL_", "TORCH_NCCL_")
+
+
+def _exports(u: Unit) -> dict[str, At[str]]:
+    """The variables the unit's ranks start with: its env, then what the starting command adds
+    (`srun --export`, `mpirun -x NAME=VALUE`)."""
+    env = dict(u.env)
+    for launch in u.launches:
+        env.update(launch.exports)
+    return env
+
+
+@check
+def environment(u: Unit) -> Iterator[Hit]:
+    """Every variable the config sets, judged by the one variable table, as `check` judges the host's."""
+    env = _exports(u)
+    if not env:
+        return
+    w = workload(u)
+    device = w.device.value if w.device is not None else None
+    setter = (
+        True if any(l.tool in RANK_SETTERS for l in u.launches) or u.operator in ("pytorchjob", "trainjob") else None
+    )
+    where = variables_check.Context(nccl_runs={"gpu": True, "cpu": False}.get(str(device)), rank_setter=setter)
+    for verdict in variables_check.judge({k: v.value for k, v in env.items()}, where):
+        rule = VERDICT_RULES.get(verdict.kind)
+        value = env[verdict.variable].value
+        templated = "$" in value or "{{" in value
+        if rule is None or verdict.status == "pass" or (verdict.kind == "rank" and verdict.group):
+            continue  # "set outside torchrun": a config sets them on purpose for the launch it runs
+        if (device == "cpu" and verdict.variable.startswith(NCCL_NAMES)) or (
+            templated and verdict.kind not in NAME_VERDICTS
+        ):
+            continue  # NCCL does not run in a CPU job; a value filled in later cannot be judged
+        ctx = {"text": verdict.text, "remedy": verdict.remedy or "", "reference": verdict.source}
+        yield Hit(rule, env[verdict.variable].line, ctx, "error" if verdict.status == "fail" else "warning")
 
 
 @check

@@ -243,6 +243,10 @@ class Env:
     def assign(self, cmd: Command) -> None:
         for name, w in cmd.assignments.items():
             self._note(w)
+            if cmd.conditional and name in self.scalars and cmd.words == []:
+                # `if [ $RANK -eq 0 ]; then MASTER_ADDR=localhost; fi` changes it on some nodes only: the
+                # value every other run sees stands.
+                continue
             self.scalars[name] = At(self.resolve(w.text), w.line)
             self.arrays.pop(name, None)
         for name, items in cmd.arrays.items():
@@ -326,6 +330,9 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
     else:
         for launch, launch_env in scan.bare:
             out.append(Unit("shell", source, launch.tool, launch.line, launches=[launch], trains=True, env=launch_env))
+        if not out and env.scalars:
+            # No launcher here (a wrapper that exports settings, then runs python): its variables are still read.
+            out.append(Unit("shell", source, "script", first_line, env=env.flat()))
     if syntax is not None:
         _attach_syntax(out, syntax, text, "slurm" if slurm else "shell", source)
     return out + scan.nested

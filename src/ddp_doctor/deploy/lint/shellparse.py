@@ -49,6 +49,8 @@ class Command:
     """The body of a `<<EOF` given to this command, with the line it starts on."""
     defines: tuple[str, list[Command]] | None = None
     """A function definition `name() { ... }`: its name and the commands of its body (run where it is called)."""
+    conditional: bool = False
+    """Inside an if / case, or after && / ||: it runs on some runs (or some nodes) only."""
 
     @property
     def line(self) -> int:
@@ -150,13 +152,31 @@ class _Reader:
         self.total = 0
         """Commands kept so far, function bodies included."""
         self.full_at: int | None = None
+        self.branches = 0
+        """How many if / case / && / || branches enclose the node being read."""
 
     def add(self, cmd: Command) -> None:
         if self.total >= MAX_COMMANDS:
             self.full_at = cmd.line
             raise _Full
         self.total += 1
+        cmd.conditional = self.branches > 0
         self.out.append(cmd)
+
+    def branch(self, node: Any) -> bool:
+        """if / case bodies, and what follows && or || in a list: read, marked as conditional."""
+        after_operator = False
+        for c in node.children:
+            if node.type == "list" and c.type in ("&&", "||"):
+                after_operator = True
+                continue
+            inside = node.type != "list" or after_operator
+            self.branches += inside
+            try:
+                self.visit(c)
+            finally:
+                self.branches -= inside
+        return True
 
     def assignment(self, node: Any, cmd: Command) -> None:
         name_node = node.child_by_field_name("name")
@@ -265,6 +285,9 @@ _VISITORS: dict[str, Callable[[_Reader, Any], bool]] = {
     "command": _Reader.simple_command,
     "redirected_statement": _Reader.redirected,
     "function_definition": _Reader.function,
+    "if_statement": _Reader.branch,
+    "case_statement": _Reader.branch,
+    "list": _Reader.branch,
 }
 
 
