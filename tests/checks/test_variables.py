@@ -23,9 +23,9 @@ TABLE = variables.table()
 URL_OR_PATH = re.compile(r"https?://\S+|[A-Za-z0-9_-]+/[A-Za-z0-9_.-]+ \S*(src|torch)/\S+|NVIDIA/nccl")
 
 
-def findings(env: dict[str, str], **facts: Any) -> list[variables.Verdict]:
+def findings(env: dict[str, str], **facts: Any) -> list[variables.VariableVerdict]:
     """The verdicts that say something is wrong, as `check` weighs them on a GPU host."""
-    verdicts = variables.judge(env, variables.Context.of_host(make_facts(env=env, **facts)))
+    verdicts = variables.judge(env, variables.VariableContext.of_host(make_facts(env=env, **facts)))
     return [v for v in verdicts if v.status != "pass"]
 
 
@@ -371,7 +371,7 @@ def test_no_remedy_anywhere_proposes_a_value_outside_the_range() -> None:
         entry = variables.spec(name) or {"type": "string"}
         for value in _sample_values(entry):
             for facts in (make_facts(env={name: value}), _cpu_host({name: value})):
-                for verdict in variables.judge({name: value}, variables.Context.of_host(facts)):
+                for verdict in variables.judge({name: value}, variables.VariableContext.of_host(facts)):
                     for target, proposed in _proposals(verdict.remedy or ""):
                         spec = variables.spec(target)
                         if spec is not None and spec["type"] not in ("string", "path", "ifname"):

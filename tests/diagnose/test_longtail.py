@@ -23,8 +23,8 @@ def _root(text: str) -> Result:
     return failing[0]
 
 
-def _frames(*spec: tuple[str, int, str]) -> tuple[phases.Frame, ...]:
-    return tuple(phases.Frame(p, n, f) for p, n, f in spec)
+def _frames(*spec: tuple[str, int, str]) -> tuple[phases.TracebackFrame, ...]:
+    return tuple(phases.TracebackFrame(p, n, f) for p, n, f in spec)
 
 
 def test_the_exception_line_of_a_multi_line_message_is_its_first_line_not_a_trailing_hint() -> None:

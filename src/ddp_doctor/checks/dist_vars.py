@@ -22,7 +22,7 @@ class DistVarsFacts:
     env: Mapping[str, str]
     host: Mapping[str, Any]
     """The facts a value is weighed against (the NCCL version, its network plugins, NVLink,
-    InfiniBand, whether NCCL runs here), read by variables.Context.of_host."""
+    InfiniBand, whether NCCL runs here), read by variables.VariableContext.of_host."""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> DistVarsFacts:
@@ -38,7 +38,7 @@ def judge(f: DistVarsFacts) -> Finding:
     removed) and on valid values that cost time on this machine. An invalid NCCL value where NCCL
     does not run (CPU torch, or no GPU) is a WARN that says when it would fail.
     """
-    found = [v for v in variables.judge(dict(f.env), variables.Context.of_host(f.host)) if v.values_check]
+    found = [v for v in variables.judge(dict(f.env), variables.VariableContext.of_host(f.host)) if v.values_check]
     ifnames = set(variables.table().get("ifname_vars") or [])
     shown = [k for k in f.env if k.startswith(variables.PREFIXES) and k not in ifnames]
     said = [v for v in found if v.text and v.status != "pass"]

@@ -32,7 +32,7 @@ def judge(f: EnvVarsFacts) -> Finding:
     if f.env is None:
         return skip(f.unknown_why or "the environment is not known here")
     env = dict(f.env)
-    where = variables.Context(nccl_runs=f.nccl_runs, gpus_seen=f.gpus_seen, network=f.network)
+    where = variables.VariableContext(nccl_runs=f.nccl_runs, gpus_seen=f.gpus_seen, network=f.network)
     found = variables.judge(env, where)
     # On a host env.dist_vars shows NCCL's and torch's; an image has one unit for all of them.
     shown = [v for v in found if f.baked or not v.values_check]

@@ -36,7 +36,7 @@ DORMANT = (
 
 
 @dataclass(frozen=True)
-class Context:
+class VariableContext:
     """What is known about where the variables will be read."""
 
     nccl_runs: bool | None = None
@@ -55,7 +55,7 @@ class Context:
     """The host's interfaces; None where they are the node's, not known here (an image, a config)."""
 
     @classmethod
-    def of_host(cls, facts: Mapping[str, Any]) -> Context:
+    def of_host(cls, facts: Mapping[str, Any]) -> VariableContext:
         torch = typed(facts.get("torch"), Mapping, "torch") or {}
         gpus = typed(facts.get("gpus"), Mapping, "gpus") or {}
         counts = (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count"))
@@ -75,7 +75,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class VariableVerdict:
     """What one variable set to one value means where it is read."""
 
     variable: str
@@ -199,11 +199,11 @@ def source_of(entry: Mapping[str, Any]) -> str:
 # --- the verdicts -------------------------------------------------------------------------
 
 
-def judge(env: Mapping[str, str], where: Context) -> list[Verdict]:
+def judge(env: Mapping[str, str], where: VariableContext) -> list[VariableVerdict]:
     """One verdict per variable the table has something to say about, in name order."""
     data = table()
     specs = _specs()
-    out: list[Verdict] = []
+    out: list[VariableVerdict] = []
     for name, value in sorted(env.items()):
         verdict = _one(name, value, specs.get(name), where, data, env)
         if verdict is not None:
@@ -213,8 +213,13 @@ def judge(env: Mapping[str, str], where: Context) -> list[Verdict]:
 
 
 def _one(
-    name: str, value: str, entry: dict[str, Any] | None, where: Context, data: Mapping[str, Any], env: Mapping[str, str]
-) -> Verdict | None:
+    name: str,
+    value: str,
+    entry: dict[str, Any] | None,
+    where: VariableContext,
+    data: Mapping[str, Any],
+    env: Mapping[str, str],
+) -> VariableVerdict | None:
     renamed = (data.get("renamed") or {}).get(name)
     if renamed is not None:
         return _old_name(name, value, renamed)
@@ -237,7 +242,7 @@ def _one(
     return _valid(name, value, entry, where, data)
 
 
-def _status(entry: Mapping[str, Any], name: str, where: Context) -> tuple[str, bool]:
+def _status(entry: Mapping[str, Any], name: str, where: VariableContext) -> tuple[str, bool]:
     """(status, dormant) of a value the reader refuses: a FAIL only where the reader runs."""
     refused = str(entry.get("invalid", "warn")) == "fail"
     if not refused:
@@ -247,9 +252,9 @@ def _status(entry: Mapping[str, Any], name: str, where: Context) -> tuple[str, b
     return "fail", False
 
 
-def _invalid(name: str, value: str, bad: str, entry: Mapping[str, Any], where: Context) -> Verdict:
+def _invalid(name: str, value: str, bad: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict:
     status, dormant = _status(entry, name, where)
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         status,
@@ -261,15 +266,17 @@ def _invalid(name: str, value: str, bad: str, entry: Mapping[str, Any], where: C
     )
 
 
-def _empty(name: str, entry: Mapping[str, Any], where: Context) -> Verdict:
+def _empty(name: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict:
     means = _empty_means(name, entry)
     who = reader(name, entry)
     how = str(((table().get("empty") or {}).get(who) or {}).get("source") or source_of(entry))
     if means == "unset":
-        return Verdict(name, "", "pass", "empty", f"{name} is empty: {who} reads it as unset (its default)", None, how)
+        return VariableVerdict(
+            name, "", "pass", "empty", f"{name} is empty: {who} reads it as unset (its default)", None, how
+        )
     if means == "invalid":
         status, dormant = _status(entry, name, where)
-        return Verdict(
+        return VariableVerdict(
             name,
             "",
             status,
@@ -279,7 +286,7 @@ def _empty(name: str, entry: Mapping[str, Any], where: Context) -> Verdict:
             how,
             dormant,
         )
-    return Verdict(
+    return VariableVerdict(
         name,
         "",
         "warn",
@@ -290,7 +297,9 @@ def _empty(name: str, entry: Mapping[str, Any], where: Context) -> Verdict:
     )
 
 
-def _valid(name: str, value: str, entry: Mapping[str, Any], where: Context, data: Mapping[str, Any]) -> Verdict:
+def _valid(
+    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, data: Mapping[str, Any]
+) -> VariableVerdict:
     source = source_of(entry)
     if entry.get("open"):
         plugin = _unseen_plugin(name, value, entry, where, source)
@@ -303,7 +312,7 @@ def _valid(name: str, value: str, entry: Mapping[str, Any], where: Context, data
         if rule["name"] != name or not _applies(rule, value, where):
             continue
         sources = data.get("sources") or {}
-        return Verdict(
+        return VariableVerdict(
             name,
             value,
             str(rule["status"]),
@@ -312,10 +321,10 @@ def _valid(name: str, value: str, entry: Mapping[str, Any], where: Context, data
             str(rule["remedy"]) if rule.get("remedy") and rule["status"] != "pass" else None,
             str(sources.get(rule["source"], rule["source"])),
         )
-    return Verdict(name, value, "pass", "valid", "", None, source)
+    return VariableVerdict(name, value, "pass", "valid", "", None, source)
 
 
-def _applies(rule: Mapping[str, Any], value: str, where: Context) -> bool:
+def _applies(rule: Mapping[str, Any], value: str, where: VariableContext) -> bool:
     when = str(rule["when"])
     if when != "set" and value.strip().lower() != when.lower():
         return False
@@ -323,7 +332,9 @@ def _applies(rule: Mapping[str, Any], value: str, where: Context) -> bool:
     return cond is None or (cond == "nvlink" and where.nvlink) or (cond == "infiniband" and where.infiniband)
 
 
-def _unread(name: str, value: str, entry: Mapping[str, Any], where: Context, source: str) -> Verdict | None:
+def _unread(
+    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, source: str
+) -> VariableVerdict | None:
     since, removed = _version(entry.get("since")), _version(entry.get("removed"))
     nccl = where.nccl_version
     if nccl is None:
@@ -331,16 +342,18 @@ def _unread(name: str, value: str, entry: Mapping[str, Any], where: Context, sou
     here = ".".join(map(str, nccl))
     if since and nccl < since:
         text = f"{name} was added in NCCL {entry['since']}; this NCCL ({here}) ignores it"
-        return Verdict(
+        return VariableVerdict(
             name, value, "warn", "unread", text, f"upgrade NCCL to >= {entry['since']} or unset {name}", source
         )
     if removed and nccl >= removed:
         text = f"{name} was removed in NCCL {entry['removed']}; this NCCL ({here}) ignores it"
-        return Verdict(name, value, "warn", "unread", text, f"unset {name}", source)
+        return VariableVerdict(name, value, "warn", "unread", text, f"unset {name}", source)
     return None
 
 
-def _unseen_plugin(name: str, value: str, entry: Mapping[str, Any], where: Context, source: str) -> Verdict | None:
+def _unseen_plugin(
+    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, source: str
+) -> VariableVerdict | None:
     """NCCL_NET names neither a built-in network (compared case-insensitively, NCCL src/plugin/net.cc)
     nor anything a network plugin could provide, because no plugin library is where NCCL loads one.
     A WARN, never a FAIL: a plugin may sit where the loader finds it and we did not look (a RUNPATH)."""
@@ -356,7 +369,7 @@ def _unseen_plugin(name: str, value: str, entry: Mapping[str, Any], where: Conte
         if names
         else "NCCL_NET_PLUGIN=none turns external plugins off"
     )
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         "warn",
@@ -370,7 +383,7 @@ def _unseen_plugin(name: str, value: str, entry: Mapping[str, Any], where: Conte
     )
 
 
-def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> Verdict:
+def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> VariableVerdict:
     new = str(entry["new"])
     target = spec(new)
     takes = f" and set it to {accepted(target)}" if target is not None and invalid(value, target) is not None else ""
@@ -379,7 +392,7 @@ def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> Verdict:
         if entry.get("old_read")
         else "torch 2.13 no longer reads it at all"
     )
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         "warn",
@@ -390,13 +403,13 @@ def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> Verdict:
     )
 
 
-def _belief(name: str, value: str, belief: Mapping[str, Any]) -> Verdict:
+def _belief(name: str, value: str, belief: Mapping[str, Any]) -> VariableVerdict:
     """A setting no library reads: what people meant, and the knobs that do it, with the user's value
     filled in where it fits the knob."""
     fits = _fits(value, belief)
     knobs = [str(k).replace("{value}", value.strip() if fits else "<N>") for k in belief.get("knobs") or []]
     unit = f" ({belief['unit']})" if belief.get("unit") and not fits else ""
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         "warn",
@@ -421,7 +434,7 @@ def _fits(value: str, belief: Mapping[str, Any]) -> bool:
     return True
 
 
-def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> Verdict | None:
+def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> VariableVerdict | None:
     """A name no reader has, close to one that exists. A typo only when the value fits the near name;
     otherwise the near name means something else, and proposing it would set a value it refuses."""
     specs = _specs()
@@ -430,7 +443,7 @@ def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> Verdict | None
         return None
     near = specs.get(close[0])
     if near is not None and value.strip() and invalid(value, near) is not None:
-        return Verdict(
+        return VariableVerdict(
             name,
             value,
             "warn",
@@ -441,7 +454,7 @@ def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> Verdict | None
             f"{data['sources']['nccl-env']}, {data['sources']['torch-env']})",
             source_of(near),
         )
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         "warn",
@@ -452,7 +465,7 @@ def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> Verdict | None
     )
 
 
-def _ifname(name: str, value: str, env: Mapping[str, str], where: Context) -> Verdict | None:
+def _ifname(name: str, value: str, env: Mapping[str, str], where: VariableContext) -> VariableVerdict | None:
     """A *_SOCKET_IFNAME that selects no interface here (NCCL), or names one that does not exist
     (gloo opens every listed name): the process group cannot open its socket. Not judged where the
     interfaces are not known (an image, a config: they are the node's)."""
@@ -471,10 +484,10 @@ def _ifname(name: str, value: str, env: Mapping[str, str], where: Context) -> Ve
     )
     entry = spec(name) or {}
     remedy = interfaces_mod.ifname_remedy(name, env, network)
-    return Verdict(name, value, "fail", "interface", text, remedy, source_of(entry) if entry else "")
+    return VariableVerdict(name, value, "fail", "interface", text, remedy, source_of(entry) if entry else "")
 
 
-def _devices(name: str, value: str, entry: Mapping[str, Any], where: Context) -> Verdict | None:
+def _devices(name: str, value: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict | None:
     """CUDA_VISIBLE_DEVICES read for its form. Where GPUs are seen the GPU checks judge it against
     them (env.gpus, env.gpus.expected); here only a value that hides every GPU on any host is said."""
     if where.gpus_seen:
@@ -496,7 +509,7 @@ def _devices(name: str, value: str, entry: Mapping[str, Any], where: Context) ->
         status = "pass" if hidden else "warn"
     else:
         status = "warn"
-    return Verdict(
+    return VariableVerdict(
         name,
         value,
         status,
@@ -508,7 +521,7 @@ def _devices(name: str, value: str, entry: Mapping[str, Any], where: Context) ->
     )
 
 
-def _ranks(env: Mapping[str, str], where: Context, rank_vars: list[str]) -> list[Verdict]:
+def _ranks(env: Mapping[str, str], where: VariableContext, rank_vars: list[str]) -> list[VariableVerdict]:
     """RANK / WORLD_SIZE / LOCAL_RANK / MASTER_*: torchrun sets its own for every rank, so values set by
     hand matter to a plain `python train.py` (init_method env://), which reads them. One verdict each:
     a value that plain launch refuses, else set outside torchrun."""
@@ -516,7 +529,7 @@ def _ranks(env: Mapping[str, str], where: Context, rank_vars: list[str]) -> list
         return []  # inside torchrun (or under a launcher that sets them): these are the launcher's own
     given = {k: env[k] for k in rank_vars if k in env}
     ints: dict[str, int] = {}
-    out: list[Verdict] = []
+    out: list[VariableVerdict] = []
     plain = "a plain `python train.py` (init_method env://) raises on it; torchrun replaces it"
     status = "fail" if where.rank_setter is False else "warn"
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
@@ -527,19 +540,25 @@ def _ranks(env: Mapping[str, str], where: Context, rank_vars: list[str]) -> list
         except ValueError:
             remedy = f"set {k} to an integer, or unset it and let torchrun set it"
             out.append(
-                Verdict(k, given[k], status, "rank", f"{k}={given[k]!r} is not an integer: {plain}", remedy, "torchrun")
+                VariableVerdict(
+                    k, given[k], status, "rank", f"{k}={given[k]!r} is not an integer: {plain}", remedy, "torchrun"
+                )
             )
     bad = {v.variable for v in out}
     if "RANK" in ints and "WORLD_SIZE" in ints and not 0 <= ints["RANK"] < ints["WORLD_SIZE"]:
         text = f"RANK={ints['RANK']} is outside 0..WORLD_SIZE-1 (WORLD_SIZE={ints['WORLD_SIZE']}): {plain}"
         out.append(
-            Verdict("RANK", given["RANK"], status, "rank", text, "fix RANK/WORLD_SIZE, or unset both", "torchrun")
+            VariableVerdict(
+                "RANK", given["RANK"], status, "rank", text, "fix RANK/WORLD_SIZE, or unset both", "torchrun"
+            )
         )
         bad.add("RANK")
     if "MASTER_PORT" in ints and not 1 <= ints["MASTER_PORT"] <= 65535:
         text = f"MASTER_PORT={ints['MASTER_PORT']} is not a TCP port"
         out.append(
-            Verdict("MASTER_PORT", given["MASTER_PORT"], status, "rank", text, "use a port in 1..65535", "torchrun")
+            VariableVerdict(
+                "MASTER_PORT", given["MASTER_PORT"], status, "rank", text, "use a port in 1..65535", "torchrun"
+            )
         )
         bad.add("MASTER_PORT")
     half = ("RANK" in given) != ("WORLD_SIZE" in given) or ("MASTER_ADDR" in given) != ("MASTER_PORT" in given)
@@ -554,7 +573,7 @@ def _ranks(env: Mapping[str, str], where: Context, rank_vars: list[str]) -> list
     )
     for k, v in given.items():
         if k not in bad:
-            out.append(Verdict(k, v, "warn", "rank", f"{k}={v}", remedy, "torchrun", group=group))
+            out.append(VariableVerdict(k, v, "warn", "rank", f"{k}={v}", remedy, "torchrun", group=group))
     return out
 
 
@@ -563,7 +582,7 @@ def _ranks(env: Mapping[str, str], where: Context, rank_vars: list[str]) -> list
 _ORDER = {"fail": 0, "warn": 1, "pass": 2}
 
 
-def summary(verdicts: list[Verdict]) -> str:
+def summary(verdicts: list[VariableVerdict]) -> str:
     """The verdicts' texts, worst first, those of one group under its heading."""
     parts: list[str] = []
     groups: dict[str, list[str]] = {}
@@ -578,7 +597,7 @@ def summary(verdicts: list[Verdict]) -> str:
     return "; ".join(f"{p}: {', '.join(groups[p])}" if p in groups else p for p in parts)
 
 
-def remedies(verdicts: list[Verdict]) -> list[str]:
+def remedies(verdicts: list[VariableVerdict]) -> list[str]:
     ordered = sorted(verdicts, key=lambda v: _ORDER.get(v.status, 3))
     return list(dict.fromkeys(v.remedy for v in ordered if v.remedy and v.status != "pass"))
 

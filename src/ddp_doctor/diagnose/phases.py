@@ -16,7 +16,7 @@ import yaml
 
 
 @dataclass(frozen=True)
-class Frame:
+class TracebackFrame:
     path: str
     line: int
     func: str
@@ -55,16 +55,16 @@ class Placement:
     library: str | None
     """The library whose frame named the phase (FSDP for a broadcast inside FSDP's constructor), else the
     library of the deepest library frame."""
-    raised_in: Frame | None
+    raised_in: TracebackFrame | None
     """The deepest (innermost) frame that belongs to a known library: where it was raised."""
     raised_library: str | None
-    user_frame: Frame | None
+    user_frame: TracebackFrame | None
     """The innermost frame outside every installed package: the user's own code."""
     next_step: str | None
 
 
 @dataclass(frozen=True)
-class Table:
+class PhaseTable:
     phases: dict[str, Phase]
     rules: tuple[_Rule, ...]
     exceptions: tuple[tuple[re.Pattern[str], str, bool], ...]
@@ -92,7 +92,7 @@ def _rule(raw: dict[str, Any]) -> _Rule:
 
 
 @functools.lru_cache(maxsize=1)
-def table() -> Table:
+def table() -> PhaseTable:
     text = resources.files("ddp_doctor.diagnose").joinpath("phases.yaml").read_text(encoding="utf-8")
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     phases = {
@@ -114,17 +114,17 @@ def table() -> Table:
         )
         for w in data["wrappers"]
     )
-    return Table(phases, rules, exceptions, steps, consequences, wrappers)
+    return PhaseTable(phases, rules, exceptions, steps, consequences, wrappers)
 
 
 _INSTALLED = re.compile(r"(?:site|dist)-packages/|/lib/python\d[\d.]*/|^<")
 
 
-def is_library(frame: Frame) -> bool:
+def is_library(frame: TracebackFrame) -> bool:
     return bool(_INSTALLED.search(frame.path.replace("\\", "/")))
 
 
-def _match(t: Table, frame: Frame) -> _Rule | None:
+def _match(t: PhaseTable, frame: TracebackFrame) -> _Rule | None:
     path = frame.path.replace("\\", "/")
     for rule in t.rules:
         if rule.path.search(path) and (rule.func is None or rule.func.fullmatch(frame.func)):
@@ -132,12 +132,12 @@ def _match(t: Table, frame: Frame) -> _Rule | None:
     return None
 
 
-def place(frames: tuple[Frame, ...], exception: str = "") -> Placement:
+def place(frames: tuple[TracebackFrame, ...], exception: str = "") -> Placement:
     """`frames` outermost first, as Python prints them; `exception` the exception's type name."""
     t = table()
     strong: tuple[str, str | None] | None = None
     weak: tuple[str, str | None] | None = None
-    deepest: tuple[str, Frame] | None = None
+    deepest: tuple[str, TracebackFrame] | None = None
     inner_first = list(reversed(frames))
     for i, frame in enumerate(inner_first):
         rule = _match(t, frame)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ddp_doctor.diagnose.lines import Origin
-from ddp_doctor.diagnose.phases import Frame
+from ddp_doctor.diagnose.phases import TracebackFrame
 
 HEADER = r"Traceback \(most recent call last\):"
 FRAME = r'File "[^"]+", line \d+, in '
@@ -49,7 +49,7 @@ class Raised:
     """The type as printed: 'RuntimeError', 'torch.distributed.DistBackendError'."""
     message: str
     """The first line of the message."""
-    frames: tuple[Frame, ...]
+    frames: tuple[TracebackFrame, ...]
     """Outermost first, as printed."""
     line: str
     """The exception line as printed (prefixes removed)."""
@@ -69,7 +69,7 @@ class _Open:
     order: int
     when: float | None
     indent: int | None = None
-    frames: list[Frame] = field(default_factory=list)
+    frames: list[TracebackFrame] = field(default_factory=list)
     frame_lines: list[int | None] = field(default_factory=list)
     since_frame: int = 0
     ignored: bool = False
@@ -111,7 +111,7 @@ class TracebackReader:
                 tb = self._open[key] = _Open(lineno, order, when)
             indent = len(frame.group("indent"))
             tb.indent = indent if tb.indent is None else min(tb.indent, indent)
-            tb.frames.append(Frame(frame.group("path"), int(frame.group("line")), frame.group("func")))
+            tb.frames.append(TracebackFrame(frame.group("path"), int(frame.group("line")), frame.group("func")))
             tb.frame_lines.append(lineno)
             tb.since_frame = 0
             return None

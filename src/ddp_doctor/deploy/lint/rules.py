@@ -466,7 +466,7 @@ def environment(u: Unit) -> Iterator[Hit]:
     setter = (
         True if any(l.tool in RANK_SETTERS for l in u.launches) or u.operator in ("pytorchjob", "trainjob") else None
     )
-    where = variables_check.Context(nccl_runs={"gpu": True, "cpu": False}.get(str(device)), rank_setter=setter)
+    where = variables_check.VariableContext(nccl_runs={"gpu": True, "cpu": False}.get(str(device)), rank_setter=setter)
     for verdict in variables_check.judge({k: v.value for k, v in env.items()}, where):
         rule = VERDICT_RULES.get(verdict.kind)
         value = env[verdict.variable].value
