@@ -4,6 +4,7 @@ meets it, through the installed console script; the unprivileged ones really run
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import random
 import shutil
@@ -173,3 +174,63 @@ def test_a_log_with_colours_progress_bars_and_latin1_is_still_a_log(tmp_path: Pa
     log.write_bytes(b"".join(lines) * 50)
     proc = run_cli("explain", str(log), console=True)
     assert proc.returncode == 1, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["torchrun", "--nproc-per-node", "2"],
+        ["python3"],
+        ["python3", "-m", "torch.distributed.run", "--nproc-per-node=1"],
+    ],
+)
+def test_run_of_a_script_that_does_not_exist_names_it_before_starting(tmp_path: Path, launcher: list[str]) -> None:
+    if launcher[0] == "torchrun":
+        launcher = [str(DOCTOR.with_name("torchrun")), *launcher[1:]]
+    proc = run_cli(
+        "run", "--run-dir", "evidence", "--", *launcher, "missing.py", "--lr", "1e-3", console=True, cwd=tmp_path
+    )
+    name = Path(launcher[0]).name
+    one_line(
+        proc, f'the script {tmp_path}/missing.py does not exist; {name} would fail at once with "can\'t open file"'
+    )
+    assert not (tmp_path / "evidence").exists()  # nothing started, no run directory
+
+
+def test_run_judges_only_what_the_launcher_itself_opens(tmp_path: Path) -> None:
+    # python -c CODE: the words after it are the code's argv; a wrapper may run the script elsewhere.
+    ran = run_cli(
+        "run", "--run-dir", "e1", "--", "python3", "-c", "print('ran')", "nothere.py", console=True, cwd=tmp_path
+    )
+    assert ran.returncode == 0 and ran.stdout == "ran\n", ran.stderr
+    wrapped = run_cli("run", "--run-dir", "e2", "--", "env", "python3", "-c", "pass", console=True, cwd=tmp_path)
+    assert wrapped.returncode == 0, wrapped.stderr
+
+
+def test_variables_are_judged_once_through_the_console_script() -> None:
+    """NCCL_DEBUG= is NCCL's unset, RANK=abc one warning (torchrun replaces it), CUDA_VISIBLE_DEVICES=abc
+    on a host without a GPU hides every GPU; each said by one check, never a 'works' beside a FAIL."""
+    env = {"NCCL_DEBUG": "", "RANK": "abc", "CUDA_VISIBLE_DEVICES": "abc"}
+    proc = run_cli("check", "--static", "--format", "json", env=env, console=True, timeout=180)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    by_id = {r["id"]: r for r in report["results"]}
+    env_vars, dist_vars = by_id["env.env_vars"], by_id["env.dist_vars"]
+    assert "NCCL_DEBUG is empty: NCCL reads it as unset" in dist_vars["summary"]
+    assert "NCCL_DEBUG" not in env_vars["summary"] and "debug output is on" not in env_vars["summary"]
+    assert env_vars["status"] == "warn" and env_vars["summary"].count("RANK=") == 1
+    assert "torchrun replaces it" in env_vars["summary"]
+    if not Path("/dev/nvidiactl").exists():
+        assert "CUDA_VISIBLE_DEVICES='abc' hides every GPU" in env_vars["summary"]
+    failed = [r["id"] for r in report["results"] if r["status"] == "fail"]
+    assert not (failed and " works here" in report["headline"]), (failed, report["headline"])
+
+
+def test_an_unreadable_baseline_is_refused_before_the_sweep_as_a_user(public_dir: Path) -> None:
+    base = public_dir / "base.json"
+    base.write_text('{"schema_version": 1, "command": "bench", "results": []}')
+    base.chmod(0o600)
+    one_line(
+        as_nobody("bench", "--baseline", str(base), cwd=public_dir), f"cannot read baseline {base}: Permission denied"
+    )
+    assert not [p for p in public_dir.iterdir() if p.name.startswith("ddp-doctor-run-")]  # no rank started

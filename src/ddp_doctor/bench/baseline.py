@@ -9,21 +9,21 @@ regression at the sizes that matter for training shows in the peak. Barrier comp
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ddp_doctor.bench.results import human_bytes, is_op_result, points_of
 from ddp_doctor.errors import InputError
+from ddp_doctor.inputfile import read_bounded
 from ddp_doctor.report import Report, Result, Status
 
 DEFAULT_MAX_REGRESSION = 0.10
+_EXPECTED = "the JSON of an earlier `ddp-doctor bench --format json` or an nccl-tests log"
 
 
 def load(path: str) -> Report:
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    from ddp_doctor.bench.nccl_tests_import import MAX_BYTES
+
+    text = read_bounded(path, MAX_BYTES, _EXPECTED, label="baseline ").decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
         try:
             report = Report.from_dict(json.loads(text))

@@ -17,6 +17,7 @@ from typing import Any
 from ddp_doctor.bench import formulas
 from ddp_doctor.bench.results import op_result
 from ddp_doctor.errors import InputError
+from ddp_doctor.inputfile import read_bounded
 from ddp_doctor.report import Report, Result, Status
 
 MAX_BYTES = 64 << 20
@@ -183,12 +184,7 @@ def _world_size(parsed: Parsed, table: Table) -> int | None:
 
 
 def read_text(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()[: MAX_BYTES + 1]
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise InputError(f"{path} is larger than {MAX_BYTES >> 20} MiB; expected the text output of an nccl-tests run")
+    data = read_bounded(path, MAX_BYTES, "the text output of an nccl-tests run")
     if b"\0" in data[:65536]:
         raise InputError(
             f"{path} is a binary file; expected the text output of an nccl-tests run (all_reduce_perf ...)"

@@ -21,17 +21,18 @@ def inputs(args: argparse.Namespace) -> list[str]:
     return [args.report] if args.report != "-" else []
 
 
-def load_report(path: str) -> Report:
-    import sys
+MAX_REPORT_BYTES = 256 << 20
+"""A report of a 1000-rank run is a few MB; more is not a report, and reading it would be the machine's memory."""
 
+
+def load_report(path: str) -> Report:
+    from ddp_doctor.inputfile import read_bounded
+
+    data = read_bounded(path, MAX_REPORT_BYTES, "a report written with --format json")
     try:
-        if path == "-":
-            text = sys.stdin.read()
-        else:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not a ddp-doctor JSON report: not UTF-8 text (byte {exc.start})") from None
     try:
         return Report.from_dict(json.loads(text))
     except RecursionError:  # the JSON decoder's own limit: arrays or objects nested ~1000 deep

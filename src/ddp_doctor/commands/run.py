@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,7 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         raise UsageError(
             "no command to run: give it after '--', e.g. ddp-doctor run -- torchrun --nproc-per-node 2 train.py"
         )
+    _refuse_a_missing_script(command)
     if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
         raise UsageError(f"--node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
     if args.gather and (":" not in args.gather or not args.gather.rpartition(":")[2].isdigit()):
@@ -140,6 +142,41 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         nnodes=args.nnodes,
         gather=args.gather,
         gather_timeout_s=args.gather_timeout,
+    )
+
+
+# Launchers that run a Python script from this machine's working directory, by their program name.
+# A wrapper (srun, docker, ssh, kubectl) may run the script somewhere else, so only these are judged.
+_PYTHON_LAUNCHERS = re.compile(r"^(python[0-9.]*|torchrun|accelerate|deepspeed)$")
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _script_of(command: list[str]) -> str | None:
+    """The .py script a Python launcher at command[0] would open, or None when it cannot be told."""
+    if not _PYTHON_LAUNCHERS.match(os.path.basename(command[0])):
+        return None
+    words = iter(command[1:])
+    for word in words:
+        if word == "-c":
+            return None  # python -c CODE: the words after it are the code's argv
+        if word == "-m":
+            if next(words, "") not in _TORCHRUN_MODULES:
+                return None  # a module of its own, whose arguments are its business
+            continue
+        if word.endswith(".py") and not word.startswith("-"):
+            return word
+    return None
+
+
+def _refuse_a_missing_script(command: list[str]) -> None:
+    """A typo in the script's name is the user's to fix before any rank starts: every rank would fail
+    with Python's "can't open file" and torchrun's summary would say only that the launcher exited 1."""
+    script = _script_of(command)
+    if script is None or os.path.exists(script):
+        return
+    raise UsageError(
+        f"the script {os.path.abspath(script)} does not exist; {os.path.basename(command[0])} would fail "
+        "at once with \"can't open file\": check the script's name and the working directory"
     )
 
 

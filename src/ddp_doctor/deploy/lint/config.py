@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.errors import InputError
+from ddp_doctor.inputfile import read_bounded
 
 CONFIG_FILES = (".ddp-doctor.toml", "pyproject.toml")
+MAX_CONFIG_BYTES = 16 << 20
+"""A pyproject.toml is kilobytes; the bound keeps a device or a runaway file from being read whole."""
 
 
 @dataclass(frozen=True)
@@ -33,10 +36,10 @@ def _load_toml(path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
+    raw = read_bounded(str(path), MAX_CONFIG_BYTES, "a TOML lint config", label="the lint config ")
     try:
-        with path.open("rb") as f:
-            data: dict[str, Any] = tomllib.load(f)
-    except (OSError, ValueError) as exc:
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and TOMLDecodeError alike
         raise InputError(f"{path}: cannot read the lint config: {exc}") from None
     return data
 
@@ -68,7 +71,7 @@ def load(flags: list[str], config: str | None, cwd: Path) -> LintConfig:
     """--ignore values (comma-separated, repeatable) plus the config file's ignore list; unknown names are an error."""
     names = {n.strip() for flag in flags for n in flag.split(",") if n.strip()}
     path = Path(config) if config else find_config(cwd.resolve())
-    if config and not Path(config).is_file():
+    if config and not Path(config).exists():
         raise InputError(f"{config}: no such lint config file")
     if path is not None:
         table = _section(path) or {}
