@@ -108,6 +108,23 @@ def test_port_problem_names_the_holder() -> None:
     assert port_problem(port) is None
 
 
+def test_a_port_in_time_wait_is_free_for_the_store() -> None:
+    """The previous job's rendezvous store closed its connections first: TIME_WAIT holds the port for a
+    minute, yet the next TCPStore binds it (both with SO_REUSEADDR); the check must not call it taken."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TCPStore's listener
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, _ = listener.accept()
+            conn.close()  # the server side closes first: its end goes to TIME_WAIT
+            client.recv(1)
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("0.0.0.0", port))  # the state the check used to misread
+    assert port_problem(port) is None
+
+
 def test_parse_exit_codes_from_torchrun_summary() -> None:
     text = """Root Cause (first observed failure):
 [0]:

@@ -229,6 +229,9 @@ def _port_owner(port: int) -> str | None:
 def port_problem(port: int) -> str | None:
     """Why this node cannot serve the rendezvous on port, or None when it can."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As TCPStore binds: a port whose last connections are in TIME_WAIT (the previous job's store, a
+        # minute ago) is free for it; a socket still listening there is not.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
         except OSError as exc:
