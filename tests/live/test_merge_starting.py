@@ -53,3 +53,12 @@ def test_every_rank_ended_with_no_failure_elsewhere_is_still_a_failure() -> None
     ended = [r for r in m.results if r.id == "live.init"]
     assert [r.status for r in ended] == [Status.FAIL, Status.FAIL]
     assert m.root is not None and "no rank had failed" in m.root.summary and "SIGTERM" in (m.root.cause or "")
+
+
+def test_ranks_ended_while_other_nodes_ranks_are_unseen_do_not_blame_the_outside() -> None:
+    """Multi-node: this node knows ranks 0-1 of 4; torchrun ended them after a rank elsewhere failed."""
+    beats = {r: {"phase": "collectives", "time": 9.0, "pid": 100 + r, "progress": 2} for r in (0, 1)}
+    m = merge(outcome({}, beats, {"rank 0": -15, "rank 1": -15, "torchrun": 1}), plan(world_size=4, ranks={0, 1}))
+    assert m.root is not None and m.root.status is Status.FAIL
+    assert "no rank on this node had failed" in m.root.summary
+    assert "a rank on another node failed" in (m.root.cause or "")

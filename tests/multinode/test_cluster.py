@@ -111,3 +111,22 @@ def test_interfaces_name_nccl_transports_per_node() -> None:
         "address": None,
         "transport": "NET/Socket",
     }
+
+
+def test_the_peer_a_rank_lost_is_read_from_gloo_and_nccl_errors() -> None:
+    lines = [
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [10.0.0.11]:18621: Connection reset by peer.",
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.12]:63141",
+        "NCCL WARN socketProgress: Connection closed by remote peer 10.0.0.11<43125>",
+        "RuntimeError: rank 2 raised: address 10.0.0.99:80 is fine",  # no lost peer in it
+    ]
+    assert cluster.peers_in_errors(lines) == ["10.0.0.11", "10.0.0.12"]
+
+
+def test_a_lost_peer_is_named_by_its_host_name() -> None:
+    assert cluster.node_words("127.0.0.1") == "localhost (127.0.0.1)"
+    result = cluster.peer_failed(["127.0.0.1"], "collectives")
+    assert result.status is Status.FAIL and result.id == "multinode.peer_failed"
+    assert result.summary == (
+        "this node's ranks lost their connection to localhost (127.0.0.1) in collectives: a rank there ended first"
+    )

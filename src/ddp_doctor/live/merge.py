@@ -388,15 +388,24 @@ def _judge_silent_ranks(t: _Triage, outcome: RunOutcome, plan: Plan, world: int)
         _silent_rank(t, rank, outcome, plan)
 
 
-def _stopped_from_outside(t: _Triage) -> None:
-    """Step 3: ranks ended by torchrun while nobody else failed: the SIGTERM came from outside the job."""
+def _stopped_from_outside(t: _Triage, elsewhere: bool) -> None:
+    """Step 3: ranks ended by torchrun while nobody else failed: the SIGTERM came from outside the job,
+    or (`elsewhere`: ranks ran on other nodes, unseen here) from a rank failing on another node."""
     if not t.ended or t.primary:
         return
     for r in t.ended:
         r.status = Status.FAIL
-        r.summary = r.summary.replace("after another rank failed", "and no rank had failed")
-        r.cause = "the job was stopped from outside: torchrun (or what started it) got SIGTERM"
-        r.remedy = "look for what sent SIGTERM: a scheduler's time limit or preemption, an OOM-killed agent, Ctrl-C"
+        if elsewhere:
+            r.summary = r.summary.replace("after another rank failed", "and no rank on this node had failed")
+            r.cause = (
+                "a rank on another node failed (torchrun then ends every node's ranks), or the job was stopped "
+                "from outside (SIGTERM)"
+            )
+            r.remedy = "read the other nodes' reports for the first rank that failed; else look for what sent SIGTERM"
+        else:
+            r.summary = r.summary.replace("after another rank failed", "and no rank had failed")
+            r.cause = "the job was stopped from outside: torchrun (or what started it) got SIGTERM"
+            r.remedy = "look for what sent SIGTERM: a scheduler's time limit or preemption, an OOM-killed agent, Ctrl-C"
         t.secondary.remove(r)
         t.primary.append(r)
 
@@ -509,7 +518,7 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     t = _Triage(reached={p: set() for p in plan.phases})
     _judge_phases(t, outcome, plan)
     _judge_silent_ranks(t, outcome, plan, world)
-    _stopped_from_outside(t)
+    _stopped_from_outside(t, elsewhere=plan.ranks is not None and len(plan.ranks) < world)
     _laggard_first(t)
     t.results.extend(_merge_checks(payloads))
     t.results.extend(_teardown(payloads))

@@ -54,7 +54,9 @@ def _check(report: Report) -> str:
     failed = report.failures()
     live_failed = [r for r in failed if r.id.startswith("live.")]
     if live_failed:
-        root = _root(report, live_failed)
+        # A cross-node root cause (a lost link, a failed peer node) explains the live failures here.
+        cross = [r for r in failed if r.id == report.root_cause and r.id.startswith("multinode.")]
+        root = cross[0] if cross else _root(report, live_failed)
         passed = _phases_passed(live)
         before = f" Before it, {listing([PHASE_WORDS.get(p, p) for p in passed], 6)} passed." if passed else ""
         return (

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import re
+import socket
 import statistics
 import threading
 import time
@@ -295,11 +297,71 @@ def lost_peers(peers: Iterable[str], port: int, local: Iterable[str]) -> Result 
     if not gone:
         return None
     return link_lost(
-        f"{', '.join(gone)} joined the rendezvous but no longer answers from node 0",
+        f"{', '.join(node_words(a) for a in gone)} joined the rendezvous but no longer answers from node 0",
         "that node",
         "check that node's link and its own report; collectives then wait until the process-group timeout",
         observed={"unreachable": gone},
         expected={"unreachable": []},
+    )
+
+
+# A rank's transport error that names the peer it lost, as gloo and NCCL print it:
+#   gloo  pair.cc: "Read error [10.0.0.2]:18621: Connection reset by peer", "Connection closed by peer [10.0.0.2]:63141"
+#   NCCL  socket.cc: "Connection closed by remote peer 10.0.0.2<43125>"
+# Sources: pytorch/gloo gloo/transport/tcp/pair.cc; NVIDIA/nccl src/misc/socket.cc.
+_PEER_ERROR = re.compile(
+    r"(?:(?:Read|Write) error|closed by (?:remote )?peer|reset by peer)\s*\[?(\d{1,3}(?:\.\d{1,3}){3})\]?(?::|<)\d+"
+)
+_NAME_LOOKUP_S = 2.0
+
+
+def peers_in_errors(lines: Iterable[str]) -> list[str]:
+    """The peer addresses this node's ranks lost a connection to, in order of first mention."""
+    found: list[str] = []
+    for line in lines:
+        for address in _PEER_ERROR.findall(line):
+            if address not in found:
+                found.append(address)
+    return found
+
+
+def host_name(address: str, timeout_s: float = _NAME_LOOKUP_S) -> str | None:
+    """The node's name for an address (/etc/hosts or reverse DNS), or None; never longer than timeout_s."""
+    names: list[str] = []
+
+    def lookup() -> None:
+        try:
+            names.append(socket.gethostbyaddr(address)[0].split(".")[0])
+        except (OSError, UnicodeError):
+            pass
+
+    worker = threading.Thread(target=lookup, name="ddp-doctor-host-name", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return names[0] if names else None
+
+
+def node_words(address: str) -> str:
+    """'node1 (10.0.0.2)', or the address alone when it has no name."""
+    name = host_name(address)
+    return f"{name} ({address})" if name and name != address else address
+
+
+def peer_failed(lost: list[str], phase: str | None) -> Result:
+    """Node 0's ranks lost their connections to ranks on other nodes: the failure began there."""
+    nodes = [node_words(a) for a in lost]
+    where = " in " + phase if phase else ""
+    return Result(
+        "multinode.peer_failed",
+        "ranks on the other nodes",
+        Status.FAIL,
+        f"this node's ranks lost their connection to {', '.join(nodes)}{where}: a rank there ended first",
+        cause="a rank on another node exited, was killed or its node went down while the ranks here were "
+        "talking to it; the ranks here failed as a consequence",
+        remedy=f"read the report of ddp-doctor check on {', '.join(nodes)}: it names the rank and why it ended",
+        observed={"peers": lost, "nodes": nodes},
+        phase="network",
+        started=time.time(),
     )
 
 

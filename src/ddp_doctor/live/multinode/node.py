@@ -194,10 +194,30 @@ class NodePlan:
         if data:
             report.extend(cluster.evaluate(data, self.backend))
         if report.verdict().value == "fail" and not rdzv_error:
-            lost = self._lost(seen)
+            lost = self._lost(seen) or self._peer_failed(report)
             if lost is not None:
-                report.add(lost)
+                report.results.insert(0, lost)  # first on the screen, before the failures it explains
                 report.root_cause = lost.id  # a lost link explains every stuck rank on both sides
+
+    def _peer_failed(self, report: Report) -> Result | None:
+        """The ranks here lost a peer on another node (its rank died first): name that node. Only when no
+        rank of another node is in this report already (node 0 gathered them: their own results say it)."""
+        local = {a for addrs in preflight.interface_addresses().values() for a in addrs}
+        failed = [r for r in report.results if r.status is Status.FAIL]
+        here = socket.gethostname()
+        if any(r.node not in (None, here) and r.rank is not None for r in failed):
+            return None
+        root = next((r for r in failed if r.id == report.root_cause), None)
+        if root is not None and _own_failure(root, local):
+            return None  # a rank here failed on its own first (killed, raised): that is the cause, not a peer
+        remote: list[str] = []
+        phase = None
+        for r in failed:
+            lost = [a for a in cluster.peers_in_errors([r.summary, *(e.text for e in r.evidence)]) if a not in local]
+            if lost and phase is None and r.rank is not None:
+                phase = r.phase
+            remote += [a for a in lost if a not in remote]
+        return cluster.peer_failed(remote, phase) if remote else None
 
     def _lost(self, seen: list[str]) -> Result | None:
         if self.is_node0:
@@ -213,6 +233,13 @@ class NodePlan:
             observed={"endpoint": str(self.endpoint)},
             expected={"reachable": True},
         )
+
+
+def _own_failure(r: Result, local: set[str]) -> bool:
+    """A rank's failure of its own: not a lost peer on another node, not torchrun's SIGTERM after one."""
+    if r.rank is None or r.observed.get("exit_code") in (-15, 143):
+        return False
+    return not [a for a in cluster.peers_in_errors([r.summary, *(e.text for e in r.evidence)]) if a not in local]
 
 
 def _preflight_facts(results: list[Result]) -> dict[str, Any]:
