@@ -46,4 +46,6 @@ def extra_flags(spec: str, target: str) -> list[str]:
     # Kubernetes reads mounts as hostPath / PVC; the other targets as host paths.
     if spec == "1x8" and target in ("k8s", "pytorchjob"):
         return ["--logs", "pvc:doctor-logs:/logs"]
+    if target == "slurm":
+        return ["--container-runtime", "pyxis"]  # a Slurm image needs its runtime named
     return []

@@ -130,6 +130,8 @@ def test_slurm_each_task_meets_at_the_first_node(fake_bin: Path, tmp_path: Path)
         "gpu-node-07:29500",
         "--rdzv-id",
         "4242",
+        "--output",  # node 1's own report goes beside the job output; node 0's cluster report is the output
+        "/logs/ddp-doctor-check-4242-node1.txt",  # the logs mount inside the pyxis container
     ]
     proc = run_script(golden_path("4x8-elastic-script", "slurm"), fake_bin, tmp_path, env, shell="bash")
     assert proc.returncode == 0, proc.stderr

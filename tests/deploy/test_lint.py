@@ -84,7 +84,8 @@ def test_every_generated_config_lints_clean(tmp_path: Path) -> None:
     ):
         for flags in (["--gpus-per-node", "0"], ["--nodes", "2", "--gpus-per-node", "2", "--script", "t.py"]):
             out = tmp_path / f"{target}-{len(extra)}.{ext}"
-            assert main(["launch", "--target", target, "--image", "img:1.0", *flags, "-o", str(out)]) == 0
+            runtime = ["--container-runtime", "pyxis"] if target == "slurm" else []
+            assert main(["launch", "--target", target, "--image", "img:1.0", *runtime, *flags, "-o", str(out)]) == 0
             extra.append(out)
     for path in [*files, *extra]:
         found = lint_file(str(path))

@@ -129,6 +129,7 @@ class Slurm:
     net: Cluster
     root: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _off: set[str] = field(default_factory=set)
 
     @property
     def conf(self) -> Path:
@@ -145,7 +146,9 @@ class Slurm:
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment Slurm's commands (and so the jobs, sbatch exports it) see."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-        return {**env, "SLURM_CONF": str(self.conf), "NO_COLOR": "1", **(extra or {})}
+        # The jobs' temporary files (a killed node's among them) go with the cluster's directory.
+        tmp = str(self.root / "tmp")
+        return {**env, "SLURM_CONF": str(self.conf), "TMPDIR": tmp, "NO_COLOR": "1", **(extra or {})}
 
     def argv(self, host: Host, argv: Sequence[str]) -> list[str]:
         """argv run on `host`: its network namespace, its hostname and /etc/hosts.
@@ -187,9 +190,10 @@ class Slurm:
         return slurm
 
     def _start(self, cpus: int) -> None:
-        for sub in ("munge", "state", "spool", "log", "jobs"):
+        for sub in ("munge", "state", "spool", "log", "jobs", "tmp"):
             (self.root / sub).mkdir(mode=0o755)
-        (self.root / "jobs").chmod(0o1777)
+        for shared in ("jobs", "tmp"):
+            (self.root / shared).chmod(0o1777)
         key = self.root / "munge" / "munge.key"
         key.write_bytes(os.urandom(128))
         key.chmod(0o400)
@@ -234,14 +238,23 @@ class Slurm:
     def ensure_healthy(self) -> None:
         """Before a test: a slurmd an earlier test stopped is started again, no job is left, every node idle."""
         for h in self.hosts:
+            if h.hostname in self._off:
+                subprocess.run(
+                    ["ip", "-n", self.net.switch, "link", "set", h.switch_port, "up"],
+                    check=True,
+                    timeout=CMD_TIMEOUT_S,
+                )
+                self._off.discard(h.hostname)
             proc = self.procs.get(f"slurmd-{h.hostname}")
             if proc is None or proc.poll() is not None:
                 self.start_slurmd(h)
         self.run(["scancel", "--full", "--user", "root"], check=False)
         self._wait_for(self._all_idle, "every node idle in sinfo")
 
-    def stop_slurmd(self, host: Host) -> None:
-        """The node dies: slurmd and every job step on it (its whole namespace) are killed at once."""
+    def power_off(self, host: Host) -> None:
+        """The node dies: slurmd, every job step and rank on it are killed at once, then its link goes down
+        (a node that is off answers nothing; a link cut with the ranks alive is tests/multinode's case).
+        ensure_healthy() brings it back for the next test."""
         for pid in self.net.pids_of(host):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -250,6 +263,10 @@ class Slurm:
         proc = self.procs.pop(f"slurmd-{host.hostname}", None)
         if proc is not None:
             proc.wait(timeout=CMD_TIMEOUT_S)
+        # Their sockets close as they exit (the peers see it at once); then nothing there answers any more.
+        self._wait_for(lambda: not self.net.pids_of(host), f"every process on {host.hostname} gone", 10)
+        self.net.cut(host)
+        self._off.add(host.hostname)
 
     def _wait_for(self, ok: Callable[[], bool], what: str, deadline_s: float = START_S) -> None:
         end = time.monotonic() + deadline_s

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from ddp_doctor.commands import Printed
@@ -15,7 +18,12 @@ HELP = "generate a docker, compose, Kubernetes Job, PyTorchJob or Slurm config t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, choices=TARGETS, help="what to generate")
-    parser.add_argument("--image", metavar="REF", help="container image (required here or in --spec)")
+    parser.add_argument(
+        "--image",
+        metavar="REF",
+        help="container image (required here or in --spec; for slurm only with --container-runtime, "
+        "else the job runs in the submitting environment)",
+    )
     parser.add_argument("--spec", metavar="FILE", help="a YAML launch spec; flags override its values")
     parser.add_argument("--name", help="job / service name, a DNS label (default: ddp-doctor)")
     parser.add_argument("--namespace", help="Kubernetes namespace (default: none, the current context's)")
@@ -64,6 +72,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-root", action="store_true", default=None, help="accept --uid 0 / --gid 0: the job runs as root"
     )
     res.add_argument("--rdzv-port", type=int, metavar="PORT", help=f"rendezvous port (default: {specs.RDZV_PORT})")
+    slurm = parser.add_argument_group("slurm")
+    slurm.add_argument(
+        "--container-runtime",
+        choices=specs.CONTAINER_RUNTIMES,
+        help="run --image through pyxis/enroot (srun --container-image) or Apptainer/SingularityCE "
+        "(srun ... apptainer exec); without --image: no container",
+    )
+    slurm.add_argument(
+        "--env-setup",
+        action="append",
+        metavar="LINE",
+        help="a shell line the batch script runs before its steps, e.g. 'source ~/venv/bin/activate' or "
+        "'module load cuda'; repeatable (default without --image: the VIRTUAL_ENV or CONDA_PREFIX active now)",
+    )
+    slurm.add_argument("--partition", help="sbatch --partition (default: the cluster's default partition)")
+    slurm.add_argument(
+        "--time", metavar="LIMIT", help="sbatch --time, e.g. 30, 4:00:00, 1-12 (default: the partition's)"
+    )
+    slurm.add_argument(
+        "--ranks-per-task",
+        action="store_true",
+        default=None,
+        help="srun starts one task per rank (RANK from SLURM_PROCID) running --script, instead of one torchrun per node",
+    )
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        default=None,
+        help="slurm: run ddp-doctor check --static on every node as a step before the job (at most 60 s)",
+    )
     parser.add_argument("--output", "-o", metavar="FILE", help="write the config to FILE instead of stdout")
 
 
@@ -87,6 +125,11 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
         "gid": "gid",
         "allow_root": "allow_root",
         "rdzv_port": "rdzv_port",
+        "container_runtime": "container_runtime",
+        "partition": "partition",
+        "time": "time_limit",
+        "ranks_per_task": "ranks_per_task",
+        "preflight": "preflight",
     }
     for attr, key in simple.items():
         if getattr(args, attr, None) is not None:
@@ -113,6 +156,7 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
         values["logs"] = specs.parse_mount(args.logs, "logs", "--logs")
     if args.env:
         values["env"] = specs.parse_env(args.env)
+    _environment(args, values)
     extra = list(args.script_args or [])
     extra = extra[1:] if extra[:1] == ["--"] else extra
     if extra:
@@ -122,7 +166,88 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
     return specs.build(values)
 
 
+def _environment(args: argparse.Namespace, values: dict[str, Any]) -> None:
+    if args.env_setup:
+        values["env_setup"] = tuple(args.env_setup)
+    elif args.target == "slurm" and not values.get("image") and not values.get("env_setup"):
+        values.update(submitting_environment(os.environ))
+
+
+def submitting_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The venv or conda environment active now, as the lines that activate it in the batch script.
+
+    sbatch passes the submitting shell's environment on by default (--export=ALL), but a script
+    submitted later, from another shell or with --export=NONE, would lose it: so it is written down."""
+    venv, conda = environ.get("VIRTUAL_ENV"), environ.get("CONDA_PREFIX")
+    if venv:
+        activate = os.path.join(venv, "bin", "activate")
+        line = f"source {shlex.quote(activate)}" if os.path.isfile(activate) else _path_line(venv)
+        return {"env_setup": (line,), "env_from": "VIRTUAL_ENV"}
+    if conda:
+        exe = environ.get("CONDA_EXE")
+        lines = (
+            (f'eval "$({shlex.quote(exe)} shell.bash hook)"', f"conda activate {shlex.quote(conda)}")
+            if exe
+            else (_path_line(conda),)
+        )
+        return {"env_setup": lines, "env_from": "CONDA_PREFIX"}
+    return {}
+
+
+def _path_line(prefix: str) -> str:
+    return f'export PATH={shlex.quote(os.path.join(prefix, "bin"))}:"$PATH"'
+
+
+# Flags that only a Slurm batch script has a place for.
+_SLURM_ONLY = (
+    ("container_runtime", "--container-runtime"),
+    ("env_setup", "--env-setup"),
+    ("partition", "--partition"),
+    ("time_limit", "--time"),
+    ("ranks_per_task", "--ranks-per-task"),
+    ("preflight", "--preflight"),
+)
+
+
+def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
+    if target != "slurm":
+        if not spec.image:
+            raise UsageError(f"--image is required for --target {target} (in flags or the spec file)")
+        given = [flag for attr, flag in _SLURM_ONLY if getattr(spec, attr)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: for --target slurm only")
+        return
+    runtime = spec.container_runtime
+    if spec.image and runtime is None:
+        raise UsageError(
+            "--target slurm --image needs --container-runtime pyxis (srun --container-image, the pyxis "
+            "plugin) or apptainer/singularity; without --image the job runs in the submitting environment"
+        )
+    if runtime and not spec.image:
+        raise UsageError(f"--container-runtime {runtime} needs --image (a registry image or an image file)")
+    if runtime == "pyxis" and spec.image.endswith(".sif"):
+        raise UsageError(f"--image {spec.image}: a SIF file is Apptainer's; pyxis runs enroot squashfs (.sqsh) files")
+    if runtime == "pyxis" and "@" in spec.image and not specs.is_image_file(spec.image):
+        # enroot's docker:// URI is [USER@][REGISTRY#]IMAGE[:TAG] (NVIDIA/enroot src/docker.sh): no @DIGEST.
+        raise UsageError(
+            f"--image {spec.image}: enroot (pyxis) takes [REGISTRY#]IMAGE[:TAG], not a digest; give a tag, "
+            "or import it once (enroot import -o IMAGE.sqsh docker://...) and pass the .sqsh file"
+        )
+    if spec.ranks_per_task and spec.script is None:
+        raise UsageError(
+            "--ranks-per-task needs --script: ddp-doctor check starts its own ranks through torchrun, one per node"
+        )
+    if spec.ranks_per_task and spec.min_nodes is not None:
+        raise UsageError("--ranks-per-task and --min-nodes: an elastic job needs torchrun's rendezvous, one per node")
+    if spec.ranks_per_task and spec.cpus is not None and spec.cpus % spec.ranks_per_node:
+        raise UsageError(
+            f"--cpus {spec.cpus} with --ranks-per-task: expected a multiple of the {spec.ranks_per_node} ranks "
+            "per node (each task gets --cpus / ranks)"
+        )
+
+
 def _check_target(spec: specs.LaunchSpec, target: str) -> None:
+    _check_slurm(spec, target)
     kubernetes = target in ("k8s", "pytorchjob")
     for m in (*spec.data, *([spec.logs] if spec.logs else [])):
         if m.claim and not kubernetes:

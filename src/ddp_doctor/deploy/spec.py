@@ -56,6 +56,22 @@ def is_image_ref(ref: str) -> bool:
     return bool(_REPOSITORY.match(ref))
 
 
+# Slurm's --time forms (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes, days-hours:minutes:seconds; UNLIMITED/INFINITE for the partition's maximum.
+_SLURM_TIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}|unlimited|infinite)$", re.IGNORECASE)
+# A partition name, or several comma-separated (sbatch --partition=a,b takes the first that can run the job).
+_PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+# Container runtimes of a Slurm job: the pyxis SPANK plugin (srun --container-image, enroot), or
+# Apptainer / SingularityCE (srun ... apptainer exec). None: the submitting environment, no container.
+CONTAINER_RUNTIMES = ("pyxis", "apptainer", "singularity")
+# A local image file: enroot's squashfs (pyxis --container-image=PATH) or Apptainer's SIF.
+IMAGE_FILE_SUFFIXES = (".sqsh", ".squashfs", ".sif")
+
+
+def is_image_file(ref: str) -> bool:
+    return ref.endswith(IMAGE_FILE_SUFFIXES) and not ref.startswith("-")
+
+
 # Linux ids as Kubernetes accepts them (IsValidUserID / IsValidGroupID: 0..MaxInt32); 0 is root.
 MAX_ID = 2**31 - 1
 
@@ -106,8 +122,9 @@ def host_path(source: str) -> str:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    image: str
-    """The only field without a default."""
+    image: str = ""
+    """A container image reference; empty only for Slurm in the submitting environment (every other
+    target refuses it, commands/launch.py). With a Slurm container runtime, also an image file path."""
     name: str = "ddp-doctor"
     """Job / service name; a DNS label."""
     nodes: int = 1
@@ -139,10 +156,25 @@ class LaunchSpec:
     """Memory per node for the processes, without /dev/shm; default MEMORY_PER_GPU per GPU."""
     rdzv_port: int = RDZV_PORT
     namespace: str | None = None
+    container_runtime: str | None = None
+    """Slurm: pyxis, apptainer or singularity; None runs in the submitting environment (no --image)."""
+    env_setup: tuple[str, ...] = ()
+    """Slurm: shell lines run in the batch script before the job steps (`source venv/bin/activate`,
+    `module load ...`); srun passes the environment they make to every task."""
+    env_from: str = "--env-setup"
+    """Where env_setup came from, for the script's comment (--env-setup, VIRTUAL_ENV, CONDA_PREFIX)."""
+    partition: str | None = None
+    time_limit: str | None = None
+    """Slurm --time (e.g. 30, 4:00:00, 1-12); None: the partition's default."""
+    ranks_per_task: bool = False
+    """Slurm: srun starts one task per rank (RANK from SLURM_PROCID), no torchrun; else one torchrun per node."""
+    preflight: bool = False
+    """Run `ddp-doctor check --static` on every node as a step before the job's own command."""
 
     def __post_init__(self) -> None:
         problems = []
-        if not is_image_ref(self.image):
+        problems += self._slurm_problems()
+        if self.image and not is_image_ref(self.image) and not (self.container_runtime and is_image_file(self.image)):
             problems.append(
                 f"--image {self.image!r} is not an image reference; expected [REGISTRY/]NAME[:TAG][@DIGEST], "
                 "e.g. nvcr.io/nvidia/pytorch:24.05-py3"
@@ -180,6 +212,23 @@ class LaunchSpec:
         if problems:
             raise UsageError("; ".join(problems))
 
+    def _slurm_problems(self) -> list[str]:
+        problems = []
+        if self.container_runtime is not None and self.container_runtime not in CONTAINER_RUNTIMES:
+            problems.append(
+                f"--container-runtime {self.container_runtime!r}: expected one of {', '.join(CONTAINER_RUNTIMES)}"
+            )
+        if self.time_limit is not None and not _SLURM_TIME.match(self.time_limit):
+            problems.append(
+                f"--time {self.time_limit!r} is not a Slurm time; expected MINUTES, HH:MM:SS, DAYS-HH[:MM[:SS]] "
+                "(e.g. 30, 4:00:00, 1-12)"
+            )
+        if self.partition is not None and not _PARTITION.match(self.partition):
+            problems.append(f"--partition {self.partition!r}: expected a partition name (letters, digits, _ . -)")
+        if any("\n" in line or "\0" in line for line in self.env_setup):
+            problems.append("--env-setup: one shell line per flag (no newline); repeat the flag for several")
+        return problems
+
     @property
     def root(self) -> bool:
         return self.uid == 0 or self.gid == 0
@@ -187,12 +236,13 @@ class LaunchSpec:
     @property
     def image_needs(self) -> str:
         """What the image must contain for the command to run: one line for the generated file."""
+        where = "The image must contain" if self.image else "The submitting environment must provide"
+        how = "pip install ddp-doctor in its Dockerfile" if self.image else "pip install ddp-doctor"
         if self.script is None:
-            return (
-                "The image must contain ddp-doctor and torch (pip install ddp-doctor in its Dockerfile): "
-                "the command is ddp-doctor check."
-            )
-        return f"The image must contain torch (torchrun) and {self.script}."
+            return f"{where} ddp-doctor and torch ({how}): the command is ddp-doctor check."
+        launcher = "" if self.ranks_per_task else " (torchrun)"
+        doctor = f", and ddp-doctor for the preflight ({how})" if self.preflight else ""
+        return f"{where} torch{launcher} and {self.script}{doctor}."
 
     @property
     def multi_node(self) -> bool:
@@ -309,13 +359,32 @@ _FILE_KEYS = {
     "allow_root": bool,
     "cpus": int,
     "rdzv_port": int,
+    "container_runtime": str,
+    "partition": str,
+    "time": str,
+    "ranks_per_task": bool,
+    "preflight": bool,
 }
+# Spec-file keys whose LaunchSpec field has another name.
+_FIELD_OF = {"time": "time_limit"}
+
+
+def _convert(key: str, value: Any) -> Any:
+    conv = _FILE_KEYS[key]
+    if conv is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{key} must be an integer, got {value!r}")
+    if conv is bool and not isinstance(value, bool):
+        raise TypeError(f"{key} must be true or false, got {value!r}")
+    if key == "time" and not isinstance(value, str):
+        # YAML 1.1 reads an unquoted 4:00:00 as the base-60 number 14400: never guess minutes from it.
+        raise TypeError(f"time must be a quoted string such as '4:00:00' or '30', got {value!r}")
+    return conv(value)
 
 
 def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A spec file's mapping -> LaunchSpec keyword arguments (flags override them later)."""
     out: dict[str, Any] = {}
-    known = set(_FILE_KEYS) | {"devices", "shm_size", "memory", "script_args", "data", "logs", "env"}
+    known = set(_FILE_KEYS) | {"devices", "shm_size", "memory", "script_args", "data", "logs", "env", "env_setup"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(
@@ -323,14 +392,9 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
             f"known: {', '.join(sorted(known))}"
         )
     try:
-        for key, conv in _FILE_KEYS.items():
+        for key in _FILE_KEYS:
             if key in data and data[key] is not None:
-                value = data[key]
-                if conv is int and (isinstance(value, bool) or not isinstance(value, int)):
-                    raise TypeError(f"{key} must be an integer, got {value!r}")
-                if conv is bool and not isinstance(value, bool):
-                    raise TypeError(f"{key} must be true or false, got {value!r}")
-                out[key] = conv(value)
+                out[_FIELD_OF.get(key, key)] = _convert(key, data[key])
         if "devices" in data:
             out["devices"] = tuple(str(d) for d in data["devices"] or ())
         if "shm_size" in data:
@@ -346,6 +410,9 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
             )
         if "logs" in data:
             out["logs"] = parse_mount(str(data["logs"]), "logs", f"{source}: logs")
+        if "env_setup" in data:
+            lines = data["env_setup"] or []
+            out["env_setup"] = (lines,) if isinstance(lines, str) else tuple(str(line) for line in lines)
         if "env" in data:
             env = data["env"] or {}
             if not isinstance(env, dict):
@@ -369,8 +436,6 @@ def load_file(path: str) -> dict[str, Any]:
 
 
 def build(values: dict[str, Any]) -> LaunchSpec:
-    if not values.get("image"):
-        raise UsageError("--image is required (in flags or the spec file)")
     if values.get("devices") and "gpus_per_node" not in values:
         values["gpus_per_node"] = len(values["devices"])
     known = {f.name for f in fields(LaunchSpec)}

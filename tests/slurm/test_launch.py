@@ -1,0 +1,135 @@
+"""`ddp-doctor launch --target slurm` scripts, submitted with sbatch to the real two-node Slurm as written.
+
+The submitting-environment mode runs for real (the venv of this checkout, found through VIRTUAL_ENV);
+pyxis and Apptainer are not packaged here, so their scripts are checked by `bash -n` and `ddp-doctor lint`
+(tests/deploy/test_launch_slurm.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import DOCTOR
+from tests.slurm.cluster import JobEnd, Slurm
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+JOB_S = 90
+"""Deadline for one job of ddp-doctor check on both nodes (about 12 s on an idle 2-core machine)."""
+VENV = str(Path(sys.executable).parent.parent)
+
+
+def generate(job_dir: Path, *flags: str) -> Path:
+    """The installed console script writes the sbatch script, as a user in this venv would."""
+    env = {**os.environ, "VIRTUAL_ENV": VENV}
+    env.pop("CONDA_PREFIX", None)
+    r = subprocess.run(
+        [str(DOCTOR), "launch", "--target", "slurm", "--nodes", "2", "--gpus-per-node", "0", *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    script = job_dir / "doctor.sbatch"
+    script.write_text(r.stdout)
+    return script
+
+
+def submit(slurm: Slurm, script: Path, deadline_s: float = JOB_S, **env: str) -> tuple[JobEnd, str, float]:
+    started = time.monotonic()
+    job = slurm.sbatch(script, env=env)
+    end = slurm.wait(job, deadline_s)
+    took = time.monotonic() - started
+    return end, (script.parent / f"ddp-doctor-{job}.out").read_text(), took
+
+
+def _worker_phase(slurm: Slurm, node: int) -> str | None:
+    """The phase a rank on `node` is in, from its heartbeat file in the check's run directory."""
+    for pid in slurm.net.pids_of(slurm.hosts[node]):
+        try:
+            proc = psutil.Process(pid)
+            if "ddp_doctor.live.worker" not in " ".join(proc.cmdline()):
+                continue
+            env = proc.environ()
+            beat = json.loads(Path(env["DDP_DOCTOR_RUN_DIR"], f"rank-{env['RANK']}.hb").read_text())
+            return str(beat.get("phase"))
+        except (psutil.Error, OSError, KeyError, ValueError):
+            continue
+    return None
+
+
+def test_the_script_passes_on_both_nodes_with_one_cluster_report(slurm: Slurm, job_dir: Path) -> None:
+    script = generate(job_dir, "--preflight")
+    assert f"source {VENV}/bin/activate" in script.read_text()
+    end, out, took = submit(slurm, script)
+    assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out[-3000:]
+    # One cluster report in the job output, from node 0; node 1's own report is a file in ./logs.
+    assert out.count("ddp-doctor check — host node0") == 1 and "ddp-doctor check — host node1" not in out
+    assert "4 gloo ranks on 2 nodes ran init_process_group" in out
+    assert re.search(r"multinode\.joined +2 of 2 nodes joined", out)
+    assert re.search(r"multinode\.interfaces +node 0 \(node0\): eth0 .*node 1 \(node1\): eth0", out)
+    node1 = (job_dir / "logs" / f"ddp-doctor-check-{end.job_id}-node1.txt").read_text()
+    assert "ddp-doctor check — host node1" in node1
+    # The preflight ran on each node first and says what it cost.
+    assert out.index("node1: preflight ddp-doctor check --static exited 0") < out.index("ddp-doctor check — host node0")
+    assert "node0: preflight ddp-doctor check --static exited 0" in out
+    cost = int(re.search(r"preflight passed on every node in (\d+) s", out).group(1))  # type: ignore[union-attr]
+    assert cost < 60
+    print(f"job {took:.1f} s, of which the preflight {cost} s")
+    assert slurm.jobcomp(end.job_id)["JobState"] == "COMPLETED"
+
+
+def test_a_killed_rank_is_named_with_its_node(slurm: Slurm, job_dir: Path) -> None:
+    script = generate(job_dir)
+    end, out, _ = submit(slurm, script, DDP_DOCTOR_FAULT="rank=3,phase=collectives,action=kill")
+    assert (end.state, end.exit_code) == ("FAILED", "1:0"), out[-3000:]
+    # Node 0 saw its ranks lose node1; node1's own report names the rank and how it ended.
+    assert "ddp-doctor check — host node0" in out and "root cause: multinode.peer_failed" in out, out[-4000:]
+    assert re.search(r"multinode\.peer_failed +this node's ranks lost their connection to node1 \(", out)
+    node1 = (job_dir / "logs" / f"ddp-doctor-check-{end.job_id}-node1.txt").read_text()
+    assert "root cause: live.collectives" in node1
+    assert re.search(r"live\.collectives .*rank 3 stopped in collectives: killed by SIGKILL", node1), node1
+
+
+def test_a_node_that_dies_mid_job_is_named(slurm: Slurm, job_dir: Path) -> None:
+    script = generate(job_dir)
+    job = slurm.sbatch(script)
+    end_by = time.monotonic() + JOB_S
+    phase = None
+    while time.monotonic() < end_by:
+        phase = _worker_phase(slurm, 1)
+        if phase in ("collectives", "dataloader", "sampler", "ddp"):
+            break
+        time.sleep(0.1)
+    assert phase in ("collectives", "dataloader", "sampler", "ddp"), f"node1's ranks never got past init: {phase}"
+    slurm.power_off(slurm.hosts[1])  # node1 dies: slurmd, its job steps and ranks at once, then its link
+    end = slurm.wait(job, JOB_S)
+    out = (job_dir / f"ddp-doctor-{job}.out").read_text()
+    assert end.state == "FAILED", (end, out[-3000:])
+    assert "ddp-doctor check — host node0" in out and "verdict: FAIL" in out
+    root = re.search(r"root cause: (\S+)", out)
+    assert root and root.group(1) in ("multinode.peer_failed", "multinode.link_lost"), out[-4000:]
+    assert re.search(rf"{re.escape(root.group(1))} +.*node1 \(", out), out[-4000:]
+
+
+def test_a_failed_preflight_ends_the_job_with_its_reason(slurm: Slurm, job_dir: Path) -> None:
+    script = generate(job_dir, "--preflight", "--env", "GLOO_SOCKET_IFNAME=ens9")
+    end, out, took = submit(slurm, script)
+    assert (end.state, end.exit_code) == ("FAILED", "1:0"), out[-3000:]
+    assert took < 60
+    for node in ("node0", "node1"):
+        assert re.search(rf"{node}: ✘ FAIL +env\.env_vars +GLOO_SOCKET_IFNAME=ens9 matches no interface", out), out
+        assert f"{node}: preflight ddp-doctor check --static exited 1" in out
+    assert "ddp-doctor preflight failed (exit 1): the job's own step did not start" in out
+    assert "live.launch" not in out  # the check across nodes never started
