@@ -26,7 +26,7 @@ from types import ModuleType
 
 from ddp_doctor import __version__, proc
 from ddp_doctor.commands import Printed
-from ddp_doctor.commands.options import use_color
+from ddp_doctor.commands.options import text_width, use_color
 from ddp_doctor.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, DoctorError
 from ddp_doctor.output import refuse_before_work, write_text
 from ddp_doctor.render import render
@@ -141,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = outcome.finish(started)
         report.headline = report.headline or compose_headline(report)
         fmt = getattr(args, "format", "text")
-        write_text(render(report, fmt, color=use_color(output), verbose=bool(getattr(args, "verbose", False))), output)
+        verbose = bool(getattr(args, "verbose", False))
+        write_text(render(report, fmt, color=use_color(output), verbose=verbose, width=text_width(output)), output)
         return report.exit_code(strict=bool(getattr(args, "strict", False)))
     except DoctorError as exc:
         _say(f"ddp-doctor: error: {exc}")

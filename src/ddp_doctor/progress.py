@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ddp_doctor.words import plural
+from ddp_doctor.words import human_bytes, plural
 
 MACHINE_FORMATS = ("json", "junit", "sarif")
 REFRESH_PER_S = 4
@@ -120,14 +120,6 @@ def bench_lines(beats: Beats | None, waiting: str) -> list[str]:
     step = _BYTES.sub(lambda m: human_bytes(int(m.group(1))), step)
     phase = str(beat.get("phase") or "")
     return [f"{phase}: {step}" if step else phase, plural(len(beats), "rank") + " running"]
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def bytes_lines(read: int, total: int | None, what: str) -> list[str]:

@@ -43,3 +43,18 @@ def tidy_numbers(text: str) -> str:
     """Shorten float noise a formatter let through ('2.8064999999999998' -> '2.8065'): six significant
     digits are more than any measurement here means."""
     return _NOISY_FLOAT.sub(lambda m: f"{float(m.group(1)):.6g}", text)
+
+
+def gbps(value: float) -> str:
+    """A bandwidth in GB/s as every table, summary and headline prints it: two decimals, like nccl-tests'
+    busbw column (rounded once, so a headline never says 1.42 where its table says 1.41)."""
+    return f"{value:.2f}"
+
+
+def human_bytes(n: float) -> str:
+    """'512 B', '7.2 KiB', '1.5 GiB': a size as the screen shows it, in the unit that keeps it short."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -15,6 +15,7 @@ from ddp_doctor.bench.results import human_bytes, is_op_result, points_of
 from ddp_doctor.errors import InputError
 from ddp_doctor.inputfile import read_bounded
 from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.words import gbps
 
 DEFAULT_MAX_REGRESSION = 0.10
 _EXPECTED = "the JSON of an earlier `ddp-doctor bench --format json` or an nccl-tests log"
@@ -115,7 +116,7 @@ def _bandwidth(
     }
     metrics = {"peak_busbw_gbps": now_bw, "baseline_peak_busbw_gbps": then_bw, "change_pct": round(100 * change, 2)}
     text = (
-        f"peak busbw {now_bw:.2f} GB/s at {human_bytes(int(now['bytes']))} vs baseline {then_bw:.2f} GB/s at "
+        f"peak busbw {gbps(now_bw)} GB/s at {human_bytes(int(now['bytes']))} vs baseline {gbps(then_bw)} GB/s at "
         f"{human_bytes(int(then['bytes']))} ({change:+.1%})"
     )
     if change < -max_regression:
@@ -193,7 +194,7 @@ def min_busbw(current: Report, floor_gbps: float) -> list[Result]:
                     rid,
                     title,
                     Status.FAIL,
-                    f"peak busbw {peak:.2f} GB/s (at {at}) is below the required {floor_gbps:g} GB/s",
+                    f"peak busbw {gbps(peak)} GB/s (at {at}) is below the required {floor_gbps:g} GB/s",
                     cause=(
                         "with one rank nothing crosses a link, so busbw is 0 by definition"
                         if one_rank
@@ -215,7 +216,7 @@ def min_busbw(current: Report, floor_gbps: float) -> list[Result]:
                     rid,
                     title,
                     Status.PASS,
-                    f"peak busbw {peak:.2f} GB/s (at {at}) >= {floor_gbps:g} GB/s",
+                    f"peak busbw {gbps(peak)} GB/s (at {at}) >= {floor_gbps:g} GB/s",
                     expected={"min_busbw_gbps": floor_gbps},
                     metrics=metrics,
                 )

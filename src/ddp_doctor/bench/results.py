@@ -10,7 +10,7 @@ from typing import Any
 
 from ddp_doctor.bench import formulas
 from ddp_doctor.report import Result, Status
-from ddp_doctor.words import plural
+from ddp_doctor.words import gbps, plural
 
 TITLES = {
     "all_reduce": "all_reduce bandwidth",
@@ -104,8 +104,8 @@ def op_result(
         summary = f"{metrics['latency_us']:.1f} us per barrier ({where})"
     else:
         summary = (
-            f"peak busbw {metrics['peak_busbw_gbps']:.2f} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
-            f" (algbw {metrics['peak_algbw_gbps']:.2f} GB/s; {where}; {len(points)} points)"
+            f"peak busbw {gbps(metrics['peak_busbw_gbps'])} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
+            f" (algbw {gbps(metrics['peak_algbw_gbps'])} GB/s; {where}; {len(points)} points)"
         )
     checked = [p for p in points if p.get("check_ok") is not None]
     if wrong:
@@ -140,7 +140,7 @@ def op_result(
             rid,
             title,
             Status.WARN,
-            f"invalid measurement: busbw {metrics['peak_busbw_gbps']:.1f} GB/s at "
+            f"invalid measurement: busbw {gbps(metrics['peak_busbw_gbps'])} GB/s at "
             f"{human_bytes(int(metrics['peak_busbw_bytes']))} is above the physical limit of any {backend} link "
             f"({limit['gbps']:g} GB/s: {limit['what']}); {summary}",
             cause="no link moves data that fast: the timing was wrong (calls not finished when the timer stopped) "

@@ -16,6 +16,8 @@ from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
 
+_NONE_SET = "no NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_* or GLOO_* variable is set (the defaults apply)"
+
 
 @dataclass(frozen=True)
 class DistVarsFacts:
@@ -47,9 +49,7 @@ def judge(f: DistVarsFacts) -> Finding:
         extra = f"; {variables.summary(notes)}" if notes else ""
         return Finding(
             Status.PASS,
-            f"{plural(len(shown), 'setting')} valid"
-            + (f": {', '.join(shown[:8])}" if shown else " (none set)")
-            + extra,
+            (f"{plural(len(shown), 'setting')} valid: {', '.join(shown[:8])}" if shown else _NONE_SET) + extra,
             observed={"checked": shown},
         )
     failing = any(v.status == "fail" for v in said)

@@ -10,6 +10,7 @@ from typing import Any
 from ddp_doctor.commands import Printed
 from ddp_doctor.errors import EXIT_USAGE, DoctorError, InputError
 from ddp_doctor.report import Evidence, Report, Result, Status
+from ddp_doctor.words import listing
 
 HELP = "lint Kubernetes / compose / Dockerfile / shell / Slurm configs for distributed-training pitfalls"
 FORMATS = ("text", "json", "sarif")
@@ -42,8 +43,8 @@ def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report
     """All files -> one Report, plus one message per file that could not be read."""
     from ddp_doctor.deploy.lint.engine import lint_file
 
-    shown = paths[0] if len(paths) == 1 else f"{len(paths)} files ({paths[0]}, ...)"
-    report = Report(command="lint", target={"file": shown})
+    target = {"file": paths[0]} if len(paths) == 1 else {"files": listing(paths, limit=3)}
+    report = Report(command="lint", target=target)
     unreadable: list[str] = []
     files: list[dict[str, Any]] = []
     for path in paths:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> Printed:
     import time
     from pathlib import Path
 
-    from ddp_doctor.commands.options import use_color
+    from ddp_doctor.commands.options import text_width, use_color
     from ddp_doctor.deploy.lint.config import load
     from ddp_doctor.render import render
     from ddp_doctor.render.headline import compose as compose_headline
@@ -117,7 +118,9 @@ def run(args: argparse.Namespace) -> Printed:
     if unreadable and len(unreadable) == len(args.files):
         raise InputError(unreadable[-1])  # nothing was linted: an input error, not a report that says FAIL
     report.headline = compose_headline(report)
-    text = render(report, args.format, color=use_color(args.output), verbose=args.verbose)
+    text = render(
+        report, args.format, color=use_color(args.output), verbose=args.verbose, width=text_width(args.output)
+    )
     findings = [r for r in report.results if r.id != "lint.input.unreadable"]
     failed = any(r.status is Status.FAIL or (args.strict and r.status is Status.WARN) for r in findings)
     return Printed(text, EXIT_USAGE if unreadable else (1 if failed else 0))

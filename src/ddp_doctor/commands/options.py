@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 from ddp_doctor.render import FORMATS
 
@@ -114,3 +115,21 @@ def use_color(output: str | None) -> bool:
     if os.environ.get("FORCE_COLOR"):
         return True
     return sys.stdout is not None and sys.stdout.isatty()
+
+
+def text_width(output: str | None, stream: TextIO | None = None) -> int:
+    """The columns the text report is laid out for: $COLUMNS when set (as shutil.get_terminal_size
+    reads it), else the terminal's when the report goes to one, else the piped width (a file, a pipe,
+    CI logs). `stream`: where the report goes when there is no --output (stdout; stderr for `run`)."""
+    from ddp_doctor.render.text import PIPED_WIDTH
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = stream if stream is not None else sys.stdout
+    if output not in (None, "-") or stream is None or not stream.isatty():
+        return PIPED_WIDTH
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or PIPED_WIDTH
+    except (OSError, ValueError):
+        return PIPED_WIDTH

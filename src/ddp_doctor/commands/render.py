@@ -42,10 +42,12 @@ def load_report(path: str) -> Report:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.commands.options import use_color
+    from ddp_doctor.commands.options import text_width, use_color
     from ddp_doctor.render import render
 
     # Rendered here, not by cli, so the saved timing and root cause stay as recorded.
     report = load_report(args.report)
-    text = render(report, args.format, color=use_color(args.output), verbose=args.verbose)
+    text = render(
+        report, args.format, color=use_color(args.output), verbose=args.verbose, width=text_width(args.output)
+    )
     return Printed(text, report.exit_code(args.strict))

@@ -201,11 +201,12 @@ def _make_run_dir(run_dir: Path, given: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.commands.options import use_color
+    from ddp_doctor.commands.options import text_width, use_color
     from ddp_doctor.jobwatch import exitcodes, gather
     from ddp_doctor.jobwatch.results import build_report
     from ddp_doctor.jobwatch.supervise import watch
     from ddp_doctor.render import render
+    from ddp_doctor.render.headline import compose as compose_headline
 
     cfg = config_from_args(args)
     started = time.monotonic()
@@ -222,9 +223,12 @@ def run(args: argparse.Namespace) -> Printed:
         if server is not None:
             server.close()
     report.finish(started)
+    report.headline = report.headline or compose_headline(report)
     (cfg.run_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
     (cfg.run_dir / "report.html").write_text(render(report, "html"), encoding="utf-8")
-    text = render(report, args.format, color=args.output in (None, "-") and use_color(None) and sys.stderr.isatty())
+    to_stderr = args.output in (None, "-")
+    color = to_stderr and use_color(None) and sys.stderr.isatty()
+    text = render(report, args.format, color=color, verbose=args.verbose, width=text_width(args.output, sys.stderr))
     if args.output in (None, "-"):
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
         sys.stderr.write(f"ddp-doctor: evidence and report in {cfg.run_dir}\n")

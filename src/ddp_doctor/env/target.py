@@ -99,14 +99,14 @@ def resolve(flag: str | None = None) -> Target:
     if torchrun:
         py = shebang_python(Path(torchrun))
         if py and _usable(py):
-            return Target(py, "torchrun", f"the interpreter of the torchrun on PATH ({torchrun})")
+            return Target(py, "torchrun", f"the interpreter of the torchrun on PATH, {torchrun}")
     for name in ("python3", "python"):
         py = shutil.which(name)
         if py and _usable(py) and _has_torch(py):
-            return Target(os.path.abspath(py), "path", f"the first `{name}` on PATH with torch (no torchrun on PATH)")
+            return Target(os.path.abspath(py), "path", f"the first `{name}` on PATH with torch; no torchrun on PATH")
     why = "no torchrun and no python3/python with torch on PATH"
     if importlib.util.find_spec("torch") is not None or _works_here():
-        return Target(sys.executable, "doctor", f"the doctor's own interpreter ({why})")
+        return Target(sys.executable, "doctor", f"the doctor's own interpreter: {why}")
     return Target(sys.executable, "none", f"no training environment found: {why}, and ddp-doctor's own has none")
 
 

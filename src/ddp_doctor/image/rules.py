@@ -18,7 +18,7 @@ from ddp_doctor.checks.hostfacts import EnvVarsFacts
 from ddp_doctor.report import Result, Status
 from ddp_doctor.torchrun import TorchrunCommand
 from ddp_doctor.torchrun import argv as torchrun_argv
-from ddp_doctor.words import plural
+from ddp_doctor.words import human_bytes, plural
 
 Facts = dict[str, Any]
 
@@ -40,9 +40,8 @@ def integrity(f: Facts) -> Result:
         "image.integrity",
         "Image integrity",
         Status.PASS,
-        f"{img['verified_blobs']} blobs match their sha256 digests; {img['layer_count']} "
-        f"layer{'' if img['layer_count'] == 1 else 's'}, "
-        f"{img['uncompressed_bytes'] / 1e9:.2f} GB uncompressed, {img['entries']} entries",
+        f"{plural(img['verified_blobs'], 'blob')} match their sha256 digests; {plural(img['layer_count'], 'layer')}, "
+        f"{human_bytes(img['uncompressed_bytes'])} uncompressed, {plural(img['entries'], 'entry', 'entries')}",
         observed={"format": img["format"], "layers": img["layer_count"]},
         metrics={"size_bytes": img["uncompressed_bytes"], "layers_count": img["layer_count"]},
     )
@@ -188,9 +187,16 @@ def entrypoint(f: Facts) -> Result:
         "image.entrypoint",
         "Entrypoint and command",
         Status.PASS,
-        f"Entrypoint={ep!r} Cmd={cmd!r} WorkingDir={wd or '/'!r}",
+        f"{_instruction('ENTRYPOINT', ep)}; {_instruction('CMD', cmd)}; WORKDIR {wd or '/'}",
         observed={"Entrypoint": ep, "Cmd": cmd, "WorkingDir": wd, "Labels": cfg.get("Labels") or {}},
     )
+
+
+def _instruction(name: str, value: object) -> str:
+    """An image config's Entrypoint / Cmd as its Dockerfile instruction reads: CMD ["/hello"], or 'no CMD'."""
+    if not value:
+        return f"no {name}"
+    return f"{name} {json.dumps(value)}" if isinstance(value, list) else f"{name} {value}"
 
 
 def run_command(f: Facts) -> Result:

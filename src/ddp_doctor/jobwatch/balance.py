@@ -43,11 +43,22 @@ class Straggler:
     message: str
 
 
+def _samples_text(samples: dict[int, int]) -> str:
+    """'none', 'rank 0: 1, rank 1: 1'"""
+    return ", ".join(f"rank {r}: {n}" for r, n in sorted(samples.items())) or "none"
+
+
 def straggler(w: WaitShares) -> Straggler:
     shares = w.shares()
     samples = dict(w.samples)
     if len(shares) < 2 or min(samples.values()) < MIN_SAMPLES:
-        return Straggler(None, shares, samples, None, f"too few stack samples to judge ({samples or 'none'})")
+        return Straggler(
+            None,
+            shares,
+            samples,
+            None,
+            f"too few stack samples to judge ({_samples_text(samples)}; {MIN_SAMPLES} a rank needed)",
+        )
     ordered = sorted(shares, key=lambda r: shares[r])
     low = ordered[0]
     rest = [shares[r] for r in ordered[1:]]

@@ -333,7 +333,8 @@ def build_report(out: WatchOutcome) -> Report:
             id="run.cleanup",
             title="Nothing left behind",
             status=Status.WARN if out.leftovers else Status.PASS,
-            summary=f"ended {out.leftovers} process(es) of the job still running after the launcher exited"
+            summary=f"ended {words.plural(out.leftovers, 'process', 'processes')} of the job still running "
+            "after the launcher exited"
             if out.leftovers
             else "no process of the job outlived it"
             + (f"; removed {len(out.shm_removed)} /dev/shm entries" if out.shm_removed else ""),

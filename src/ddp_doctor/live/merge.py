@@ -17,6 +17,7 @@ from typing import Any
 
 from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
+from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.words import plural, ranks
 
@@ -151,22 +152,35 @@ def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
     results = []
     for entries in by_id.values():
         statuses = {c["status"] for _, _, c in entries}
-        if len(statuses) == 1 and "fail" not in statuses:
+        together = _one_summary([c["summary"] for _, _, c in entries]) if len(statuses) == 1 else None
+        if together is not None and "fail" not in statuses:
             rank, rec, c = entries[0]
             r = _check_result(c, rec["name"], None, None, None)
+            r.summary = together
             if len(entries) > 1:
-                r.summary += f" (all {len(entries)} ranks agree)" if c["status"] == "pass" else ""
                 r.observed.setdefault("ranks", [e[0] for e in entries])
             results.append(r)
             continue
         for rank, rec, c in entries:
-            if c["status"] in ("fail", "warn") or len(statuses) > 1:
+            if c["status"] in ("fail", "warn") or len(statuses) > 1 or together is None:
                 results.append(
                     _check_result(
                         c, rec["name"], rank, payloads[rank].get("node"), rec.get("failed_at") or rec.get("started")
                     )
                 )
     return results
+
+
+def _one_summary(summaries: list[str]) -> str | None:
+    """What every rank said, as one sentence: the same words ('... (all 2 ranks agree)'), or the same
+    words with numbers that differ as ranges ('step 0.10-0.12 s (over 2 ranks)'); None when the words
+    differ, so each rank keeps its own result."""
+    if len(summaries) == 1:
+        return summaries[0]
+    if len(set(summaries)) == 1:
+        return f"{summaries[0]} (all {len(summaries)} ranks agree)"
+    folded = fold_summaries(summaries)
+    return f"{folded} (the range over {len(summaries)} ranks)" if folded else None
 
 
 def _error_lines(err: dict[str, Any]) -> list[str]:

@@ -9,8 +9,9 @@ from ddp_doctor.report import Report
 FORMATS = ("text", "json", "junit", "markdown", "html")
 
 
-def render(report: Report, fmt: str, color: bool = False, verbose: bool = False) -> str:
+def render(report: Report, fmt: str, color: bool = False, verbose: bool = False, width: int | None = None) -> str:
+    """`width`: the columns of the text report (None: the piped width); the other formats have none."""
     module = importlib.import_module(f"ddp_doctor.render.{fmt}")
-    if fmt == "text":  # the only format that folds rows; the others always hold every result
-        return str(module.render(report, color=color, verbose=verbose))
+    if fmt == "text":  # the only format that folds rows and is laid out for a terminal
+        return str(module.render(report, color=color, verbose=verbose, width=width))
     return str(module.render(report, color=color))

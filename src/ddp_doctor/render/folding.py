@@ -34,7 +34,14 @@ class Row:
 
 def unfolded(report: Report) -> list[Row]:
     nodes = spans_nodes(report.results)
-    return [Row(r.status, r.id, rank_label(r, nodes), r.summary, [(r, rank_label(r, nodes))]) for r in report.results]
+    return [
+        Row(r.status, r.id, rank_label(r, nodes), _without_rank(r), [(r, rank_label(r, nodes))]) for r in report.results
+    ]
+
+
+def _without_rank(r: Result) -> str:
+    """The summary without its 'rank 0: ' when the where column already names that rank."""
+    return r.summary.removeprefix(f"rank {r.rank}: ") if r.rank is not None else r.summary
 
 
 def fold(report: Report) -> list[Row]:
@@ -63,10 +70,12 @@ def fold(report: Report) -> list[Row]:
 def _row(key: str, members: list[Result], ranked: bool, total: int, nodes: bool) -> Row:
     worst = max(members, key=lambda m: SEVERITY.get(m.status, 0))
     if not ranked:
-        return Row(worst.status, key, rank_label(worst, nodes), worst.summary, [(worst, rank_label(worst, nodes))])
+        return Row(
+            worst.status, key, rank_label(worst, nodes), _without_rank(worst), [(worst, rank_label(worst, nodes))]
+        )
     same = [m for m in members if m.status is worst.status]
     where = ranks_label(len(same), max(total, len(members))) if len(members) > 1 else rank_label(worst, nodes)
-    summary = fold_summaries([m.summary for m in same]) or worst.summary
+    summary = fold_summaries([m.summary for m in same]) or _without_rank(worst)
     return Row(worst.status, key, where, summary, _distinct_details(members, nodes))
 
 

@@ -8,12 +8,13 @@ from its results and facts, so old reports render the same way.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ddp_doctor.report import Report, Result, Status
-from ddp_doctor.words import listing, plural, tidy_numbers
+from ddp_doctor.words import gbps, listing, plural, tidy_numbers
 
 # The live chain's phases, as a person calls them.
 PHASE_WORDS = {
@@ -60,7 +61,7 @@ def _check(report: Report) -> str:
         passed = _phases_passed(live)
         before = f" Before it, {listing([PHASE_WORDS.get(p, p) for p in passed], 6)} passed." if passed else ""
         return (
-            f"Distributed training does not work {where}: {root.id}{_on_rank(root)} failed: "
+            f"Distributed training does not work {where}: {_what(root)}{_on_rank(root)} failed: "
             f"{_sentence(_unranked(root.summary))}{before}"
         )
     ran = _what_ran(report, live)
@@ -68,7 +69,7 @@ def _check(report: Report) -> str:
     first = f"Distributed training works {where} on {'GPU' if gpus else 'CPU'}: {ran}"
     if failed:
         root = _root(report, failed)
-        first += f", but {root.id} failed: {_sentence(_unranked(root.summary))}"
+        first += f", but {_what(root)} failed: {_sentence(_unranked(root.summary))}"
     else:
         first += "."
     if gpus:
@@ -83,7 +84,8 @@ def _static(report: Report, where: str) -> str:
     failed = report.failures()
     if failed:
         state = (
-            f"{plural(len(failed), 'check')} will stop distributed training {where} ({listing([r.id for r in failed])})"
+            f"{plural(len(failed), 'check')} will stop distributed training {where} "
+            f"({listing([_what(r) for r in failed])})"
         )
     else:
         state = f"nothing found {where} stops distributed training"
@@ -173,8 +175,8 @@ def _explain(report: Report) -> str:
             return f"No known failure in {read}; {plural(len(found), 'line')} looked like errors: {_tally(found)}."
         return f"No known failure signature in {read}."
     root = _root(report, failed)
-    more = f"; {plural(len(failed) - 1, 'more failure')} found beside it" if len(failed) > 1 else ""
-    return f"Root cause{_on_rank(root)}: {_sentence(root.title)} Read {read} ({root.id}{more})."
+    more = f" ({plural(len(failed) - 1, 'more failure')} found beside it)" if len(failed) > 1 else ""
+    return f"Root cause{_on_rank(root)}: {_sentence(root.title)} Read {read}{more}."
 
 
 def _bench(report: Report) -> str:
@@ -189,12 +191,8 @@ def _bench(report: Report) -> str:
     tail = f" Problems: {_tally(problems)}." if problems else ""
     return (
         f"Measured {plural(len(ops), 'collective')}{who}; the highest bus bandwidth was "
-        f"{_gbps(best.metrics['peak_busbw_gbps'])} GB/s ({best.id.removeprefix('bench.')}).{tail}"
+        f"{gbps(best.metrics['peak_busbw_gbps'])} GB/s ({best.id.removeprefix('bench.')}).{tail}"
     )
-
-
-def _gbps(value: float) -> str:
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _image(report: Report) -> str:
@@ -208,14 +206,57 @@ def _generic(report: Report) -> str:
     warned = [r for r in report.results if r.status is Status.WARN]
     passed = sum(1 for r in report.results if r.status is Status.PASS)
     if failed:
-        text = f"{plural(len(failed), 'check')} failed: {listing([r.id for r in failed])}"
+        text = f"{plural(len(failed), 'check')} failed: {listing([_what(r) for r in failed])}"
         return text + (f"; {plural(len(warned), 'warning')}." if warned else ".")
     if warned:
-        return f"No failures; {plural(len(warned), 'warning')}: {listing([r.id for r in warned])}."
+        return f"No failures; {plural(len(warned), 'warning')}: {listing([_what(r) for r in warned])}."
     return f"No failures: {plural(passed, 'check')} passed."
 
 
+def _run(report: Report) -> str:
+    job = _first(report, "run.job")
+    hang = _first(report, "run.hang")
+    failure = _first(report, "run.failure")
+    if hang is not None:
+        return f"The job hung: {_sentence(hang.summary)}"
+    if failure is not None and failure.rank is not None:
+        return f"The job failed: {_rank_failure(report, failure)}"
+    if failure is not None:
+        exited = job.observed.get("exit_status") if job is not None else None
+        signs = [r for r in report.failures() if r.id.startswith("diag.")]
+        why = f" What the log shows: {_sentence(signs[0].title)}" if signs else ""
+        return f"The job failed: the launcher exited {exited} and no rank reported its own error.{why}"
+    if job is None:
+        return _generic(report)
+    if job.status is Status.WARN:
+        return f"The job was interrupted: {_sentence(_job_words(job))}"
+    warned = [r for r in report.results if r.status is Status.WARN]
+    tail = f" {plural(len(warned), 'warning')}: {listing([_what(r) for r in warned])}." if warned else ""
+    return f"The job ran to the end: {_sentence(_job_words(job))}{tail}"
+
+
+def _rank_failure(report: Report, failure: Result) -> str:
+    """'rank 1 raised ValueError: bad batch, in the training step (user code), 2.9 s after start.'"""
+    phase = failure.phase or ""
+    _, _, what = failure.summary.partition(f"in {phase}: ") if phase else ("", "", "")
+    what = what or _unranked(failure.summary)
+    known = phase and not phase.startswith("unknown")
+    diagnosis = _first(report, str(failure.observed.get("diagnosis") or ""))
+    verb = "raised" if failure.observed.get("end") == "exception" else "was" if what.startswith("killed") else "ended:"
+    text = f"rank {failure.rank} {verb} {what.rstrip('.')}" + (f", in {phase}" if known else "")
+    ended = re.search(r"\(([\d.]+ s after start)\)", failure.summary)
+    text += f", {ended.group(1)}" if ended else ""
+    return _sentence(text) + (f" {_sentence(diagnosis.title)}" if diagnosis is not None else "")
+
+
+def _job_words(job: Result) -> str:
+    """run.job's summary without the command line the report header already shows."""
+    _, sep, rest = job.summary.partition(" exited ")
+    return f"exited {rest}" if sep else job.summary
+
+
 _BY_COMMAND: dict[str, Callable[[Report], str]] = {
+    "run": _run,
     "check": _check,
     "lint": _lint,
     "explain": _explain,
@@ -236,6 +277,28 @@ def _root(report: Report, candidates: list[Result]) -> Result:
         if r.id == report.root_cause:
             return r
     return candidates[0]
+
+
+def _what(r: Result) -> str:
+    """What a check is called in a sentence: the phase as a person says it, else its title."""
+    phase = r.phase or (r.id.split(".")[1] if r.id.startswith("live.") and r.id.count(".") >= 1 else None)
+    if phase in PHASE_WORDS and r.id.count(".") == 1:
+        return PHASE_WORDS[phase]
+    return r.title[:1].lower() + r.title[1:] if r.title[:2] != r.title[:2].upper() else r.title
+
+
+def root_words(report: Report) -> str:
+    """The root cause in words for the line under the table: what failed, where, and how."""
+    root = next((r for r in report.failures() if r.id == report.root_cause), None)
+    root = root or next((r for r in report.results if r.id == report.root_cause), None)
+    if root is None:
+        return ""
+    if root.id.startswith("diag."):  # a signature's title says what happened; its summary quotes the log
+        return f"{root.title.rstrip('.')}{_on_rank(root)}"
+    summary = _sentence(tidy_numbers(_unranked(root.summary))).rstrip(".")
+    if root.rank is not None and summary.startswith(f"rank {root.rank} "):
+        return summary
+    return f"{_what(root)}{_on_rank(root)}: {summary}"
 
 
 def _on_rank(r: Result) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.live.phases import all_gather_objects, check
+from ddp_doctor.words import plural
 
 DATASET_LEN = 1003  # not a multiple of common world sizes, so padding and drop_last matter
 
@@ -43,6 +44,12 @@ def _verify(shards: list[list[int]], world: int, drop_last: bool) -> list[str]:
     return problems
 
 
+def _shards_text(world: int, per_rank: int, padding: int) -> str:
+    """'2 disjoint shards of 502 samples (1 of them padding) cover all 1003'"""
+    pad = "no padding" if padding == 0 else f"{plural(padding, 'sample')} of padding, repeated from the start"
+    return f"{plural(world, 'disjoint shard')} of {plural(per_rank, 'sample')} ({pad}) {'covers' if world == 1 else 'cover'} all {DATASET_LEN}"
+
+
 def run(ctx: Any) -> list[dict[str, Any]]:
     checks = []
     world = ctx.world_size
@@ -54,9 +61,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         check(
             "live.sampler.shards",
             "fail" if problems else "pass",
-            "; ".join(problems)
-            if problems
-            else f"{world} shards of {len(epoch0[0])} disjoint up to {padding} padding samples, union covers all {DATASET_LEN}",
+            "; ".join(problems) if problems else _shards_text(world, len(epoch0[0]), padding),
             observed={"shard_sizes": [len(s) for s in epoch0]},
             expected={"dataset_len": DATASET_LEN},
             cause="DistributedSampler is not sharding consistently: ranks see different seeds or lengths"
