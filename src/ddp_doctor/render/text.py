@@ -40,7 +40,7 @@ def render(report: Report, color: bool = False, verbose: bool = False, width: in
     width = max(MIN_WIDTH, min(MAX_WIDTH, width or PIPED_WIDTH))
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=True)
-    out = _Lines(console, width)
+    out = _Screen(console, width)
     out.para(Text(tidy_numbers(headline(report)), style="bold"))
     out.blank()
     if report.command in PREAMBLES:
@@ -71,7 +71,7 @@ def render(report: Report, color: bool = False, verbose: bool = False, width: in
     return _strip_trailing(buf.getvalue())
 
 
-class _Lines:
+class _Screen:
     """Writes wrapped lines to the console; styles survive the wrapping (rich's Text.wrap)."""
 
     def __init__(self, console: Console, width: int) -> None:
@@ -95,7 +95,7 @@ class _Lines:
             self.console.print(Text.assemble(lead, line))
 
 
-def _table(out: _Lines, rows: list[Row]) -> None:
+def _table(out: _Screen, rows: list[Row]) -> None:
     labels = [Text(f"{ICON[r.status]} {WORD[r.status]}", style=STYLE[r.status]) for r in rows]
     status_w = max(len("status"), *(t.cell_len for t in labels))
     check_w = max(len("check"), *(len(r.id) for r in rows))
@@ -119,7 +119,7 @@ def _table(out: _Lines, rows: list[Row]) -> None:
             out.para(summary, indent=left, first=lead)
 
 
-def _detail(out: _Lines, r: Result, where: str) -> None:
+def _detail(out: _Screen, r: Result, where: str) -> None:
     out.blank()
     title = Text.assemble((f"{ICON[r.status]} {WORD[r.status]} {r.id}", STYLE[r.status]), f" — {r.title}")
     out.para(title, indent=4)
