@@ -14,6 +14,12 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
+def all_of(n: int, word: str, many: str | None = None) -> str:
+    """'the only rank', 'both ranks', 'all 8 ranks'."""
+    words = many or word + "s"
+    return f"the only {word}" if n == 1 else f"both {words}" if n == 2 else f"all {n} {words}"
+
+
 def count(value: object, word: str) -> str:
     """plural() for a number read from a file, which may be a count ('8', 8) or not ('all', '$GPUS')."""
     if isinstance(value, int) and not isinstance(value, bool):

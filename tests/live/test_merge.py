@@ -61,7 +61,7 @@ def test_all_pass_merges_checks_across_ranks() -> None:
     m = merge(outcome(ranks, beats, {"torchrun": 0}), plan())
     assert m.root is None
     merged = [r for r in m.results if r.id == "live.init.x"]
-    assert len(merged) == 1 and merged[0].rank is None and "all 2 ranks agree" in merged[0].summary
+    assert len(merged) == 1 and merged[0].rank is None and "(both ranks agree)" in merged[0].summary
     assert sorted(r.rank for r in m.results if r.id == "live.ddp") == [0, 1]  # type: ignore[type-var]
     assert m.torch_facts == {"version": "2.13.0"}
     assert m.live_facts["world_size"] == 2 and m.live_facts["backend"] == "gloo"
@@ -212,3 +212,11 @@ def test_first_failure_skips_warnings() -> None:
     fail = Result("diag.f", "f", Status.FAIL, "f", remedy="fail remedy")
     assert first_failure([warn, fail]) is fail
     assert first_failure([warn]) is None and first_failure([]) is None
+
+
+def test_ranks_that_agree_only_in_words_show_their_range_and_never_agree() -> None:
+    from ddp_doctor.live.merge import _one_summary
+
+    assert _one_summary(["step 0.10 s", "step 0.12 s"]) == "step 0.10–0.12 s (the range over both ranks)"
+    assert _one_summary(["loss falls", "loss falls", "loss falls"]) == "loss falls (all 3 ranks agree)"
+    assert _one_summary(["on cpu", "on cuda:1"]) is None  # different words: each rank keeps its own result

@@ -10,6 +10,7 @@ from pathlib import Path
 from ddp_doctor.bench.results import is_op_result, points_of
 from ddp_doctor.errors import DoctorError, UsageError
 from ddp_doctor.report import Report
+from ddp_doctor.words import plural
 
 FORMATS = {".png": "png", ".svg": "svg"}
 _NO_MATPLOTLIB = "--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
@@ -66,7 +67,7 @@ def write(path: str, runs: list[tuple[str, Report]]) -> None:
     ax.set_ylabel("bus bandwidth (GB/s, nccl-tests definition)")
     world = runs[0][1].facts.get("world_size") if runs else None
     backend = runs[0][1].facts.get("backend") if runs else None
-    ax.set_title(f"ddp-doctor bench: busbw vs size ({world} ranks, {backend})")
+    ax.set_title(f"ddp-doctor bench: busbw vs size ({plural(int(world or 0), 'rank')}, {backend})")
     ax.grid(True, which="both", alpha=0.3)
     if drawn:
         ax.legend(fontsize=7, loc="upper left")

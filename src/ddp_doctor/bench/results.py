@@ -105,7 +105,7 @@ def op_result(
     else:
         summary = (
             f"peak busbw {gbps(metrics['peak_busbw_gbps'])} GB/s at {human_bytes(int(metrics['peak_busbw_bytes']))}"
-            f" (algbw {gbps(metrics['peak_algbw_gbps'])} GB/s; {where}; {len(points)} points)"
+            f" (algbw {gbps(metrics['peak_algbw_gbps'])} GB/s; {where}; {plural(len(points), 'point')})"
         )
     checked = [p for p in points if p.get("check_ok") is not None]
     if wrong:
@@ -115,7 +115,7 @@ def op_result(
             rid,
             title,
             Status.FAIL,
-            f"{op} returned wrong values at {len(wrong)} of {len(points)} points (first at {human_bytes(int(first['bytes']))}"
+            f"{op} returned wrong values at {len(wrong)} of {plural(len(points), 'point')} (first at {human_bytes(int(first['bytes']))}"
             f", {'in-place' if first.get('inplace') else 'out-of-place'}; {n_wrong} wrong elements in all); "
             f"expected exact results",
             cause="the collective delivered corrupted data: a broken transport (P2P/SHM/network), faulty GPU memory "

@@ -27,14 +27,18 @@ def judge(g: GpuFacts) -> Finding:
         shown = ", ".join(f"{p.a}<->{p.b}: {p.p2p_read} ({p.path})" for p in bad[:4])
         return Finding(
             Status.WARN,
-            f"no P2P between {len(bad)} of {len(g.pairs)} GPU pairs: {shown}",
+            f"no P2P between {len(bad)} of {plural(len(g.pairs), 'GPU pair')}: {shown}",
             cause="without peer-to-peer, NCCL stages intra-node traffic through host memory: lower bus bandwidth",
             remedy="check IOMMU/ACS settings in the BIOS and kernel (`iommu=pt`), and that the VM passes GPUs with P2P enabled",
             observed=observed,
         )
     return Finding(
         Status.PASS,
-        f"P2P between all {len(g.pairs)} GPU pairs; NVLink on {len(nvlink)} of them",
+        (
+            f"P2P between all {plural(len(g.pairs), 'GPU pair')}; NVLink on {len(nvlink)} of them"
+            if len(g.pairs) > 1
+            else f"P2P between the {plural(len(g.pairs), 'GPU pair')}; NVLink on {len(nvlink)} of it"
+        ),
         observed=observed,
         metrics={"gpu_pairs_nvlink": float(len(nvlink))},
     )

@@ -49,7 +49,7 @@ def _selection(g: GpuFacts, observed: dict[str, object]) -> Finding | None:
     if cvd is not None and len(entries) > len(g.visible):
         return Finding(
             Status.WARN,
-            f"CUDA_VISIBLE_DEVICES={cvd!r} names {len(entries)} devices but only {len(g.visible)} resolve: {names}",
+            f"CUDA_VISIBLE_DEVICES={cvd!r} names {plural(len(entries), 'device')} but only {len(g.visible)} resolve: {names}",
             cause="CUDA stops at the first entry that matches no GPU and ignores the rest",
             remedy="fix CUDA_VISIBLE_DEVICES to existing indices or UUIDs (`nvidia-smi -L`)",
             observed=observed,

@@ -13,6 +13,7 @@ from ddp_doctor.bench import formulas
 from ddp_doctor.commands.options import MAX_RANKS, Number, Size, add_oversubscribe_argument, count, seconds
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report
+from ddp_doctor.words import plural
 
 HELP = "measure collective bandwidth (nccl-tests' algbw/busbw) and GPU health; gate CI on a baseline"
 
@@ -210,7 +211,9 @@ def _measure(args: argparse.Namespace) -> Report:
     from ddp_doctor import progress
 
     beats = progress.Latest()
-    shown = progress.Display("bench", lambda: progress.bench_lines(beats.get(), f"starting {nproc} {backend} ranks"))
+    shown = progress.Display(
+        "bench", lambda: progress.bench_lines(beats.get(), "starting " + plural(nproc, f"{backend} rank"))
+    )
     with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
         return run(spec, report, on_poll=beats.set)
 

@@ -12,6 +12,7 @@ from ddp_doctor.commands import Printed
 from ddp_doctor.deploy import spec as specs
 from ddp_doctor.deploy.targets import TARGETS, render
 from ddp_doctor.errors import UsageError
+from ddp_doctor.words import plural
 
 HELP = "generate a docker, compose, Kubernetes Job, PyTorchJob or Slurm config that runs DDP right"
 
@@ -241,7 +242,7 @@ def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
         raise UsageError("--ranks-per-task and --min-nodes: an elastic job needs torchrun's rendezvous, one per node")
     if spec.ranks_per_task and spec.cpus is not None and spec.cpus % spec.ranks_per_node:
         raise UsageError(
-            f"--cpus {spec.cpus} with --ranks-per-task: expected a multiple of the {spec.ranks_per_node} ranks "
+            f"--cpus {spec.cpus} with --ranks-per-task: expected a multiple of the {plural(spec.ranks_per_node, 'rank')} "
             "per node (each task gets --cpus / ranks)"
         )
 

@@ -197,7 +197,9 @@ class LaunchSpec:
         if self.gpus_per_node < 0:
             problems.append(f"GPUs per node is {self.gpus_per_node}; expected 0 or more")
         if self.devices and len(self.devices) != self.gpus_per_node:
-            problems.append(f"{len(self.devices)} devices listed but {self.gpus_per_node} GPUs per node")
+            problems.append(
+                f"{plural(len(self.devices), 'device')} listed but {plural(self.gpus_per_node, 'GPU')} per node"
+            )
         if not 1 <= self.rdzv_port <= 65535:
             problems.append(f"--rdzv-port {self.rdzv_port} is outside 1..65535")
         if self.cpus is not None and self.cpus < 1:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ddp_doctor.report import Result, Status
+from ddp_doctor.words import plural
 
 MATMUL_N = 8192
 MATMUL_DTYPES = ("bf16", "fp16", "tf32", "fp32")
@@ -324,7 +325,7 @@ def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Re
             rid,
             title,
             Status.PASS,
-            f"{len(gpus)} GPUs within {tolerance:.0%} of each other on every metric",
+            f"{plural(len(gpus), 'GPU')} within {tolerance:.0%} of each other on every metric",
             expected={"max_below_median": tolerance},
         )
     worst = max(slow, key=lambda s: s["below_pct"])

@@ -32,6 +32,7 @@ from ddp_doctor.image.streams import (
 )
 from ddp_doctor.image.tarstream import TarStream
 from ddp_doctor.image.tree import Tree
+from ddp_doctor.words import plural
 
 INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
 _ARCHIVE_NAME = re.compile(
@@ -463,7 +464,9 @@ def _diff_ids(config: dict[str, Any], count: int, what: str) -> list[str | None]
     if not isinstance(ids, list):
         raise InputError(f"{what}: the image config has no rootfs.diff_ids")
     if len(ids) != count:
-        raise InputError(f"{what}: the manifest lists {count} layers, the config {len(ids)} diff_ids")
+        raise InputError(
+            f"{what}: the manifest lists {plural(count, 'layer')}, the config {plural(len(ids), 'diff_id')}"
+        )
     return [check_digest(d, f"{what}: config diff_id") for d in ids]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from ddp_doctor.errors import InputError
 from ddp_doctor.image.limits import Limits
+from ddp_doctor.words import plural
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
 WHITEOUT = ".wh."
@@ -154,7 +155,9 @@ class Tree:
     def _count(self, what: str) -> None:
         self.entries += 1
         if self.entries > self.limits.max_entries:
-            raise InputError(f"{what}: more than {self.limits.max_entries} entries (limit --max-entries)")
+            raise InputError(
+                f"{what}: more than {plural(self.limits.max_entries, 'entry', 'entries')} (limit --max-entries)"
+            )
 
     def apply(
         self,

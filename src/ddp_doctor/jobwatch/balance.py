@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.words import plural
+
 MIN_SAMPLES = 5
 GAP = 0.3
 """A rank is the straggler when it waits at least this much less (as a share) than the least-waiting other rank."""
@@ -71,7 +73,7 @@ def straggler(w: WaitShares) -> Straggler:
             shares,
             samples,
             where,
-            f"rank {low} is the straggler: it waited in collectives {shares[low]:.0%} of {samples[low]} samples, "
+            f"rank {low} is the straggler: it waited in collectives {shares[low]:.0%} of {plural(samples[low], 'sample')}, "
             f"the other ranks {min(rest):.0%}-{max(rest):.0%} ({pct})"
             + (f"; its time goes to {where}" if where else ""),
         )

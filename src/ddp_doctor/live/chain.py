@@ -27,7 +27,7 @@ from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.proc import Background
 from ddp_doctor.report import Evidence, Report, Result, Status
-from ddp_doctor.words import plural
+from ddp_doctor.words import count, plural
 
 NVML_TIMEOUT_S = 5.0
 
@@ -199,7 +199,7 @@ def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
         "live.launch",
         "torchrun starts the ranks",
         Status.PASS,
-        f"{source} launched {plural(plan.nproc, 'rank')} x {plan.nnodes} node{'' if plan.nnodes == '1' else 's'}, {plan.backend}; "
+        f"{source} launched {plural(plan.nproc, 'rank')} x {count(plan.nnodes, 'node')}, {plan.backend}; "
         f"finished in {outcome.duration_s:.1f} s",
         observed={"argv": argv},
     )

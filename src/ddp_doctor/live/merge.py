@@ -19,7 +19,7 @@ from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
-from ddp_doctor.words import plural, ranks
+from ddp_doctor.words import all_of, plural, ranks
 
 PHASE_TITLES = {
     "init": "torchrun ranks join and init_process_group",
@@ -178,9 +178,9 @@ def _one_summary(summaries: list[str]) -> str | None:
     if len(summaries) == 1:
         return summaries[0]
     if len(set(summaries)) == 1:
-        return f"{summaries[0]} (all {len(summaries)} ranks agree)"
+        return f"{summaries[0]} ({all_of(len(summaries), 'rank')} agree)"
     folded = fold_summaries(summaries)
-    return f"{folded} (the range over {len(summaries)} ranks)" if folded else None
+    return f"{folded} (the range over {all_of(len(summaries), 'rank')})" if folded else None
 
 
 def _error_lines(err: dict[str, Any]) -> list[str]:
@@ -587,7 +587,7 @@ def _nccl_results(outcome: RunOutcome, plan: Plan) -> list[Result]:
             )
         ]
     summary = (
-        ", ".join(f"{k} ({v} channels)" for k, v in sorted(transports.items()))
+        ", ".join(f"{k} ({plural(int(v), 'channel')})" for k, v in sorted(transports.items()))
         if transports
         else f"no inter-rank channels (world size {plan.world_size}); NCCL {version or '?'} initialised"
     )

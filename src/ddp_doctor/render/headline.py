@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ddp_doctor.report import Report, Result, Status
-from ddp_doctor.words import gbps, listing, plural, tidy_numbers
+from ddp_doctor.words import count, gbps, listing, plural, tidy_numbers
 
 # The live chain's phases, as a person calls them.
 PHASE_WORDS = {
@@ -101,7 +101,7 @@ def _what_ran(report: Report, live: dict[str, Any]) -> str:
     ranks = plural(world, f"{backend} rank")
     nnodes = str(live.get("nnodes") or "1")
     if nnodes != "1":
-        ranks += f" on {nnodes} nodes"
+        ranks += f" on {count(nnodes, 'node')}"
     gpus = _gpu_names(live)
     if gpus:
         ranks += " on " + listing([f"{n} × {name}" for name, n in Counter(gpus).items()])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.words import plural
 
 ICON = {Status.PASS: "✔", Status.WARN: "!", Status.FAIL: "✘", Status.SKIP: "–", Status.ERROR: "?", Status.INFO: "i"}
 WORD = {s: s.value.upper() for s in Status}
@@ -41,7 +42,7 @@ def rank_label(result: Result, with_node: bool = False) -> str:
 
 
 def ranks_label(count: int, total: int) -> str:
-    return f"{count}/{total} ranks"
+    return f"{count}/{plural(total, 'rank')}"
 
 
 def where(result: Result) -> str:

@@ -18,6 +18,7 @@ from ddp_doctor.deploy.lint.loader import YList, YMap, load_yaml_documents
 from ddp_doctor.deploy.lint.model import At
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.errors import InputError
+from ddp_doctor.words import plural
 
 MAX_SEARCH = 20000
 """Nodes the walker visits per object; a manifest has hundreds."""
@@ -662,5 +663,5 @@ def _mpi_over_ssh(templates: list[PodTemplate]) -> None:
             if per and not rest:  # -np spread evenly over the daemon pods
                 t.nproc, t.nproc_what = (
                     At(str(per), mpirun.total.line),
-                    f"mpirun -np {mpirun.total.value} over {pods} pods, so",
+                    f"mpirun -np {mpirun.total.value} over {plural(pods, 'pod')}, so",
                 )

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ddp_doctor import words
 from ddp_doctor.live import procnet
 from ddp_doctor.live.multinode import preflight
 from ddp_doctor.report import Result, Status
@@ -111,7 +112,7 @@ def joined(
             "multinode.joined",
             title,
             Status.PASS,
-            f"{count} of {want} nodes joined",
+            f"{count} of {words.count(want, 'node')} joined",
             observed=observed,
             metrics={"nodes": count},
         )
@@ -120,7 +121,8 @@ def joined(
         "multinode.joined",
         title,
         Status.FAIL,
-        f"{count} of {want} nodes joined{timeout}" + (f"; connected to the store: {', '.join(peers)}" if peers else ""),
+        f"{count} of {words.count(want, 'node')} joined{timeout}"
+        + (f"; connected to the store: {', '.join(peers)}" if peers else ""),
         cause=rendezvous_error or "the rendezvous did not complete",
         remedy="start `ddp-doctor check` with the same --nnodes/--rdzv-endpoint/--rdzv-id on every node; on a "
         "missing node, its own report (preflight) says why it could not join",
@@ -141,7 +143,7 @@ def missing_ranks(cluster: Mapping[str, Any], heartbeats: Mapping[str, Any] | No
         "multinode.ranks_reported",
         "every rank reported to node 0",
         Status.FAIL,
-        f"{world - len(missing) if isinstance(world, int) else '?'} of {world} ranks reported to rank 0 "
+        f"{world - len(missing) if isinstance(world, int) else '?'} of {words.count(world, 'rank')} reported to rank 0 "
         f"within {cluster.get('gather_timeout_s', '?')} s; silent: rank {', '.join(map(str, missing))}",
         cause="those ranks died, hung, or lost their network path to node 0 before the end of the run",
         remedy="read the local report of the node that ran them; it names the phase each rank reached",
@@ -169,7 +171,7 @@ def versions(cluster: Mapping[str, Any]) -> Result:
             "multinode.versions",
             "same versions on every node",
             Status.PASS,
-            f"{len(nodes)} nodes run the same {same or 'versions'}",
+            f"{words.plural(len(nodes), 'node')} run the same {same or 'versions'}",
             observed=observed,
         )
     detail = "; ".join(f"{k}: " + ", ".join(f"{node} {v}" for node, v in vals.items()) for k, vals in differ.items())

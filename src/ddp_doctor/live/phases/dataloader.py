@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ddp_doctor.live.phases import check
+from ddp_doctor.words import plural
 
 PREFETCH = 2
 BATCH_TIMEOUT_S = 10.0
@@ -87,7 +88,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             check(
                 "live.dataloader.batches",
                 "fail",
-                f"{seen} of {batches} batches arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
+                f"{seen} of {plural(batches, 'batch', 'batches')} arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
                 observed=observed,
                 expected={"batches": batches},
                 metrics=metrics,
@@ -99,7 +100,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         check(
             "live.dataloader.batches",
             "pass",
-            f"{seen} batches of {observed['batch_mb']} MB from {workers} {'worker process' if workers == 1 else 'worker processes'} through /dev/shm, "
+            f"{plural(seen, 'batch', 'batches')} of {observed['batch_mb']} MB from {workers} {'worker process' if workers == 1 else 'worker processes'} through /dev/shm, "
             f"{metrics['throughput_mbps']} MB/s",
             observed=observed,
             metrics=metrics,

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ddp_doctor.live.phases import check
-from ddp_doctor.words import ranks
+from ddp_doctor.words import all_of, plural, ranks
 
 ATOL = 1e-5
 RTOL = 1e-4
@@ -180,7 +180,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             "fail" if differing else "pass",
             f"parameters differ from rank 0's on {ranks(differing)}"
             if differing
-            else f"parameters bitwise identical on all {w} ranks after {ctx.config.steps} steps",
+            else f"parameters bitwise identical on {all_of(w, 'rank')} after {plural(ctx.config.steps, 'step')}",
             observed={"param_sha256": digest},
             expected={"identical_on_all_ranks": True},
             cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
@@ -196,7 +196,7 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         check(
             "live.ddp.loss",
             "pass" if down else "fail",
-            f"loss {first:.4f} -> {last:.4f} over {len(losses_f)} steps"
+            f"loss {first:.4f} -> {last:.4f} over {plural(len(losses_f), 'step')}"
             + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
             metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
             cause=None if down else "training did not make progress: gradients are wrong or not applied",

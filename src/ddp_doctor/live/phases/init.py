@@ -113,7 +113,7 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         raise PhaseError(
             f"rank {ctx.rank} has LOCAL_RANK {ctx.local_rank} but only {plural(count, 'GPU')} "
             f"{'is' if count == 1 else 'are'} visible "
-            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {count} ranks "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run at most {plural(count, 'rank')} "
             f"per node (--nproc {count}) or make more GPUs visible",
             cause=f"more ranks per node ({ctx.local_world_size}) than visible GPUs ({count}): "
             "torch.cuda.set_device(LOCAL_RANK) would fail with 'invalid device ordinal', "
@@ -173,7 +173,7 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     if joined < ctx.world_size:
         missing = [r for r in range(ctx.world_size) if r not in present]
         raise PeerError(
-            f"{len(present)} of {ctx.world_size} ranks joined within {time.time() - started:.1f} s; "
+            f"{len(present)} of {plural(ctx.world_size, 'rank')} joined within {time.time() - started:.1f} s; "
             f"missing: {', '.join(f'rank {r}' for r in missing)}",
             missing,
         )
@@ -182,7 +182,7 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     return infos, check(
         "live.init.join",
         "pass",
-        f"{ctx.world_size} of {ctx.world_size} ranks joined",
+        f"{ctx.world_size} of {plural(ctx.world_size, 'rank')} joined",
         metrics={"join_s": round(time.time() - started, 3)},
     )
 
