@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ddp_doctor.render.headline import headline
+from ddp_doctor.render.headline import headline, root_words
 from ddp_doctor.render.html_charts import sections
 from ddp_doctor.render.labels import ICON, WORD, counts, target_line, where
 from ddp_doctor.report import Report
@@ -16,6 +16,10 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;pad
 .pass{color:#1a7f37}.warn{color:#9a6700}.fail{color:#cf222e;font-weight:bold}.skip{color:#777}.error{color:#8250df}.info{color:#0969da}
 code,pre{background:#f6f8fa;padding:.1em .3em}pre{padding:.6em;white-space:pre-wrap}
 details{margin:.3em 0 .8em}
+td,p{overflow-wrap:anywhere}tr>td:first-child,tr>th:first-child{white-space:nowrap}
+svg{max-width:100%;height:auto}
+.legend .phase{margin-right:1em;white-space:nowrap}.legend .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}
+.legend .hint{color:#57606a}
 """
 
 
@@ -40,7 +44,8 @@ def render(report: Report, color: bool = False) -> str:
             f'<tr><td class="{r.status.value}">{ICON[r.status]} {WORD[r.status]}</td>'
             f"<td><code>{escape(r.id)}</code></td><td>{escape(tidy_numbers(r.summary))}{detail}</td></tr>"
         )
-    root = f"<p>Root cause: <code>{escape(report.root_cause)}</code></p>" if report.root_cause else ""
+    root_cause = root_words(report)
+    root = f'<p class="root-cause"><b>Root cause:</b> {escape(root_cause)}</p>' if root_cause else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"

@@ -6,6 +6,7 @@ from `check`); no script, no external asset, every text escaped. Hover titles ca
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any
 
@@ -15,7 +16,10 @@ WIDTH = 900
 ROW_H = 22
 LEFT = 90
 _END_COLOUR = {"exit": "#1a7f37", "running": "#1a7f37", "exception": "#cf222e", "signal": "#cf222e", "gone": "#9a6700"}
-_PHASE_COLOUR = {"pass": "#2da44e", "fail": "#cf222e", "running": "#9a6700"}
+PHASE_ORDER = ("init", "collectives", "dataloader", "sampler", "ddp", "balance", "gpu_health", "cluster")
+"""The live chain's phases in the order they run (live/worker.py): the legend reads in this order."""
+_PHASE_COLOURS = ("#0969da", "#8250df", "#bf8700", "#1a7f37", "#bf3989", "#57606a", "#0550ae", "#953800")
+_FAILED_STROKE = "#cf222e"
 _GPU_COLOURS = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#57606a", "#0550ae")
 
 
@@ -30,28 +34,44 @@ def _svg_open(cls: str, label: str, height: int) -> str:
     )
 
 
+def ticks(span: float, most: int = 6) -> list[tuple[float, str]]:
+    """Axis ticks at a round step (1, 2 or 5 times a power of ten) with as many decimals as the step
+    needs, so no two labels read the same: 0 s, 0.5 s, 1 s, 1.5 s rather than 0 s, 0 s, 1 s, 1 s."""
+    span = span if span > 0 else 1.0
+    raw = span / (most - 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    count = int(span / step + 1e-9) + 1
+    return [(i * step, f"{i * step:.{decimals}f} s") for i in range(count)]
+
+
 def _axis(span: float, y: float) -> str:
-    ticks = []
-    for i in range(6):
-        t = span * i / 5
-        ticks.append(f'<text x="{_x(t, span):.1f}" y="{y:.0f}" font-size="10" text-anchor="middle">{t:.0f} s</text>')
-    return "".join(ticks)
+    return "".join(
+        f'<text class="tick" x="{_x(t, span):.1f}" y="{y:.0f}" font-size="10" text-anchor="middle">{label}</text>'
+        for t, label in ticks(span)
+    )
 
 
 def rank_timeline(
-    rows: list[tuple[str, list[tuple[float, float, str, str]]]], span: float, marks: list[tuple[float, str]]
+    rows: list[tuple[str, list[tuple[float, float, str, str]]]],
+    span: float,
+    marks: list[tuple[float, str]],
+    failed: set[tuple[int, int]] | None = None,
 ) -> str:
-    """rows: (label, [(start_s, end_s, colour, title)]); marks: (t_s, title) drawn as red lines."""
+    """rows: (label, [(start_s, end_s, colour, title)]); marks: (t_s, title) drawn as red lines;
+    failed: (row, bar) indices outlined in red."""
     height = ROW_H * len(rows) + 30
     parts = [_svg_open("timeline", "per-rank timeline", height)]
     for i, (label, bars) in enumerate(rows):
         y = i * ROW_H + 4
         parts.append(f'<text x="4" y="{y + 14}" font-size="12">{escape(label)}</text>')
-        for start, end, colour, title in bars:
+        for j, (start, end, colour, title) in enumerate(bars):
             x0, x1 = _x(max(0.0, start), span), _x(max(start, end), span)
+            outline = f' stroke="{_FAILED_STROKE}" stroke-width="2"' if failed and (i, j) in failed else ""
             parts.append(
                 f'<rect x="{x0:.1f}" y="{y}" width="{max(1.5, x1 - x0):.1f}" height="{ROW_H - 6}" fill="{colour}" '
-                f'opacity="0.8"><title>{escape(title)}</title></rect>'
+                f'opacity="0.85"{outline}><title>{escape(title)}</title></rect>'
             )
     for t, title in marks:
         x = _x(t, span)
@@ -147,28 +167,39 @@ def _check_sections(live: dict[str, Any]) -> str:
     span = (
         max(float(p["started"]) - t0 + float(p.get("duration_s") or 0) for recs in times.values() for p in recs) or 1.0
     )
-    rows = []
-    for r, recs in sorted(times.items(), key=lambda kv: int(kv[0])):
+    names = _phase_names(times)
+    colour = {name: _PHASE_COLOURS[i % len(_PHASE_COLOURS)] for i, name in enumerate(names)}
+    rows, failed = [], set()
+    for i, (r, recs) in enumerate(sorted(times.items(), key=lambda kv: int(kv[0]))):
         bars = []
-        for p in recs:
+        for j, p in enumerate(recs):
             start = float(p["started"]) - t0
             dur = float(p.get("duration_s") or 0)
-            bars.append(
-                (
-                    start,
-                    start + dur,
-                    _PHASE_COLOUR.get(str(p.get("status")), "#57606a"),
-                    f"rank {r} {p.get('name')}: {dur:.2f} s, {p.get('status')}",
-                )
-            )
+            if p.get("status") != "pass":
+                failed.add((i, j))
+            name = str(p.get("name"))
+            bars.append((start, start + dur, colour[name], f"rank {r} {name}: {dur:.2f} s, {p.get('status')}"))
         rows.append((f"rank {r}", bars))
-    names = sorted({str(p.get("name")) for recs in times.values() for p in recs})
+    legend = "".join(
+        f'<span class="phase"><span class="swatch" style="background:{colour[n]}"></span>{escape(n)}</span>'
+        for n in names
+    )
+    note = " A red outline marks a phase that did not pass." if failed else ""
     return (
         '<section class="phase-timeline"><h2>Phases per rank</h2>'
-        f"<p>{escape(', '.join(names))} (hover a bar for its duration)</p>"
-        + rank_timeline(rows, span, [])
+        f'<p class="legend">{legend}<span class="hint">Hover a bar for its duration.{note}</span></p>'
+        + rank_timeline(rows, span, [], failed)
         + "</section>"
     )
+
+
+def _phase_names(times: dict[str, Any]) -> list[str]:
+    """Every phase that ran, in the chain's order (an unknown one after the known ones, as it ran)."""
+    seen: dict[str, None] = {}
+    for recs in times.values():
+        seen.update(dict.fromkeys(str(p.get("name")) for p in recs))
+    known = [n for n in PHASE_ORDER if n in seen]
+    return known + [n for n in seen if n not in PHASE_ORDER]
 
 
 def sections(report: Report) -> str:
