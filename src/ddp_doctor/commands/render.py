@@ -44,9 +44,11 @@ def load_report(path: str) -> Report:
 def run(args: argparse.Namespace) -> Printed:
     from ddp_doctor.commands.options import text_width, use_color
     from ddp_doctor.render import render
+    from ddp_doctor.render.headline import compose
 
     # Rendered here, not by cli, so the saved timing and root cause stay as recorded.
     report = load_report(args.report)
+    report.headline = report.headline or compose(report)  # a report saved before the field existed
     text = render(
         report, args.format, color=use_color(args.output), verbose=args.verbose, width=text_width(args.output)
     )
