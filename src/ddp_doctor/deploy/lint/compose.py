@@ -8,7 +8,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import launches
 from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import At, Unit
+from ddp_doctor.deploy.lint.model import At, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import Word, commands
 
@@ -161,5 +161,7 @@ def _privileges(u: Unit, svc: YMap) -> None:
             if str(cap).upper() in ("IPC_LOCK", "CAP_IPC_LOCK"):
                 u.ipc_lock = At(True, caps.line_of(i))
     user = svc.get("user")
-    if user is not None and str(user).split(":")[0] in ("0", "root"):
+    if user is not None and ids_out_of_range(str(user)):
+        u.structural.append(Structural("invalid_id", svc.line_of("user"), {"field": "user", "value": user}))
+    elif user is not None and str(user).split(":")[0] in ("0", "root"):
         u.root = At(f"user: {user}", svc.line_of("user"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from ddp_doctor.deploy.lint.model import At, Unit
+from ddp_doctor.deploy.lint.model import At, Structural, Unit, ids_out_of_range
 
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
 
@@ -76,7 +76,9 @@ def units(text: str, source: str) -> list[Unit]:
     if stages:
         final = stages[-1]
         final.env = env  # what every container of the image starts with
-        if user is None:
+        if user is not None and ids_out_of_range(user.value):
+            final.structural.append(Structural("invalid_id", user.line, {"field": "USER", "value": user.value}))
+        elif user is None:
             final.root = At("no USER", final.line)
         elif user.value.split(":")[0] in ("root", "0"):
             final.root = At(f"USER {user.value}", user.line)

@@ -8,7 +8,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
 from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import At, Structural, Unit
+from ddp_doctor.deploy.lint.model import MAX_ID, At, Structural, Unit
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.deploy.lint.workloads import (
@@ -215,7 +215,6 @@ def _names(doc: YMap) -> list[Structural]:
     return found
 
 
-MAX_ID = 2**31 - 1
 """Kubernetes validates user and group ids as 0..2147483647 (apimachinery IsValidUserID / IsValidGroupID)."""
 
 

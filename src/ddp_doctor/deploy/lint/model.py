@@ -59,6 +59,21 @@ class Launch:
     """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
 
 
+MAX_ID = 2**31 - 1
+"""The largest uid/gid Kubernetes (IsValidUserID) and the container runtimes (moby/sys/user ErrRange) take."""
+
+
+def ids_out_of_range(user: str) -> bool:
+    """Whether a Docker-style USER / --user / user: value 'uid[:gid]' holds a numeric id the runtime
+    refuses ('-1', '2147483648'): runc's user lookup ends with 'uids and gids must be in range
+    0-2147483647' and the container does not start. Names are looked up in the image, not judged here."""
+    for part in user.split(":")[:2]:
+        digits = part[1:] if part[:1] in "+-" else part
+        if digits.isdigit() and not 0 <= int(part) <= MAX_ID:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Structural:
     """A rule the parser found broken from the file's structure, where, and the words for its message."""

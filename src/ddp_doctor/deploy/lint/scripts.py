@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
-from ddp_doctor.deploy.lint.model import At, Launch, Unit
+from ddp_doctor.deploy.lint.model import At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import (
     MAX_COMMANDS,
@@ -100,7 +100,9 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         if cap.value.upper() in ("IPC_LOCK", "CAP_IPC_LOCK", "ALL"):
             u.ipc_lock = At(True, cap.line)
     user = run.has("-u", "--user")
-    if user is not None and user.value.split(":")[0] in ("0", "root"):
+    if user is not None and ids_out_of_range(user.value):
+        u.structural.append(Structural("invalid_id", user.line, {"field": "--user", "value": user.value}))
+    elif user is not None and user.value.split(":")[0] in ("0", "root"):
         u.root = At(f"--user {user.value}", user.line)
     return u
 
