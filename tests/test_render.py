@@ -51,7 +51,7 @@ def test_text_has_words_not_only_colour_and_shows_remedy(report: Report) -> None
         "ERROR",
         "verdict: FAIL",
         "docker run --shm-size=8g",
-        "root cause: /dev/shm: 64 MiB < 256 MiB",
+        "root cause: env.shm — /dev/shm: 64 MiB < 256 MiB",
     ):
         assert word in out
     assert "rank 1" in out

@@ -16,10 +16,11 @@ HAS_GPU = Path("/dev/nvidiactl").exists()
 @pytest.mark.slow
 @pytest.mark.skipif(HAS_GPU, reason="the CPU-machine wording; the GPU one is judged on tests/fixtures/gpu/experience")
 def test_default_check_fits_one_screen_and_says_gpu_was_not_verified(tmp_path: Path) -> None:
-    proc = run_cli("check", "--timeout", "300", timeout=400)
+    # one screen of a 140-column terminal: 50 rows (at 100 columns the same rows wrap into more lines)
+    proc = run_cli("check", "--timeout", "300", timeout=400, env={"COLUMNS": "140"})
     assert proc.returncode in (0, 1), proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) <= 50, proc.stdout
+    assert len(lines) <= 50 and max(map(len, lines)) <= 140, proc.stdout
     first_sentence = proc.stdout.split(". ")[0]
     assert "GPU training was not verified: no NVIDIA GPU is visible." in " ".join(lines[:3])
     if proc.returncode == 0:

@@ -37,7 +37,8 @@ def test_a_failed_job_is_named_by_its_exception_rank_and_phase() -> None:
     assert not IDS.search(headline)
     text = _render(RUN)
     root = next(line for line in text.splitlines() if line.startswith("root cause: "))
-    assert root.startswith("root cause: rank 1 failed first") and not IDS.search(root), root
+    # the id that finds its detail block, then what happened in words
+    assert root.startswith("root cause: run.failure — rank 1 failed first") and not IDS.search(root[23:]), root
     assert "— The job\n" not in text  # no detail block with nothing in it
     assert "results in" not in text and "rows, -v" not in text
     assert "too few stack samples to judge (rank 0: " in text and "{0:" not in text

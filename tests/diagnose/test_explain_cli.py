@@ -57,7 +57,7 @@ def test_root_cause_first_then_the_cascade_json(tmp_path: Path) -> None:
 def test_text_output_names_cause_and_remedy(tmp_path: Path) -> None:
     proc = run_cli("explain", str(_write(tmp_path, "job.log", CASCADE_LOG)))
     assert proc.returncode == 1
-    assert "root cause: " in proc.stdout and "diag.shm_exhausted" in proc.stdout
+    assert "root cause: diag.shm_exhausted" in proc.stdout
     assert "[rank1]: RuntimeError: DataLoader worker" in proc.stdout  # rank prefixes survive rendering
     assert "--ipc=host" in proc.stdout
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -267,7 +266,7 @@ def test_fresh_venv_without_torch_fails_with_install_command(tmp_path: Path) -> 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "env.torch.installed" in proc.stdout and "torch is not installed" in proc.stdout
-    assert re.search(r"^root cause: .*torch is not installed", proc.stdout, re.MULTILINE), proc.stdout
+    assert "root cause: env.torch.installed" in proc.stdout
     as_json = subprocess.run(
         [str(venv / "bin" / "ddp-doctor"), "check", "--static", "--format", "json"],
         capture_output=True,

@@ -45,7 +45,11 @@ def render(report: Report, color: bool = False) -> str:
             f"<td><code>{escape(r.id)}</code></td><td>{escape(tidy_numbers(r.summary))}{detail}</td></tr>"
         )
     root_cause = root_words(report)
-    root = f'<p class="root-cause"><b>Root cause:</b> {escape(root_cause)}</p>' if root_cause else ""
+    root = (
+        f'<p class="root-cause"><b>Root cause:</b> <code>{escape(str(report.root_cause))}</code> — {escape(root_cause)}</p>'
+        if root_cause
+        else ""
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>ddp-doctor {escape(report.command)}: {verdict.upper()}</title><style>{_CSS}</style></head><body>"

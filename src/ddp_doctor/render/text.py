@@ -61,9 +61,9 @@ def render(report: Report, color: bool = False, verbose: bool = False, width: in
     if rows:
         _table(out, rows)
     root = root_words(report)
-    if root:
+    if root:  # the id to find its detail block below, then what happened in words
         out.blank()
-        out.para(Text.assemble("root cause: ", (root, "bold")), indent=len("root cause: "))
+        out.para(Text.assemble("root cause: ", (f"{report.root_cause} — {root}", "bold")), indent=len("root cause: "))
     for row in rows:
         for r, where in row.details:
             if needs_detail(r) and (r.cause or r.remedy or r.evidence or where):
