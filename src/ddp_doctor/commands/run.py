@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ddp_doctor.commands import Printed
 from ddp_doctor.errors import UsageError
+from ddp_doctor.report import Report, Result, Status
 
 if TYPE_CHECKING:
     from ddp_doctor.jobwatch.config import WatchConfig
@@ -83,12 +84,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="job",
         help="exit with the job's status (default) or the verdict class",
     )
-    parser.add_argument("--nnodes", type=count("nodes", 1, 65536), default=1, help="nodes in the job (for --gather)")
     parser.add_argument(
-        "--node-rank", type=count("a node rank", 0, 65535), default=0, help="this node's rank (0 gathers the report)"
+        "--nnodes",
+        type=count("nodes", 1, 65536),
+        help="nodes in the job (for --gather; default 1, under srun the step's nodes)",
     )
     parser.add_argument(
-        "--gather", metavar="HOST:PORT", help="node 0 listens here and joins every node's evidence into one report"
+        "--node-rank",
+        type=count("a node rank", 0, 65535),
+        help="this node's rank, 0 gathers the report (default 0, under srun this node's place in the step)",
+    )
+    parser.add_argument(
+        "--gather",
+        metavar="HOST:PORT",
+        help="node 0 listens here and joins every node's evidence into one report "
+        "(under srun, one task per node: the step's first node, port 29600 + job id mod 300)",
     )
     parser.add_argument(
         "--gather-timeout",
@@ -117,10 +127,11 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
             "no command to run: give it after '--', e.g. ddp-doctor run -- torchrun --nproc-per-node 2 train.py"
         )
     _refuse_a_missing_script(command)
-    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
-        raise UsageError(f"--node-rank {args.node_rank} is not in 0..{args.nnodes - 1} (--nnodes {args.nnodes})")
-    if args.gather and (":" not in args.gather or not args.gather.rpartition(":")[2].isdigit()):
-        raise UsageError(f"--gather wants HOST:PORT, got {args.gather!r}")
+    nnodes, node_rank, gather = _placement(args)
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise UsageError(f"--node-rank {node_rank} is not in 0..{nnodes - 1} (--nnodes {nnodes})")
+    if gather and (":" not in gather or not gather.rpartition(":")[2].isdigit()):
+        raise UsageError(f"--gather wants HOST:PORT, got {gather!r}")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(args.run_dir) if args.run_dir else Path("ddp-doctor-runs") / f"{stamp}-{os.getpid()}"
     _make_run_dir(run_dir, given=bool(args.run_dir))
@@ -138,9 +149,9 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         sample_hz=args.sample_hz,
         stack_sample_s=args.stack_sample,
         live=args.live,
-        node_rank=args.node_rank,
-        nnodes=args.nnodes,
-        gather=args.gather,
+        node_rank=node_rank,
+        nnodes=nnodes,
+        gather=gather,
         gather_timeout_s=args.gather_timeout,
     )
 
@@ -180,6 +191,21 @@ def _refuse_a_missing_script(command: list[str]) -> None:
     )
 
 
+def _placement(args: argparse.Namespace) -> tuple[int, int, str | None]:
+    """(nnodes, node rank, gather endpoint): the flags, else Slurm's variables under srun, else one node.
+
+    A flag always wins; Slurm fills only what was not given, and only for one task per node of a
+    multi-node step (slurmenv.SlurmPlacement.gathers)."""
+    from ddp_doctor.jobwatch import slurmenv
+
+    slurm = slurmenv.placement(os.environ)
+    auto = slurm is not None and slurm.gathers
+    nnodes = args.nnodes if args.nnodes is not None else (slurm.nnodes if auto and slurm else 1)
+    node_rank = args.node_rank if args.node_rank is not None else (slurm.node_rank if auto and slurm else 0)
+    gather = args.gather if args.gather is not None else (slurm.gather if auto and slurm else None)
+    return nnodes, node_rank, gather
+
+
 def _make_run_dir(run_dir: Path, given: bool) -> None:
     """Made before the job starts: a run directory that cannot be made is the user's to fix, at once."""
     if run_dir.exists() and not run_dir.is_dir():
@@ -202,26 +228,39 @@ def _make_run_dir(run_dir: Path, given: bool) -> None:
 
 def run(args: argparse.Namespace) -> Printed:
     from ddp_doctor.commands.options import text_width, use_color
-    from ddp_doctor.jobwatch import exitcodes, gather
-    from ddp_doctor.jobwatch.results import build_report
+    from ddp_doctor.jobwatch import exitcodes, gather, slurmenv
+    from ddp_doctor.jobwatch.results import build_report, exit_class
     from ddp_doctor.jobwatch.supervise import watch
     from ddp_doctor.render import render
     from ddp_doctor.render.headline import compose as compose_headline
 
     cfg = config_from_args(args)
     started = time.monotonic()
-    server = gather.Server.start(cfg) if cfg.gather and cfg.nnodes > 1 and cfg.node_rank == 0 else None
+    server, bind_problem = None, None
+    if cfg.gather and cfg.nnodes > 1 and cfg.node_rank == 0:
+        try:
+            server = gather.Server.start(cfg)
+        except OSError as exc:  # the port is taken (another job's doctor on this node): this node's report only
+            bind_problem = f"could not listen on {cfg.gather}: {exc.strerror or exc}"
     try:
         outcome = watch(cfg)
         report = build_report(outcome)
-        if cfg.gather and cfg.nnodes > 1:
+        if bind_problem:
+            report.add(Result("run.gather", "Every node's evidence", Status.WARN, bind_problem + "; this node only"))
+        elif cfg.gather and cfg.nnodes > 1:
             if server is not None:
                 gather.join(report, server.wait(cfg.nnodes - 1, cfg.gather_timeout_s), cfg.nnodes)
+                # The class follows the whole job now: another node's first failing rank or hang decides.
+                report.facts["run"]["exit_class"] = exit_class(report, outcome)
             else:
                 gather.send(cfg, report)
     finally:
         if server is not None:
             server.close()
+    slurm = slurmenv.placement(os.environ)
+    if slurm is not None:
+        report.facts["slurm"] = slurm.facts()
+    _failed_node(report)
     report.finish(started)
     report.headline = report.headline or compose_headline(report)
     (cfg.run_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str), encoding="utf-8")
@@ -240,3 +279,13 @@ def run(args: argparse.Namespace) -> Printed:
         code = outcome.returncode if outcome.returncode is not None else 1
         code = code if code >= 0 else 128 - code  # a launcher killed by a signal: the shell's convention
     return Printed(text=text, exit_code=code)
+
+
+def _failed_node(report: Report) -> None:
+    """facts.run.failed_node: the node of the root cause (this host on one node), for a requeue script
+    that excludes it (docs/run.md); absent when nothing failed."""
+    run = report.facts.get("run")
+    if not isinstance(run, dict) or run.get("exit_class") in (None, "ok", "interrupted"):
+        return
+    root = next((r for r in report.results if r.id == report.root_cause and r.node), None)
+    run["failed_node"] = root.node if root is not None else str(report.target.get("host") or "")
