@@ -49,7 +49,6 @@ FITTED_GAPS: dict[str, str] = {
     "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
     "qwen-docker_web_demo.sh": "docker run --gpus all of a root image: gpu_selection_implicit, runs_as_root",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
-    "torchelastic-azure.Dockerfile": "a Dockerfile docker build rejects: script_does_not_parse",
     "vmware-gpus-k8s-gputest-pod.yml": "a GPU pod that never ends: gpus_held_after_exit, runs_as_root",
     "volcano-mindspore-gpu.yaml": "GPU workers that never complete, root: gpus_held_after_exit, runs_as_root",
     "yolov5-sagemaker-train_local.sh": (

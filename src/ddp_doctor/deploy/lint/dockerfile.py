@@ -8,13 +8,44 @@ import shlex
 from ddp_doctor.deploy.lint.model import At, Structural, Unit, ids_out_of_range
 
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
+_HEREDOC = re.compile(r"<<-?[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
+KNOWN = frozenset(
+    [
+        "FROM",
+        "RUN",
+        "CMD",
+        "LABEL",
+        "MAINTAINER",
+        "EXPOSE",
+        "ENV",
+        "ADD",
+        "COPY",
+        "ENTRYPOINT",
+        "VOLUME",
+        "USER",
+        "WORKDIR",
+        "ARG",
+        "ONBUILD",
+        "STOPSIGNAL",
+        "HEALTHCHECK",
+        "SHELL",
+    ]
+)
+"""The instructions docker build knows (https://docs.docker.com/reference/dockerfile/); any other word
+that starts an instruction stops the build with 'unknown instruction'."""
 
 
 def instructions(text: str) -> list[tuple[str, str, int]]:
-    """(INSTRUCTION, arguments, first line) with backslash continuations joined and comments skipped."""
+    """(INSTRUCTION, arguments, first line) with backslash continuations joined, comments and the
+    bodies of heredocs (RUN <<EOF ... EOF) skipped."""
     out: list[tuple[str, str, int]] = []
     buf, start = "", 0
+    heredoc: str | None = None
     for n, raw in enumerate(text.split("\n"), start=1):
+        if heredoc is not None:
+            if raw.strip() == heredoc:  # leniently: <<-EOF strips leading tabs, <<EOF does not
+                heredoc = None
+            continue
         if not buf and (not raw.strip() or raw.lstrip().startswith("#")):
             continue
         if buf and raw.lstrip().startswith("#"):
@@ -29,6 +60,11 @@ def instructions(text: str) -> list[tuple[str, str, int]]:
         m = _INSTRUCTION.match(buf)
         if m:
             out.append((m.group(1).upper(), m.group(2).strip(), start))
+            here = _HEREDOC.search(m.group(2))
+            if here and m.group(1).upper() in ("RUN", "COPY", "ADD"):
+                heredoc = here.group(1)
+        else:
+            out.append((buf.strip().upper(), "", start))
         buf = ""
     if buf:
         m = _INSTRUCTION.match(buf)
@@ -55,7 +91,10 @@ def units(text: str, source: str) -> list[Unit]:
     env: dict[str, At[str]] = {}
     env_of: dict[str, dict[str, At[str]]] = {}
     """ENV of each named stage: a stage built FROM it starts with it."""
+    unknown: list[tuple[str, int]] = []
     for instr, args, line in instructions(text):
+        if instr not in KNOWN:
+            unknown.append((instr, line))
         if instr == "FROM":
             words = [w for w in args.split() if not w.startswith("--")]
             image = words[0] if words else ""
@@ -73,6 +112,11 @@ def units(text: str, source: str) -> list[Unit]:
             user = At(args.split()[0] if args.split() else "", line)
         elif instr == "ENV" and stages:
             env.update(env_pairs(args, line))
+    if stages and unknown:
+        _, line = unknown[0]
+        word = (text.split("\n")[line - 1].split() or ["?"])[0]
+        message = f"unknown instruction {word} (the line does not continue an instruction)"
+        stages[-1].structural.append(Structural("syntax_error", line, {"message": message, "reader": "docker build"}))
     if stages:
         final = stages[-1]
         final.env = env  # what every container of the image starts with

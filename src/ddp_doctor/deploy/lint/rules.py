@@ -484,7 +484,7 @@ def environment(u: Unit) -> Iterator[Hit]:
 @check
 def shell_syntax(u: Unit) -> Iterator[Hit]:
     if u.syntax is not None:
-        yield Hit("syntax_error", u.syntax.line, {"message": u.syntax.value})
+        yield Hit("syntax_error", u.syntax.line, {"message": u.syntax.value, "reader": "bash -n"})
 
 
 @check

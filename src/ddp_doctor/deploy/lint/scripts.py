@@ -337,7 +337,60 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
             out.append(Unit("shell", source, "script", first_line, env=env.flat()))
     if syntax is not None:
         _attach_syntax(out, syntax, text, "slurm" if slurm else "shell", source)
+    broken = broken_continuations(text, first_line)
+    if broken:
+        target = out[-1] if slurm and out else _unit_at(out, broken[0].line)
+        if target is None:
+            target = Unit("slurm" if slurm else "shell", source, "script", first_line)
+            out.append(target)
+        target.structural += broken
     return out + scan.nested
+
+
+_HEREDOC_START = re.compile(r"<<-?\s*[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
+
+
+def broken_continuations(text: str, first_line: int = 1) -> list[Structural]:
+    """Backslashes meant to continue a command that do not: a backslash followed by a space (bash reads
+    an escaped space and ends the command at the newline), or a continued line followed by a blank
+    line or a comment (the command ends there). Reported where the next code line starts with a flag,
+    so it is certain those flags run as a command of their own instead of reaching the launcher."""
+    lines = text.split("\n")
+    found: list[Structural] = []
+    heredoc: str | None = None
+    for i, raw in enumerate(lines):
+        if heredoc is not None:
+            if raw.strip() == heredoc:
+                heredoc = None
+            continue
+        m = _HEREDOC_START.search(raw)
+        if m and not raw.lstrip().startswith("#"):
+            heredoc = m.group(1)
+            continue
+        if raw.lstrip().startswith("#") or not raw.rstrip().endswith("\\") or raw.rstrip().endswith("\\\\"):
+            continue
+        gap = ""
+        if raw != raw.rstrip():
+            gap = "a carriage return (Windows line ends)" if raw.endswith("\r") else ("a space")
+            j = i + 1
+        else:
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or lines[j].lstrip().startswith("#")):
+                gap = gap or ("a blank line" if not lines[j].strip() else "a comment line")
+                j += 1
+            if not gap or j == i + 1:
+                continue
+        following = lines[j].strip() if j < len(lines) else ""
+        if gap and following.startswith("-"):
+            ctx = {"gap": gap, "next": following[:60], "next_line": j + first_line, "line": i + first_line}
+            found.append(Structural("broken_continuation", i + first_line, ctx))
+    return found
+
+
+def _unit_at(units_: list[Unit], line: int) -> Unit | None:
+    """The unit whose command starts last at or before `line` (the command the broken line belongs to)."""
+    before = [u for u in units_ if u.line <= line]
+    return before[-1] if before else (units_[0] if units_ else None)
 
 
 FUNCTION_DEPTH = 3

@@ -1,0 +1,95 @@
+"""The best practices and the breakages that no parser error shows: a Dockerfile line that belongs to no
+instruction, a backslash that ends a launch command instead of continuing it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from ddp_doctor.deploy.lint.engine import lint_file
+from tests.conftest import FIXTURES, run_cli
+
+CORPUS = FIXTURES / "lint-corpus"
+
+
+def _lint(tmp_path: Path, name: str, text: str) -> dict[str, list[tuple[int, str]]]:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return _found(path)
+
+
+def _found(path: Path) -> dict[str, list[tuple[int, str]]]:
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in lint_file(str(path)).results:
+        out.setdefault(r.id.split(".")[-1], []).append((r.evidence[0].line or 0, str(r.observed["severity"])))
+    return out
+
+
+def test_a_dockerfile_line_outside_any_instruction_stops_the_build(tmp_path: Path) -> None:
+    # The real file: a RUN whose continuation ends one command too early (no `&& \`).
+    assert _found(CORPUS / "torchelastic-azure.Dockerfile")["syntax_error"] == [(13, "error")]
+    found = _lint(
+        tmp_path,
+        "Dockerfile",
+        """
+        # syntax=docker/dockerfile:1
+        FROM nvcr.io/nvidia/pytorch:24.01-py3
+        RUN pip install a && \\
+            # a comment inside the continuation is fine
+            pip install b
+
+        RUN <<EOF
+        set -e
+        pip install c
+        EOF
+        COPY --chown=1000 . /app
+        USER 1000
+        """,
+    )
+    assert "syntax_error" not in found, found
+    path = tmp_path / "bad.Dockerfile"
+    path.write_text("FROM python:3.12\nRUN pip install a\n    pip install b\nUSER 1000\n")
+    proc = run_cli("lint", str(path))
+    assert proc.returncode == 1 and "unknown instruction pip" in proc.stdout
+
+
+def test_a_backslash_that_ends_the_launch_command(tmp_path: Path) -> None:
+    script = "#!/bin/bash\ntorchrun --nproc-per-node 8 \\ \n    --nnodes 2 \\\n    train.py\n"
+    (tmp_path / "space.sh").write_text(script)
+    assert _found(tmp_path / "space.sh")["broken_continuation"] == [(2, "error")]
+    (tmp_path / "crlf.sh").write_text(script.replace(" \\ \n", " \\\n").replace("\n", "\r\n"))
+    assert (2, "error") in _found(tmp_path / "crlf.sh")["broken_continuation"]
+    found = _lint(
+        tmp_path,
+        "gaps.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=1
+        #SBATCH --gpus-per-node=8
+        srun torchrun --nproc-per-node 8 \\
+
+            --standalone train.py
+        srun python y.py \\
+          # the learning rate
+          --lr 0.1
+        """,
+    )
+    assert found["broken_continuation"] == [(4, "error"), (7, "error")]
+    fine = _lint(
+        tmp_path,
+        "fine.sh",
+        """
+        #!/bin/bash
+        torchrun --nproc-per-node 8 \\
+            --nnodes 1 \\
+            train.py
+        cat <<EOF
+        a line that ends in a backslash \\ 
+        --inside the heredoc
+        EOF
+        echo done \\
+        # a comment after a continued echo, then a command that is not a flag
+        python x.py
+        """,
+    )
+    assert "broken_continuation" not in fine, fine
