@@ -93,3 +93,93 @@ def test_a_backslash_that_ends_the_launch_command(tmp_path: Path) -> None:
         """,
     )
     assert "broken_continuation" not in fine, fine
+
+
+def test_a_static_rendezvous_across_nodes_needs_each_nodes_rank(tmp_path: Path) -> None:
+    missing = _lint(
+        tmp_path,
+        "two.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=8
+        head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+        srun torchrun --nnodes 2 --nproc-per-node 8 --master-addr "$head" --master-port 29500 train.py
+        """,
+    )
+    assert missing["node_rank_missing"] == [(5, "error")]
+    fixed = _lint(
+        tmp_path,
+        "fixed.sbatch",
+        """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=8
+        srun torchrun --nnodes 2 --nproc-per-node 8 --node-rank 0 --master-addr node1 train.py
+        """,
+    )
+    assert fixed["node_rank_fixed"] == [(4, "error")]
+    by_hand = _lint(
+        tmp_path,
+        "node0.sh",
+        """
+        #!/bin/bash
+        RANK_OF_NODE=0
+        torchrun --nnodes=2 --nproc_per_node=8 --node_rank=$RANK_OF_NODE --master_addr=10.0.0.1 train.py
+        """,
+    )
+    assert by_hand["node_rank_fixed"] == [(3, "info")]  # a copy per node is how such scripts are used
+    fine = {
+        "c10d.sbatch": "srun torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint n1:29500 t.py",
+        "per-node.sbatch": "srun bash -c 'torchrun --nnodes 2 --node-rank $SLURM_NODEID --master-addr n1 t.py'",
+        "one-node.sbatch": "srun torchrun --nnodes 1 --nproc-per-node 8 --master-addr localhost t.py",
+    }
+    for name, line in fine.items():
+        found = _lint(tmp_path, name, f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n{line}\n")
+        assert "node_rank_missing" not in found and "node_rank_fixed" not in found, (name, found)
+
+
+def test_the_operator_gives_each_pod_its_node_rank(tmp_path: Path) -> None:
+    pytorchjob = _lint(
+        tmp_path,
+        "pj.yaml",
+        """
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: t}
+        spec:
+          pytorchReplicaSpecs:
+            Worker:
+              replicas: 2
+              template:
+                spec:
+                  containers:
+                  - name: pytorch
+                    image: img:1
+                    command: [torchrun, --nnodes=2, --nproc-per-node=1, --master-addr=$(MASTER_ADDR), t.py]
+                    resources: {limits: {nvidia.com/gpu: 1}}
+        """,
+    )
+    assert "node_rank_missing" not in pytorchjob
+    indexed = _lint(
+        tmp_path,
+        "job.yaml",
+        """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: t}
+        spec:
+          completions: 2
+          parallelism: 2
+          completionMode: Indexed
+          template:
+            spec:
+              subdomain: t
+              containers:
+              - name: t
+                image: img:1
+                command: [torchrun, --nnodes=2, --nproc-per-node=1, --master-addr=t-0.t, t.py]
+                resources: {limits: {nvidia.com/gpu: 1}}
+        """,
+    )
+    assert [sev for _, sev in indexed["node_rank_missing"]] == ["error"]

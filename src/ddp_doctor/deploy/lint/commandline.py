@@ -17,6 +17,10 @@ TORCHRUN_FLAGS = {
     "--rdzv_endpoint": "rdzv_endpoint",
     "--master-addr": "master_addr",
     "--master_addr": "master_addr",
+    "--node-rank": "node_rank",
+    "--node_rank": "node_rank",
+    "--rdzv-backend": "rdzv_backend",
+    "--rdzv_backend": "rdzv_backend",
 }
 DOCTOR_FLAGS = {"--nproc": "nproc", "--nnodes": "nnodes", "--rdzv-endpoint": "rdzv_endpoint", "--backend": "backend"}
 ACCELERATE_FLAGS = {
@@ -26,6 +30,12 @@ ACCELERATE_FLAGS = {
     "--num-machines": "nnodes",
     "--main_process_ip": "master_addr",
     "--main-process-ip": "master_addr",
+    "--rdzv_backend": "rdzv_backend",
+    "--rdzv-backend": "rdzv_backend",
+    "--machine_rank": "node_rank",
+    "--machine-rank": "node_rank",
+    "--config_file": "config_file",
+    "--config-file": "config_file",
 }
 DEEPSPEED_FLAGS = {
     "--num_gpus": "nproc",

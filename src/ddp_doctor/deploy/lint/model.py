@@ -57,6 +57,12 @@ class Launch:
     """Variables the starting command sets for the ranks: mpirun -x NAME=VALUE, srun --export, env NAME=VALUE."""
     as_root: At[str] | None = None
     """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
+    node_rank: At[str] | None = None
+    """--node-rank (torchrun) / --machine_rank (accelerate): which node this is in a static rendezvous."""
+    rdzv_backend: At[str] | None = None
+    """--rdzv-backend; torchrun's default is 'static' (--master-addr + --node-rank)."""
+    config_file: At[str] | None = None
+    """accelerate --config_file: a file that may hold num_machines and machine_rank."""
 
 
 MAX_ID = 2**31 - 1

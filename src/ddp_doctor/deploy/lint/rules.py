@@ -377,6 +377,43 @@ def world_size(u: Unit) -> Iterator[Hit]:
             yield Hit("nnodes_mismatch", launch.nnodes.line, {**ctx, "nnodes": launch.nnodes.value})
 
 
+# Operators that hand each pod its node rank (PET_NODE_RANK) for torchrun's static rendezvous.
+INJECTS_NODE_RANK = ("pytorchjob", "trainjob")
+
+
+@check
+def node_rank(u: Unit) -> Iterator[Hit]:
+    """A static rendezvous (torchrun's default backend, accelerate's --main_process_ip) across several
+    nodes needs each node's rank; without one every node is node 0."""
+    if u.operator in INJECTS_NODE_RANK or "PET_NODE_RANK" in _exports(u):
+        return
+    for launch in u.launches:
+        if launch.tool not in ("torchrun", "accelerate") or launch.standalone:
+            continue
+        fixed = launch.node_rank.value.strip("'\"") if launch.node_rank is not None else None
+        if fixed is not None and not fixed.isdigit():
+            continue  # a variable: set per node, as it should be
+        if launch.tool == "accelerate" and (launch.config_file is not None or launch.spans_nodes):
+            continue  # the config file may hold machine_rank; over mpirun the ranks come from MPI
+        backend = launch.rdzv_backend.value.strip("'\"") if launch.rdzv_backend is not None else "static"
+        if backend != "static":
+            continue
+        nodes = nnodes_max(launch)
+        if nodes is None and launch.nnodes is not None and node_count(u) > 1:
+            nodes = node_count(u)  # --nnodes $N, where the job's own node count is known
+        if nodes is None or nodes <= 1:
+            continue
+        flag = "--machine_rank" if launch.tool == "accelerate" else "--node-rank"
+        ctx = {"tool": launch.tool, "nodes": nodes, "flag": flag}
+        if launch.node_rank is None:
+            yield Hit("node_rank_missing", launch.nnodes.line if launch.nnodes else launch.line, ctx)
+            continue
+        # One command for every node (srun, a pod template, a SkyPilot run) gives them all this rank;
+        # a script run by hand may be a copy edited for each node: there it is noted, not judged.
+        same = launch.under_srun or u.area in ("k8s", "skypilot", "compose")
+        yield Hit("node_rank_fixed", launch.node_rank.line, {**ctx, "rank": fixed}, None if same else "info")
+
+
 def _rdzv_hosts(u: Unit) -> list[tuple[str, str, int]]:
     found = []
     for launch in u.launches:

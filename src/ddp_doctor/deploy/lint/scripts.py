@@ -466,7 +466,7 @@ def _resolve_launch(launch: Launch, env: dict[str, At[str]]) -> None:
     if launch.nproc is not None and launch.device_hint is None and re.search(r"\$\{?\w*GPU", launch.nproc.value):
         # --nproc_per_node=$GPUS_PER_NODE: the script counts its ranks in GPUs.
         launch.device_hint = At("gpu", launch.nproc.line)
-    for attr in ("nproc", "nnodes", "rdzv_endpoint", "master_addr"):
+    for attr in ("nproc", "nnodes", "rdzv_endpoint", "master_addr", "node_rank", "rdzv_backend"):
         value = getattr(launch, attr)
         if value is not None and "$" in value.value:
             setattr(launch, attr, At(resolve(value.value, env), value.line))
