@@ -310,7 +310,7 @@ def test_shm_beyond_memory_limit_in_docker_and_compose(tmp_path: Path) -> None:
     compose_file = tmp_path / "compose.yaml"
     compose_file.write_text(
         "services:\n  t:\n    image: img:1.0\n    shm_size: 8gb\n    mem_limit: 4g\n"
-        "    volumes: [./l:/l]\n    gpus: all\n    command: torchrun --nproc-per-node 2 t.py\n"
+        "    volumes: [./l:/l]\n    gpus: 2\n    user: '1000'\n    command: torchrun --nproc-per-node 2 t.py\n"
     )
     found = {(r.id, r.evidence[0].line) for r in lint_file(str(compose_file)).results}
     assert found == {("lint.compose.shm_exceeds_memory_limit", 4)}

@@ -84,7 +84,7 @@ def test_mpi_roles_the_workers_run_the_ranks_the_launcher_does_not() -> None:
 def test_rayjob_head_with_a_gpu_is_checked_and_kuberay_supplies_dev_shm() -> None:
     found = _found(REAL / "rayjob-pytorch-text-classifier.yaml")
     assert found["runtime_class_missing"][0][0] == 29
-    assert "run_as_root" in found
+    assert "run_as_root" not in found  # rayproject/ray images run as the user ray
     assert "shm_default" not in found  # KubeRay mounts a memory-backed /dev/shm into the Ray container
     assert "gpu_limit_missing" not in found
 

@@ -183,3 +183,49 @@ def test_the_operator_gives_each_pod_its_node_rank(tmp_path: Path) -> None:
         """,
     )
     assert [sev for _, sev in indexed["node_rank_missing"]] == ["error"]
+
+
+def test_every_gpu_of_the_host_is_named_in_each_format(tmp_path: Path) -> None:
+    for name, line, text in [
+        ("qwen-docker_web_demo.sh", None, None),  # docker run --gpus all
+        ("detectron2-docker-compose.yml", None, None),  # a reservation with no count
+        ("a.sh", 2, "#!/bin/bash\ndocker run --runtime=nvidia --user 1000 img:1 torchrun --nproc-per-node 2 t.py\n"),
+        # the line where "all" is written
+        ("b.sh", 2, "#!/bin/bash\nNV=${NV:-all}\ndocker run --gpus $NV --user 1000 img:1 bash\n"),
+        ("compose.yaml", 4, "services:\n  t:\n    image: img:1\n    gpus: all\n    user: '1000'\n"),
+    ]:
+        path = CORPUS / name if text is None else tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        found = _found(path)
+        assert "gpus_all" in found, name
+        if line is not None:
+            assert found["gpus_all"] == [(line, "warning")], name
+    chosen = [
+        "#!/bin/bash\ndocker run --gpus 2 --user 1000 img:1 bash\n",
+        "#!/bin/bash\ndocker run --gpus '\"device=0,1\"' --user 1000 img:1 bash\n",
+        "#!/bin/bash\nNV_GPU=0,1 nvidia-docker run --user 1000 img:1 bash\n",
+        "#!/bin/bash\ndocker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=0,1 --user 1000 img:1 bash\n",
+    ]
+    for i, text in enumerate(chosen):
+        (tmp_path / f"ok{i}.sh").write_text(text)
+        assert "gpus_all" not in _found(tmp_path / f"ok{i}.sh"), text
+
+
+def test_the_user_a_container_runs_as_in_every_format(tmp_path: Path) -> None:
+    # A serving Deployment is the job's work too; an MPI launcher and a Ray image (USER ray) are not judged.
+    assert "run_as_root" in _found(CORPUS / "ai-on-gke-llama2-70b-tgi-deployment.yaml")
+    docker = _lint(tmp_path, "d.sh", "#!/bin/bash\ndocker run --gpus 1 img:1 python serve.py\n")
+    assert docker["run_as_root"] == [(2, "warning")]
+    ray = _lint(tmp_path, "r.sh", "#!/bin/bash\ndocker run --gpus 1 rayproject/ray:2.9.0-gpu python t.py\n")
+    assert "run_as_root" not in ray
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "Dockerfile").write_text("FROM python:3.12\nRUN useradd -u 1000 me\nUSER me\n")
+    built = "services:\n  t:\n    build: {build}\n    command: python t.py\n"
+    (tmp_path / "ok.yaml").write_text(built.format(build="app"))
+    assert not {"run_as_root", "user_unknown"} & set(_found(tmp_path / "ok.yaml"))
+    (tmp_path / "app" / "Dockerfile.root").write_text("FROM python:3.12\n")
+    (tmp_path / "root.yaml").write_text(built.format(build="{context: app, dockerfile: Dockerfile.root}"))
+    assert _found(tmp_path / "root.yaml")["run_as_root"] == [(3, "warning")]
+    (tmp_path / "elsewhere.yaml").write_text(built.format(build="../missing"))
+    assert _found(tmp_path / "elsewhere.yaml")["user_unknown"] == [(3, "info")]

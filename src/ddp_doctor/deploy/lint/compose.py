@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checks import table
+from ddp_doctor.deploy.lint import dockerfile
 from ddp_doctor.deploy.lint.commandline import launches
-from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import At, Structural, Unit, ids_out_of_range
+from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import Word, commands
+from ddp_doctor.errors import InputError
 
 
 def _words(svc: YMap, key: str) -> list[Word]:
@@ -69,6 +72,21 @@ def _gpus(svc: YMap) -> At[int | None] | None:
     return None
 
 
+def _every_gpu(svc: YMap, gpus: At[int | None] | None) -> At[str] | None:
+    """How the service is handed every GPU of the host: a reservation of count all or with no count or
+    device_ids, `gpus: all`, or the NVIDIA runtime with NVIDIA_VISIBLE_DEVICES all or unset."""
+    if gpus is None or gpus.value is not None:
+        return None
+    if svc.get("gpus") == "all":
+        return At("gpus: all", svc.line_of("gpus"))
+    if svc.get("runtime") == "nvidia" and "deploy" not in svc:
+        return At("runtime: nvidia with NVIDIA_VISIBLE_DEVICES all or unset", gpus.line)
+    text = str(svc.get("deploy"))
+    if "count" in text and "all" not in text:
+        return None  # a count written as a variable: not all
+    return At("a GPU reservation of count all (or no count)", gpus.line)
+
+
 def units(doc: YMap, source: str) -> list[Unit]:
     services = doc.get("services")
     if not isinstance(services, YMap):
@@ -88,6 +106,7 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     u.launches = launches(_words(svc, "entrypoint") + _words(svc, "command"))
     u.trains = bool(u.launches)
     u.gpus = _gpus(svc)
+    u.gpus_all = _every_gpu(svc, u.gpus)
     u.memory_limit = _memory_limit(svc)
     _shm(u, svc, line)
     persistent, host_shm = _volumes(svc)
@@ -165,3 +184,28 @@ def _privileges(u: Unit, svc: YMap) -> None:
         u.structural.append(Structural("invalid_id", svc.line_of("user"), {"field": "user", "value": user}))
     elif user is not None and str(user).split(":")[0] in ("0", "root"):
         u.root = At(f"user: {user}", svc.line_of("user"))
+    elif user is None and svc.get("build") is not None:
+        _built_user(u, svc)
+    elif user is None:
+        u.root = At(f"no user set; {IMAGE_DECIDES}", u.line)
+
+
+def _built_user(u: Unit, svc: YMap) -> None:
+    """A service built here runs as the last USER of its Dockerfile: read it when it sits where
+    `build` says, else say the user is the unread Dockerfile's."""
+    build = svc["build"]
+    context = build if isinstance(build, str) else (build.get("context") if isinstance(build, YMap) else None)
+    name = build.get("dockerfile") if isinstance(build, YMap) else None
+    line = svc.line_of("build")
+    if not isinstance(context, str) or "$" in context or "://" in context:
+        u.unread_user = At("its build context", line)
+        return
+    path = Path(u.file).resolve().parent / context / (name if isinstance(name, str) else "Dockerfile")
+    try:
+        stages = dockerfile.units(read_text(path), str(path)) if path.is_file() else []
+    except InputError:
+        stages = []
+    if not stages:
+        u.unread_user = At(str(Path(context) / (name if isinstance(name, str) else "Dockerfile")), line)
+    elif stages[-1].root is not None:
+        u.root = At(f"no user:, and the Dockerfile it builds ({path.name}) has {stages[-1].root.value}", line)

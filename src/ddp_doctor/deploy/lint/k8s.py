@@ -8,7 +8,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
 from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import MAX_ID, At, Structural, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Structural, Unit
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.deploy.lint.workloads import (
@@ -141,6 +141,9 @@ def _resources(u: Unit, c: YMap) -> None:
         # GPUs handed over by the NVIDIA runtime (NVIDIA_VISIBLE_DEVICES) rather than the device plugin.
         count = None if visible.value.strip() == "all" else len(visible.value.split(","))
         u.gpus = At(count, visible.line)
+    if visible is not None and visible.value.strip() == "all":
+        # Beside a device-plugin limit too: the runtime reads the variable and may expose every GPU of the node.
+        u.gpus_all = At("NVIDIA_VISIBLE_DEVICES=all", visible.line)
     if "memory" in limits and k8s_bytes(limits["memory"]) is not None:
         u.memory_limit = At(k8s_bytes(limits["memory"]) or 0, limits.line_of("memory"))
 
@@ -240,9 +243,7 @@ def _security(u: Unit, c: YMap, pod: YMap, line: int) -> None:
                 )
             )
     elif non_root is not True and not (isinstance(user, int) and user > 0):
-        u.root = At(
-            "neither runAsNonRoot: true nor a non-zero runAsUser; the image's USER decides (root for most)", line
-        )
+        u.root = At(f"neither runAsNonRoot: true nor a non-zero runAsUser; {IMAGE_DECIDES}", line)
     if c_sc.get("privileged") is True:
         u.privileged = At(True, c_sc.line_of("privileged"))
     add = get(c_sc, "capabilities", "add")

@@ -65,6 +65,9 @@ class Launch:
     """accelerate --config_file: a file that may hold num_machines and machine_rank."""
 
 
+IMAGE_DECIDES = "the image's USER decides (root for most CUDA and PyTorch images)"
+"""The reason a container is taken to run as root when the config names no user: the image then says."""
+
 MAX_ID = 2**31 - 1
 """The largest uid/gid Kubernetes (IsValidUserID) and the container runtimes (moby/sys/user ErrRange) take."""
 
@@ -104,6 +107,9 @@ class Unit:
     gpus: At[int | None] | None = None
     """GPUs granted: a count, None for 'all' (count unknown); the field is None when no GPU is granted."""
     gpu_request: At[int] | None = None
+    gpus_all: At[str] | None = None
+    """How the container is handed every GPU of the host ('--gpus all', 'count: all', 'NVIDIA_VISIBLE_DEVICES=all'),
+    when it is, rather than a number or a list of devices."""
     nproc_declared: At[str] | None = None
     """nprocPerNode / PET_NPROC_PER_NODE, when the workload declares it outside the command."""
     nproc_what: str = "nprocPerNode"
@@ -121,6 +127,8 @@ class Unit:
     runtime_class_applies: bool = False
     root: At[str] | None = None
     """Why it runs as root ('no runAsNonRoot / runAsUser', 'USER root'), or None."""
+    unread_user: At[str] | None = None
+    """The Dockerfile (or build context) whose last USER the container runs as, when lint could not read it."""
     privileged: At[bool] | None = None
     host_network: At[bool] | None = None
     host_ipc: At[bool] | None = None

@@ -18,8 +18,9 @@ from ddp_doctor.checks import variables as variables_check
 from ddp_doctor.checks.facts import ShmFacts
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
-from ddp_doctor.deploy.lint.model import At, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Unit
 from ddp_doctor.deploy.lint.quantity import human
+from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
 from ddp_doctor.report import Status
 
 SEVERITIES = ("error", "warning", "info")
@@ -90,6 +91,15 @@ def gpus_granted(u: Unit) -> Iterator[Hit]:
     # noted, not an error.
     severity = None if w.device is not None else "info"
     yield Hit(name, u.line, {"launcher": launcher(u), "expected_flag": expected, "inferred": describe(w)}, severity)
+
+
+@check
+def gpu_selection(u: Unit) -> Iterator[Hit]:
+    if u.gpus_all is None or u.template:
+        return
+    w = workload(u)
+    ranks = f"; the command starts {w.ranks_why}" if w.ranks is not None else ""
+    yield Hit("gpus_all", u.gpus_all.line, {"what": u.gpus_all.value, "ranks": ranks})
 
 
 @check
@@ -218,13 +228,35 @@ def runtime_class(u: Unit) -> Iterator[Hit]:
         yield Hit("runtime_class_missing", u.line)
 
 
+# Images whose Dockerfile ends with a non-root USER, so a config that names no user still runs as that user.
+NON_ROOT_IMAGES = {
+    # ray-project/ray docker/base-deps/Dockerfile: useradd ray --uid $RAY_UID (1000); USER $RAY_UID
+    "rayproject/ray": "ray",
+    "rayproject/ray-ml": "ray",
+}
+
+
+def non_root_image(image: str) -> str | None:
+    """The user a known image runs as when it is not root, from its repository name."""
+    repo = image.split("@")[0].rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image.split("@")[0]
+    for prefix in ("docker.io/", "index.docker.io/"):
+        repo = repo.removeprefix(prefix)
+    return NON_ROOT_IMAGES.get(repo)
+
+
 @check
 def root(u: Unit) -> Iterator[Hit]:
+    if u.unread_user is not None:
+        yield Hit("user_unknown", u.unread_user.line, {"dockerfile": u.unread_user.value})
     if u.root is None:
         return
     if u.area == "dockerfile":
         yield Hit("no_user" if u.root.value == "no USER" else "root_user", u.root.line, {"reason": u.root.value})
-    elif u.trains or u.area != "k8s":
+        return
+    if IMAGE_DECIDES in u.root.value and u.image is not None and non_root_image(u.image.value) is not None:
+        return
+    if u.area != "k8s" or u.trains or u.role not in (LAUNCHER, HELPER):
+        # Every container that does the job's work (training or serving); not an MPI launcher nor a submitter.
         yield Hit("run_as_root", u.root.line, {"reason": u.root.value})
 
 

@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
-from ddp_doctor.deploy.lint.model import At, Launch, Structural, Unit, ids_out_of_range
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import (
     MAX_COMMANDS,
@@ -55,6 +55,29 @@ def _gpu_count(run: RunCommand) -> At[int | None] | None:
     return None
 
 
+def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
+    """How `docker run` hands the container every GPU of the host, when it does."""
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    gpus = run.has("--gpus")
+    if gpus is not None:
+        value = gpus.value.strip("'\"")
+        every = value == "all" or value.startswith("all,") or "device=all" in value
+        return At(f"--gpus {value}", gpus.line) if every else None
+    every = next((d for d in run.values("--device") if d.value == "nvidia.com/gpu=all"), None)
+    if every is not None:
+        return At("--device nvidia.com/gpu=all", every.line)
+    runtime = run.has("--runtime")
+    nvidia = (runtime is not None and runtime.value == "nvidia") or run.engine == "nvidia-docker"
+    line = runtime.line if runtime is not None else run.line
+    if visible is not None and visible.value.strip("'\"") == "all":
+        return At("NVIDIA_VISIBLE_DEVICES=all", visible.line)
+    if nvidia and visible is None and "NV_GPU" not in env:
+        # The NVIDIA runtime exposes what NVIDIA_VISIBLE_DEVICES says; CUDA images set it to all.
+        what = "--runtime=nvidia" if runtime is not None else "nvidia-docker"
+        return At(f"{what} without NVIDIA_VISIBLE_DEVICES or NV_GPU, which CUDA images set to all", line)
+    return None
+
+
 def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     u = Unit("docker", source, f"{run.engine} run", run.line, image=run.image)
     u.env = dict(env)
@@ -65,6 +88,7 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     u.launches = launches(run.command)
     u.trains = bool(u.launches)
     u.gpus = _gpu_count(run)
+    u.gpus_all = _every_gpu(run, u.env)
     memory = run.has("-m", "--memory")
     if memory is not None and docker_bytes(memory.value) is not None:
         u.memory_limit = At(docker_bytes(memory.value) or 0, memory.line)
@@ -104,6 +128,8 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         u.structural.append(Structural("invalid_id", user.line, {"field": "--user", "value": user.value}))
     elif user is not None and user.value.split(":")[0] in ("0", "root"):
         u.root = At(f"--user {user.value}", user.line)
+    elif user is None:
+        u.root = At(f"no --user; {IMAGE_DECIDES}", run.line)
     return u
 
 
