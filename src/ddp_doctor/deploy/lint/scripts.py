@@ -61,11 +61,11 @@ def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
     gpus = run.has("--gpus")
     if gpus is not None:
         value = gpus.value.strip("'\"")
-        every = value == "all" or value.startswith("all,") or "device=all" in value
-        return At(f"--gpus {value}", gpus.line) if every else None
-    every = next((d for d in run.values("--device") if d.value == "nvidia.com/gpu=all"), None)
-    if every is not None:
-        return At("--device nvidia.com/gpu=all", every.line)
+        named_all = value == "all" or value.startswith("all,") or "device=all" in value
+        return At(f"--gpus {value}", gpus.line) if named_all else None
+    cdi = next((d for d in run.values("--device") if d.value == "nvidia.com/gpu=all"), None)
+    if cdi is not None:
+        return At("--device nvidia.com/gpu=all", cdi.line)
     runtime = run.has("--runtime")
     nvidia = (runtime is not None and runtime.value == "nvidia") or run.engine == "nvidia-docker"
     line = runtime.line if runtime is not None else run.line
