@@ -46,6 +46,12 @@ def generate(job_dir: Path, *flags: str) -> Path:
     return script
 
 
+def flat(text: str) -> str:
+    """The report with every run of whitespace one space: a summary wraps under its column (the text is
+    laid out for 100 columns when piped), so a phrase may span lines."""
+    return re.sub(r"\s+", " ", text)
+
+
 def submit(slurm: Slurm, script: Path, deadline_s: float = JOB_S, **env: str) -> tuple[JobEnd, str, float]:
     started = time.monotonic()
     job = slurm.sbatch(script, env=env)
@@ -78,7 +84,7 @@ def test_the_script_passes_on_both_nodes_with_one_cluster_report(slurm: Slurm, j
     assert out.count("ddp-doctor check — host node0") == 1 and "ddp-doctor check — host node1" not in out
     assert "4 gloo ranks on 2 nodes ran init_process_group" in out
     assert re.search(r"multinode\.joined +2 of 2 nodes joined", out)
-    assert re.search(r"multinode\.interfaces +node 0 \(node0\): eth0 .*node 1 \(node1\): eth0", out)
+    assert re.search(r"multinode\.interfaces node 0 \(node0\): eth0 .*node 1 \(node1\): eth0", flat(out)), out[-4000:]
     node1 = (job_dir / "logs" / f"ddp-doctor-check-{end.job_id}-node1.txt").read_text()
     assert "ddp-doctor check — host node1" in node1
     # The preflight ran on each node first and says what it cost.
@@ -96,10 +102,12 @@ def test_a_killed_rank_is_named_with_its_node(slurm: Slurm, job_dir: Path) -> No
     assert (end.state, end.exit_code) == ("FAILED", "1:0"), out[-3000:]
     # Node 0 saw its ranks lose node1; node1's own report names the rank and how it ended.
     assert "ddp-doctor check — host node0" in out and "root cause: multinode.peer_failed" in out, out[-4000:]
-    assert re.search(r"multinode\.peer_failed +this node's ranks lost their connection to node1 \(", out)
+    assert re.search(r"multinode\.peer_failed this node's ranks lost their connection to node1 \(", flat(out)), out[
+        -4000:
+    ]
     node1 = (job_dir / "logs" / f"ddp-doctor-check-{end.job_id}-node1.txt").read_text()
     assert "root cause: live.collectives" in node1
-    assert re.search(r"live\.collectives .*rank 3 stopped in collectives: killed by SIGKILL", node1), node1
+    assert re.search(r"live\.collectives .*rank 3 stopped in collectives: killed by SIGKILL", flat(node1)), node1
 
 
 def test_a_node_that_dies_mid_job_is_named(slurm: Slurm, job_dir: Path) -> None:
@@ -120,7 +128,7 @@ def test_a_node_that_dies_mid_job_is_named(slurm: Slurm, job_dir: Path) -> None:
     assert "ddp-doctor check — host node0" in out and "verdict: FAIL" in out
     root = re.search(r"root cause: (\S+)", out)
     assert root and root.group(1) in ("multinode.peer_failed", "multinode.link_lost"), out[-4000:]
-    assert re.search(rf"{re.escape(root.group(1))} +.*node1 \(", out), out[-4000:]
+    assert re.search(rf"{re.escape(root.group(1))} .*node1 \(", flat(out)), out[-4000:]
 
 
 def test_a_failed_preflight_ends_the_job_with_its_reason(slurm: Slurm, job_dir: Path) -> None:
@@ -129,7 +137,10 @@ def test_a_failed_preflight_ends_the_job_with_its_reason(slurm: Slurm, job_dir: 
     assert (end.state, end.exit_code) == ("FAILED", "1:0"), out[-3000:]
     assert took < 60
     for node in ("node0", "node1"):
-        assert re.search(rf"{node}: ✘ FAIL +env\.env_vars +GLOO_SOCKET_IFNAME=ens9 matches no interface", out), out
+        own = flat(
+            "\n".join(line.removeprefix(f"{node}: ") for line in out.splitlines() if line.startswith(f"{node}: "))
+        )
+        assert re.search(r"✘ FAIL env\.env_vars GLOO_SOCKET_IFNAME=ens9 matches no interface", own), out
         assert f"{node}: preflight ddp-doctor check --static exited 1" in out
     assert "ddp-doctor preflight failed (exit 1): the job's own step did not start" in out
     assert "live.launch" not in out  # the check across nodes never started
