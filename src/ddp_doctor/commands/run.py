@@ -228,9 +228,10 @@ def _make_run_dir(run_dir: Path, given: bool) -> None:
 
 def run(args: argparse.Namespace) -> Printed:
     from ddp_doctor.commands.options import text_width, use_color
-    from ddp_doctor.jobwatch import exitcodes, gather, slurmenv
+    from ddp_doctor.jobwatch import gather, slurmenv
     from ddp_doctor.jobwatch.results import build_report, exit_class
     from ddp_doctor.jobwatch.supervise import watch
+    from ddp_doctor.knowledge import exitcodes
     from ddp_doctor.render import render
     from ddp_doctor.render.headline import compose as compose_headline
 

@@ -6,10 +6,11 @@ import socket
 from typing import Any
 
 from ddp_doctor import diagnose, words
-from ddp_doctor.jobwatch import balance, evidence, exitcodes, ras
+from ddp_doctor.jobwatch import balance, evidence, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
+from ddp_doctor.knowledge import exitcodes
 from ddp_doctor.live.launch import parse_exit_codes
 from ddp_doctor.report import Evidence, Report, Result, Status
 
