@@ -71,8 +71,10 @@ def units(doc: YMap, source: str) -> list[Unit]:
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(Structural("pytorchjob_container_name", containers.line))
         if doc.get("kind") == "TrainJob":
+            # The pod around the trainer (/dev/shm, user, volumes, runtimeClassName) is its runtime's, linted there.
             for u in found:
                 u.shm, u.root, u.persistent_volume = None, None, None
+                u.runtime_class_applies = False
         out += found
     if out:
         out[0].structural += _names(doc)
