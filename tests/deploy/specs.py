@@ -8,7 +8,16 @@ from tests.conftest import FIXTURES
 
 GOLDEN = FIXTURES / "deploy" / "golden"
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
-EXT = {"docker": "sh", "compose": "yaml", "k8s": "yaml", "pytorchjob": "yaml", "slurm": "sbatch"}
+EXT = {
+    "docker": "sh",
+    "compose": "yaml",
+    "k8s": "yaml",
+    "pytorchjob": "yaml",
+    "jobset": "yaml",
+    "trainjob": "yaml",
+    "slurm": "sbatch",
+}
+KUBERNETES = ("k8s", "pytorchjob", "jobset", "trainjob")
 
 # name -> launch flags (every one a real `ddp-doctor launch` command line)
 SPECS: dict[str, list[str]] = {
@@ -34,8 +43,30 @@ SPECS: dict[str, list[str]] = {
         "--epochs",
         "3",
     ],
+    # The script under `ddp-doctor run` with a preflight: the failure policies of each Kubernetes kind.
+    "2x8-watch-preflight": [
+        "--image",
+        IMAGE,
+        "--nodes",
+        "2",
+        "--name",
+        "train-2x8",
+        "--script",
+        "train.py",
+        "--watch",
+        "--preflight",
+        "--",
+        "--epochs",
+        "3",
+    ],
 }
 TARGETS = tuple(EXT)
+# Which targets take a spec when not all do (launch refuses the others, each with its reason).
+ONLY = {
+    "4x8-elastic-script": ("docker", "compose", "k8s", "pytorchjob", "slurm"),  # JobSet/TrainJob: fixed pod count
+    "2x8-watch-preflight": ("k8s", "jobset", "trainjob", "slurm"),  # a PyTorchJob has no podFailurePolicy
+}
+CASES = [(s, t) for s in SPECS for t in TARGETS if t in ONLY.get(s, TARGETS)]
 
 
 def golden_path(spec: str, target: str) -> Path:
@@ -44,7 +75,7 @@ def golden_path(spec: str, target: str) -> Path:
 
 def extra_flags(spec: str, target: str) -> list[str]:
     # Kubernetes reads mounts as hostPath / PVC; the other targets as host paths.
-    if spec == "1x8" and target in ("k8s", "pytorchjob"):
+    if spec == "1x8" and target in KUBERNETES:
         return ["--logs", "pvc:doctor-logs:/logs"]
     if target == "slurm":
         return ["--container-runtime", "pyxis"]  # a Slurm image needs its runtime named

@@ -80,6 +80,8 @@ def test_every_generated_config_lints_clean(tmp_path: Path) -> None:
         ("compose", "yaml"),
         ("k8s", "yaml"),
         ("pytorchjob", "yaml"),
+        ("jobset", "yaml"),
+        ("trainjob", "yaml"),
         ("slurm", "sbatch"),
     ):
         for flags in (["--gpus-per-node", "0"], ["--nodes", "2", "--gpus-per-node", "2", "--script", "t.py"]):

@@ -1,4 +1,5 @@
-"""`ddp-doctor launch`: one launch spec -> a docker / compose / Kubernetes Job / PyTorchJob / Slurm config."""
+"""`ddp-doctor launch`: one launch spec -> a docker / compose / Kubernetes Job / PyTorchJob / JobSet / TrainJob /
+Slurm config."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ddp_doctor.deploy.targets import TARGETS, render
 from ddp_doctor.errors import UsageError
 from ddp_doctor.words import plural
 
-HELP = "generate a docker, compose, Kubernetes Job, PyTorchJob or Slurm config that runs DDP right"
+HELP = "generate a docker, compose, Kubernetes Job, PyTorchJob, JobSet, TrainJob or Slurm config that runs DDP right"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,9 +100,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--preflight",
+        nargs="?",
+        const="static",
+        choices=specs.PREFLIGHTS,
+        help="run ddp-doctor check on every node before the job, at most 60 s: --static (the default) or the "
+        "one-node live chain; an srun step in Slurm, an init container on Kubernetes",
+    )
+    parser.add_argument(
+        "--watch",
         action="store_true",
         default=None,
-        help="slurm: run ddp-doctor check --static on every node as a step before the job (at most 60 s)",
+        help="run --script under ddp-doctor run --exit-code verdict; the Kubernetes targets then write the "
+        "podFailurePolicy / JobSet failurePolicy for its exit codes",
+    )
+    parser.add_argument(
+        "--runtime",
+        metavar="NAME",
+        help="trainjob: reference this existing ClusterTrainingRuntime instead of writing one",
     )
     parser.add_argument("--output", "-o", metavar="FILE", help="write the config to FILE instead of stdout")
 
@@ -131,6 +146,8 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
         "time": "time_limit",
         "ranks_per_task": "ranks_per_task",
         "preflight": "preflight",
+        "watch": "watch",
+        "runtime": "runtime",
     }
     for attr, key in simple.items():
         if getattr(args, attr, None) is not None:
@@ -206,8 +223,10 @@ _SLURM_ONLY = (
     ("partition", "--partition"),
     ("time_limit", "--time"),
     ("ranks_per_task", "--ranks-per-task"),
-    ("preflight", "--preflight"),
 )
+KUBERNETES = ("k8s", "pytorchjob", "jobset", "trainjob")
+# Targets whose job runs as one pod template or batch script with room for a step before it.
+PREFLIGHT_TARGETS = ("slurm", *KUBERNETES)
 
 
 def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
@@ -247,9 +266,40 @@ def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
         )
 
 
+def _check_doctor(spec: specs.LaunchSpec, target: str) -> None:
+    """--preflight, --watch and --runtime: where each has a place."""
+    if spec.preflight and target not in PREFLIGHT_TARGETS:
+        raise UsageError(
+            f"--preflight: a {target} config is one container with no step before it; "
+            f"expected --target {', '.join(PREFLIGHT_TARGETS)}"
+        )
+    if spec.watch and spec.script is None:
+        raise UsageError("--watch needs --script: ddp-doctor check reports by itself")
+    if spec.watch and target == "pytorchjob":
+        raise UsageError(
+            "--watch: a PyTorchJob (kubeflow.org/v1) has no podFailurePolicy to act on the verdict's exit codes; "
+            "use --target trainjob, jobset or k8s"
+        )
+    if spec.watch and spec.ranks_per_task:
+        raise UsageError("--watch and --ranks-per-task: ddp-doctor run watches one torchrun per node")
+    if spec.runtime and target != "trainjob":
+        raise UsageError("--runtime: for --target trainjob only (a ClusterTrainingRuntime)")
+    if spec.runtime and (spec.preflight or spec.watch):
+        raise UsageError(
+            f"--runtime {spec.runtime} with --preflight or --watch: the init container and the failure policy live "
+            "in the runtime's pod template; leave out --runtime and launch writes a runtime with them"
+        )
+    if spec.min_nodes is not None and target in ("jobset", "trainjob"):
+        raise UsageError(
+            f"--min-nodes: a {target} runs a fixed number of indexed pods; for an elastic job use --target "
+            "pytorchjob (elasticPolicy) or k8s"
+        )
+
+
 def _check_target(spec: specs.LaunchSpec, target: str) -> None:
     _check_slurm(spec, target)
-    kubernetes = target in ("k8s", "pytorchjob")
+    _check_doctor(spec, target)
+    kubernetes = target in KUBERNETES
     for m in (*spec.data, *([spec.logs] if spec.logs else [])):
         if m.claim and not kubernetes:
             raise UsageError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.deploy import pod
+from ddp_doctor.deploy import failurepolicy, pod
 from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
@@ -36,11 +36,15 @@ def job(spec: LaunchSpec) -> dict[str, Any]:
     if spec.multi_node:
         env = [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_ANNOTATION}}}]
         ports = [{"name": "rendezvous", "containerPort": spec.rdzv_port}]
-    command = spec.entrypoint(node_rank="$(NODE_RANK)", rdzv_host=f"{spec.name}-0.{spec.name}", rdzv_id=spec.name)
+    node0 = f"{spec.name}-0.{spec.name}"
+    command = spec.entrypoint(node_rank="$(NODE_RANK)", rdzv_host=node0, rdzv_id=spec.name, gather_host=node0)
     template_spec = pod.pod_spec(spec, command, env=env, ports=ports, subdomain=spec.name if spec.multi_node else None)
-    job_spec: dict[str, Any] = {"backoffLimit": 0}
+    job_spec: dict[str, Any] = {"backoffLimit": failurepolicy.WATCH_BACKOFF if spec.watch else 0}
     if spec.multi_node:
         job_spec.update({"completionMode": "Indexed", "completions": spec.nodes, "parallelism": spec.nodes})
+    policy = failurepolicy.pod_failure_policy(spec, pod.CONTAINER, in_jobset=False)
+    if policy:
+        job_spec["podFailurePolicy"] = policy
     job_spec["template"] = {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": pod.metadata(spec), "spec": job_spec}
 
@@ -57,6 +61,7 @@ def render(spec: LaunchSpec) -> str:
         f"runtimeClassName {pod.RUNTIME_CLASS}: the GPU Operator's RuntimeClass; drop it where there is none\n"
         "and NVIDIA is the nodes' default runtime."
     )
+    header += "".join("\n" + line for line in failurepolicy.header_lines(spec, jobset=False))
     if not spec.log_mount(kubernetes=True).source.startswith("/"):
         header += (
             f"\nCreate the PersistentVolumeClaim {spec.log_mount(kubernetes=True).claim} first (logs, checkpoints)."

@@ -1,15 +1,18 @@
-"""The pod template shared by the Kubernetes Job and the PyTorchJob: GPUs, /dev/shm, security, volumes."""
+"""The pod template shared by the Kubernetes targets (Job, PyTorchJob, JobSet, the TrainJob's runtime): GPUs,
+/dev/shm, security, volumes, and the preflight init container."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ddp_doctor.deploy.serialize import Expand
-from ddp_doctor.deploy.spec import LaunchSpec, Mount, gib_text
+from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, Mount, gib_text
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RUNTIME_CLASS = "nvidia"
 CONTAINER = "trainer"
+PREFLIGHT = "preflight"
+"""The init container that runs `ddp-doctor check` before the job's own container starts."""
 
 
 def _volume(m: Mount) -> dict[str, Any]:
@@ -60,6 +63,19 @@ def container(
     return c
 
 
+def preflight(spec: LaunchSpec, env: list[dict[str, Any]]) -> dict[str, Any]:
+    """`ddp-doctor check` in the job's own image, with its GPUs, /dev/shm and environment, before it starts.
+
+    A failing check fails the pod with the check's exit status (1 a failure, 124 out of time: coreutils'
+    `timeout` bounds it, the kubelet has no deadline per init container); FallbackToLogsOnError puts the
+    end of its report, where the verdict and root cause are, in the pod's status as the termination
+    message (`kubectl describe`). The device plugin hands the init container's GPUs on to the job's."""
+    bound = ["timeout", "-k", "5", str(PREFLIGHT_S - 5)]
+    c = container(spec, [*bound, *spec.preflight_command()], env, [], PREFLIGHT)
+    c["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    return c
+
+
 def pod_spec(
     spec: LaunchSpec,
     command: list[str],
@@ -83,6 +99,8 @@ def pod_spec(
     pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid}
     if spec.uid != 0:
         pod["securityContext"]["runAsNonRoot"] = True
+    if spec.preflight:
+        pod["initContainers"] = [preflight(spec, env or [])]
     pod["containers"] = [container(spec, command, env or [], ports or [], container_name)]
     pod["volumes"] = volumes
     return pod

@@ -10,7 +10,9 @@ import yaml
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def ignore_aliases(self, data: Any) -> bool:
+        # A value two containers share (their environment) is written out in each: no &anchors in a config.
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

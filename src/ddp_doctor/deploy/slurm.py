@@ -13,17 +13,19 @@ from __future__ import annotations
 import re
 
 from ddp_doctor.deploy.serialize import Expand, shell_join, shell_lines, shell_word
-from ddp_doctor.deploy.spec import LaunchSpec, Mount, gib_text, host_path, is_image_file
+from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, Mount, gib_text, host_path, is_image_file
 
-# The preflight step: every node's `ddp-doctor check --static` (about a second; bounded), its report in the
-# job output prefixed with the node's name when it fails, one line per node either way. The outer bound
-# also covers srun waiting for the step's resources.
-PREFLIGHT_S = 60
-_PREFLIGHT_TASK = (
-    f"out=$(timeout {PREFLIGHT_S - 10} ddp-doctor check --static 2>&1); rc=$?; host=$(hostname); "
-    '[ "$rc" -eq 0 ] || printf "%s\\n" "$out" | sed "s/^/$host: /"; '
-    'echo "$host: preflight ddp-doctor check --static exited $rc"; exit "$rc"'
-)
+
+def _preflight_task(spec: LaunchSpec) -> str:
+    """Every node's preflight check (the static one takes about a second; bounded), its report in the job
+    output prefixed with the node's name when it fails, one line per node either way. The outer bound in
+    _preflight also covers srun waiting for the step's resources."""
+    check = shell_join(spec.preflight_command())
+    return (
+        f"out=$(timeout {PREFLIGHT_S - 10} {check} 2>&1); rc=$?; host=$(hostname); "
+        '[ "$rc" -eq 0 ] || printf "%s\\n" "$out" | sed "s/^/$host: /"; '
+        f'echo "$host: preflight {check} exited $rc"; exit "$rc"'
+    )
 
 
 def _docker_to_enroot(image: str) -> str:
@@ -88,7 +90,9 @@ def directives(spec: LaunchSpec) -> list[tuple[str, str]]:
 
 
 def _doctor_check(spec: LaunchSpec) -> bool:
-    return spec.script is None
+    """A doctor on every node reports across them (`ddp-doctor check`, or the script under `ddp-doctor run`):
+    node 0's must outlive a failed node to name it."""
+    return spec.script is None or spec.watch
 
 
 def _container(spec: LaunchSpec) -> tuple[list[list[str]], list[str]]:
@@ -150,7 +154,7 @@ def _task_log_dir(spec: LaunchSpec) -> str:
 
 
 def _needs(spec: LaunchSpec) -> str:
-    if spec.script is None:
+    if spec.script is None or spec.watch:
         return "ddp-doctor"
     return "python" if spec.ranks_per_task else "torchrun"
 
@@ -233,10 +237,13 @@ def _step(flags: list[list[str]], command: list[str]) -> str:
 def _preflight(spec: LaunchSpec, container_flags: list[list[str]], prefix: list[str]) -> list[str]:
     flags = [["timeout", "-k", "5", str(PREFLIGHT_S), "srun", "--ntasks-per-node=1"], *container_flags]
     return [
-        f"# Preflight: ddp-doctor check --static on every node before the job's own step, at most {PREFLIGHT_S} s;",
+        (
+            f"# Preflight: {shell_join(spec.preflight_command())} on every node before the job's own step, at most "
+            f"{PREFLIGHT_S} s;"
+        ),
         "# a node that fails it ends the job with the check's exit status (1 a failure, 124 out of time).",
         "preflight_start=$SECONDS",
-        _step([*flags, prefix] if prefix else flags, ["bash", "-c", _PREFLIGHT_TASK])
+        _step([*flags, prefix] if prefix else flags, ["bash", "-c", _preflight_task(spec)])
         + ' || { rc=$?; echo "ddp-doctor preflight failed (exit $rc): the job\'s own step did not start" >&2; '
         'exit "$rc"; }',
         'echo "ddp-doctor preflight passed on every node in $((SECONDS - preflight_start)) s"',

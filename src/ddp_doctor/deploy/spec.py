@@ -68,6 +68,15 @@ CONTAINER_RUNTIMES = ("pyxis", "apptainer", "singularity")
 IMAGE_FILE_SUFFIXES = (".sqsh", ".squashfs", ".sif")
 
 
+# What `--preflight` runs on every node before the job: the static checks, or the one-node live chain.
+PREFLIGHTS = ("static", "live")
+PREFLIGHT_S = 60
+"""The preflight's bound: a node that has not passed it by then fails the job."""
+GATHER_OFFSET = 100
+# A Kubernetes object name (DNS-1123 subdomain). Source: kubernetes apimachinery IsDNS1123Subdomain.
+_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
 def is_image_file(ref: str) -> bool:
     return ref.endswith(IMAGE_FILE_SUFFIXES) and not ref.startswith("-")
 
@@ -168,8 +177,14 @@ class LaunchSpec:
     """Slurm --time (e.g. 30, 4:00:00, 1-12); None: the partition's default."""
     ranks_per_task: bool = False
     """Slurm: srun starts one task per rank (RANK from SLURM_PROCID), no torchrun; else one torchrun per node."""
-    preflight: bool = False
-    """Run `ddp-doctor check --static` on every node as a step before the job's own command."""
+    preflight: str | None = None
+    """Before the job's own command, on every node: `static` runs `ddp-doctor check --static`, `live` the
+    one-node live chain (`ddp-doctor check`); an srun step in Slurm, an init container on Kubernetes."""
+    watch: bool = False
+    """Run --script under `ddp-doctor run --exit-code verdict` (a report on failure or hang, an exit code
+    an orchestrator acts on); the Kubernetes targets then write the failure policies for those codes."""
+    runtime: str | None = None
+    """trainjob: an existing ClusterTrainingRuntime to reference instead of the one launch writes."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -227,6 +242,13 @@ class LaunchSpec:
             )
         if self.partition is not None and not _PARTITION.match(self.partition):
             problems.append(f"--partition {self.partition!r}: expected a partition name (letters, digits, _ . -)")
+        if self.preflight is not None and self.preflight not in PREFLIGHTS:
+            problems.append(f"--preflight {self.preflight!r}: expected one of {', '.join(PREFLIGHTS)}")
+        if self.runtime is not None and not _SUBDOMAIN.match(self.runtime):
+            problems.append(
+                f"--runtime {self.runtime!r} is not a Kubernetes object name; expected lower-case letters, "
+                "digits, '-' or '.', at most 253 characters"
+            )
         if any("\n" in line or "\0" in line for line in self.env_setup):
             problems.append("--env-setup: one shell line per flag (no newline); repeat the flag for several")
         return problems
@@ -243,7 +265,8 @@ class LaunchSpec:
         if self.script is None:
             return f"{where} ddp-doctor and torch ({how}): the command is ddp-doctor check."
         launcher = "" if self.ranks_per_task else " (torchrun)"
-        doctor = f", and ddp-doctor for the preflight ({how})" if self.preflight else ""
+        uses = [why for why, on in (("the preflight", self.preflight), ("ddp-doctor run", self.watch)) if on]
+        doctor = f", and ddp-doctor for {' and '.join(uses)} ({how})" if uses else ""
         return f"{where} torch{launcher} and {self.script}{doctor}."
 
     @property
@@ -281,17 +304,42 @@ class LaunchSpec:
             return self.logs
         return Mount(f"pvc:{self.name}-logs" if kubernetes else "./logs", "/logs", name="logs")
 
-    def entrypoint(self, node_rank: str, rdzv_host: str, rdzv_id: str) -> list[str]:
-        """The container command: `ddp-doctor check` or torchrun + the user's script.
+    @property
+    def gather_port(self) -> int:
+        """Where node 0's `ddp-doctor run` (--watch) listens for the other nodes' reports: beside the rendezvous."""
+        return (
+            self.rdzv_port + GATHER_OFFSET
+            if self.rdzv_port + GATHER_OFFSET <= 65535
+            else self.rdzv_port - GATHER_OFFSET
+        )
 
-        node_rank / rdzv_host / rdzv_id are target-specific expressions (a shell variable,
-        a Kubernetes $(VAR)), used only for several nodes.
+    def preflight_command(self) -> list[str]:
+        """The preflight's check on one node: static, or the live chain on this node's GPUs (2 gloo ranks without)."""
+        if self.preflight == "live":
+            argv = ["ddp-doctor", "check", "--timeout", str(PREFLIGHT_S - 15), "--nproc", str(self.ranks_per_node)]
+            return argv + ([] if self.gpus_per_node else ["--backend", "gloo"])
+        return ["ddp-doctor", "check", "--static"]
+
+    def entrypoint(
+        self,
+        node_rank: str,
+        rdzv_host: str,
+        rdzv_id: str,
+        rdzv_port: str | None = None,
+        gather_host: str | None = None,
+    ) -> list[str]:
+        """The container command: `ddp-doctor check` or torchrun + the user's script (under `ddp-doctor run`
+        with --watch).
+
+        node_rank / rdzv_host / rdzv_id / rdzv_port are target-specific expressions (a shell variable,
+        a Kubernetes $(VAR)), used only for several nodes. gather_host: node 0's address for the watching
+        doctors' one report (None where `ddp-doctor run` finds its nodes itself, under srun).
         """
         from ddp_doctor.deploy.serialize import Expand
 
         n = str(self.ranks_per_node)
         node_rank, rdzv_id = Expand(node_rank), Expand(rdzv_id)
-        endpoint = Expand(f"{rdzv_host}:{self.rdzv_port}")
+        endpoint = Expand(f"{rdzv_host}:{rdzv_port or self.rdzv_port}")
         if self.script is None:
             argv = ["ddp-doctor", "check", "--nproc", n]
             if not self.gpus_per_node:
@@ -302,7 +350,7 @@ class LaunchSpec:
                     argv += ["--node-rank", node_rank]
                 argv += ["--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
             return argv
-        return torchrun.argv(
+        job = torchrun.argv(
             torchrun.TorchrunCommand(
                 self.script,
                 self.script_args,
@@ -312,6 +360,13 @@ class LaunchSpec:
                 rdzv_id=rdzv_id if self.multi_node else None,
             )
         )
+        if not self.watch:
+            return job
+        doctor = ["ddp-doctor", "run", "--exit-code", "verdict"]
+        if self.multi_node and gather_host is not None:
+            gather = Expand(f"{gather_host}:{self.gather_port}")
+            doctor += ["--nnodes", str(self.nodes), "--node-rank", node_rank, "--gather", gather]
+        return [*doctor, "--", *job]
 
 
 def _id_problems(uid: int, gid: int, allow_root: bool) -> list[str]:
@@ -365,7 +420,9 @@ _FILE_KEYS = {
     "partition": str,
     "time": str,
     "ranks_per_task": bool,
-    "preflight": bool,
+    "preflight": str,
+    "watch": bool,
+    "runtime": str,
 }
 # Spec-file keys whose LaunchSpec field has another name.
 _FIELD_OF = {"time": "time_limit"}
@@ -377,6 +434,9 @@ def _convert(key: str, value: Any) -> Any:
         raise TypeError(f"{key} must be an integer, got {value!r}")
     if conv is bool and not isinstance(value, bool):
         raise TypeError(f"{key} must be true or false, got {value!r}")
+    if key == "preflight":
+        # `preflight: true` is the static check (what the flag alone means); else static or live.
+        return "static" if value is True else None if value is False else str(value)
     if key == "time" and not isinstance(value, str):
         # YAML 1.1 reads an unquoted 4:00:00 as the base-60 number 14400: never guess minutes from it.
         raise TypeError(f"time must be a quoted string such as '4:00:00' or '30', got {value!r}")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ddp_doctor.deploy.spec import LaunchSpec
 
-TARGETS = ("docker", "compose", "k8s", "pytorchjob", "slurm")
+TARGETS = ("docker", "compose", "k8s", "pytorchjob", "jobset", "trainjob", "slurm")
 
 
 def renderer(target: str) -> Callable[[LaunchSpec], str]:
