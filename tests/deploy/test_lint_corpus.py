@@ -31,8 +31,6 @@ FITTED_GAPS: dict[str, str] = {
     "mpi-operator-tf-benchmarks-imagenet-efs.yaml": "outputs on an emptyDir: outputs_lost",
     "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
-    "vmware-gpus-k8s-gputest-pod.yml": "a GPU pod that never ends: gpus_held_after_exit",
-    "volcano-mindspore-gpu.yaml": "GPU workers that never complete: gpus_held_after_exit",
     "yolov5-sagemaker-train_local.sh": "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost",
     "yuisekinai-100_pretrain.sh": "a variable no library reads (TORCH_DISTRIBUTED_TIMEOUT): setting_not_read",
 }

@@ -75,6 +75,18 @@ def test_a_backslash_that_ends_the_launch_command(tmp_path: Path) -> None:
         """,
     )
     assert found["broken_continuation"] == [(4, "error"), (7, "error")]
+    noted = _lint(
+        tmp_path,
+        "noted.sh",
+        """
+        #!/bin/bash
+        python train.py \\
+            --nnodes 2 \\  # two machines
+            --lr 0.1 \\
+            "$EXTRA"
+        """,
+    )
+    assert noted["broken_continuation"] == [(3, "error")]
     fine = _lint(
         tmp_path,
         "fine.sh",
@@ -229,3 +241,53 @@ def test_the_user_a_container_runs_as_in_every_format(tmp_path: Path) -> None:
     assert _found(tmp_path / "root.yaml")["run_as_root"] == [(3, "warning")]
     (tmp_path / "elsewhere.yaml").write_text(built.format(build="../missing"))
     assert _found(tmp_path / "elsewhere.yaml")["user_unknown"] == [(3, "info")]
+
+
+def test_gpus_held_after_the_work_in_every_format(tmp_path: Path) -> None:
+    # Real files: a GPU test pod that loops forever; Volcano MPI workers that run sshd -D with no CompleteJob policy.
+    assert _found(CORPUS / "vmware-gpus-k8s-gputest-pod.yml")["gpus_held"] == [(15, "warning")]
+    assert [sev for _, sev in _found(CORPUS / "volcano-mindspore-gpu.yaml")["gpus_held"]] == ["warning"]
+    held = {
+        "s.sbatch": "#!/bin/bash\n#SBATCH --gpus-per-node=8\nsrun torchrun --nproc-per-node 8 t.py\nsleep infinity\n",
+        "d.sh": "#!/bin/bash\ndocker run -d --gpus 1 --user 1000 img:1 bash -c 'python t.py; sleep 7200'\n",
+        "sky.yaml": "resources: {accelerators: A100:1}\nrun: |\n  python t.py\n  sleep 3600\n",
+    }
+    for name, text in held.items():
+        (tmp_path / name).write_text(text)
+        assert "gpus_held" in _found(tmp_path / name), name
+    fine = {
+        "wait.sbatch": "#!/bin/bash\n#SBATCH --gpus-per-node=8\nsleep 30\nsrun torchrun --nproc-per-node 8 t.py\n",
+        "cpu.sh": "#!/bin/bash\ndocker run -d --user 1000 img:1 sleep infinity\n",  # holds no GPU
+        "loop.sh": "#!/bin/bash\ndocker run --gpus 1 --user 1000 img:1 bash -c 'while true; do python t.py && break; done'\n",
+    }
+    for name, text in fine.items():
+        (tmp_path / name).write_text(text)
+        assert "gpus_held" not in _found(tmp_path / name), name
+    mpijob = _lint(
+        tmp_path,
+        "mpi.yaml",
+        """
+        apiVersion: kubeflow.org/v2beta1
+        kind: MPIJob
+        metadata: {name: m}
+        spec:
+          slotsPerWorker: 1
+          mpiReplicaSpecs:
+            Launcher:
+              replicas: 1
+              template:
+                spec:
+                  containers:
+                  - {name: l, image: img:1, command: [mpirun, -np, "2", python, t.py]}
+            Worker:
+              replicas: 2
+              template:
+                spec:
+                  containers:
+                  - name: w
+                    image: img:1
+                    command: [/usr/sbin/sshd, -De]
+                    resources: {limits: {nvidia.com/gpu: 1}}
+        """,
+    )
+    assert "gpus_held" not in mpijob  # the MPI operator removes the workers when the launcher ends

@@ -9,6 +9,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import dockerfile
 from ddp_doctor.deploy.lint.commandline import launches
+from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -103,7 +104,10 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     if isinstance(svc.get("image"), str):
         u.image = At(svc["image"], svc.line_of("image"))
     u.env = _env(svc)
-    u.launches = launches(_words(svc, "entrypoint") + _words(svc, "command"))
+    words = _words(svc, "entrypoint") + _words(svc, "command")
+    u.launches = launches(words)
+    held = holds_forever("\n".join(w.text for w in words)) if words else None
+    u.idles = At(held, words[-1].line) if held is not None else None
     u.trains = bool(u.launches)
     u.gpus = _gpus(svc)
     u.gpus_all = _every_gpu(svc, u.gpus)

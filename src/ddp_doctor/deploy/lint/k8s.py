@@ -7,6 +7,7 @@ from typing import Any
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
+from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Structural, Unit
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
@@ -76,6 +77,10 @@ def units(doc: YMap, source: str) -> list[Unit]:
                 u.shm, u.root, u.persistent_volume = None, None, None
                 u.runtime_class_applies = False
         out += found
+    if _ends_when_done(doc):
+        for u in out:
+            if u.idles is not None and "sshd" in u.idles.value:
+                u.idles = None  # the job's policy (or its operator) ends the waiting workers
     if out:
         out[0].structural += _names(doc)
     launching = [u for u in out if u.launches and u.nodes is not None]
@@ -85,6 +90,18 @@ def units(doc: YMap, source: str) -> list[Unit]:
         for u in out:
             u.nodes_total = total
     return out
+
+
+def _ends_when_done(doc: YMap) -> bool:
+    """Whether something ends the job's pods when the launcher is done: the MPI operator deletes an
+    MPIJob's workers; a Volcano Job needs a policy whose action is CompleteJob."""
+    if doc.get("kind") == "MPIJob":
+        return True
+    spec = ymap(doc, "spec")
+    policies = list(spec.get("policies") or [])
+    for task in spec.get("tasks") or []:
+        policies += list(task.get("policies") or []) if isinstance(task, YMap) else []
+    return any(isinstance(p, YMap) and p.get("action") == "CompleteJob" for p in policies)
 
 
 def _container(
@@ -106,7 +123,10 @@ def _container(
     for item in env_list if isinstance(env_list, YList) else []:
         if isinstance(item, YMap) and isinstance(item.get("name"), str) and item.get("value") is not None:
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
-    own = launches(_with_entrypoint(c, container_words(c)))
+    words = container_words(c)
+    held = holds_forever("\n".join(w.text for w in words)) if words else None
+    u.idles = At(held, words[-1].line) if held is not None else None
+    own = launches(_with_entrypoint(c, words))
     # An MPIJob worker's ranks are started by the launcher's mpirun, over ssh: that command is what it runs.
     u.launches = own or (launches(w.peer_words) if w.peer_words else [])
     u.nproc_declared = w.nproc or u.env.get("PET_NPROC_PER_NODE")

@@ -161,6 +161,8 @@ class Unit:
     """Why the workload is taken to run on CPU (gloo, NVIDIA_VISIBLE_DEVICES=void, a CPU image...)."""
     template: bool = False
     """A runtime / template whose GPUs, nodes and command are filled in by the job that uses it."""
+    idles: At[str] | None = None
+    """What keeps the command running after its work (a final long sleep, sshd -D, an endless loop)."""
     syntax: At[str] | None = None
     """bash -n's message for a script bash cannot parse."""
     role: str = ""

@@ -103,6 +103,16 @@ def gpu_selection(u: Unit) -> Iterator[Hit]:
 
 
 @check
+def held_after_work(u: Unit) -> Iterator[Hit]:
+    if u.idles is None or u.template:
+        return
+    w = workload(u)
+    if u.gpus is None and not (u.area in ("slurm", "skypilot") and w.device is not None and w.device.value == "gpu"):
+        return  # holds no GPU: what it keeps is cheap
+    yield Hit("gpus_held", u.idles.line, {"what": u.idles.value, "holder": HOLDERS.get(u.area, "container")})
+
+
+@check
 def gpu_requests(u: Unit) -> Iterator[Hit]:
     if u.gpu_request is None:
         return
@@ -281,7 +291,12 @@ def unpinned(image: str) -> str | None:
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         return " (no tag, so :latest)"
-    return " (:latest)" if last.endswith(":latest") else None
+    tag = last.rsplit(":", 1)[1]
+    if tag == "latest":
+        return " (:latest)"
+    if tag.startswith("latest-") or tag.endswith("-latest") or tag in ("nightly", "edge"):
+        return f" (:{tag}, a tag that moves with each release)"
+    return None
 
 
 @check

@@ -11,6 +11,7 @@ from itertools import pairwise
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
+from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import (
@@ -86,6 +87,8 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         if eq:
             u.env[name] = At(value, e.line)
     u.launches = launches(run.command)
+    held = holds_forever(" ".join(w.text for w in run.command)) if run.command else None
+    u.idles = At(held, run.command[-1].line) if held is not None else None
     u.trains = bool(u.launches)
     u.gpus = _gpu_count(run)
     u.gpus_all = _every_gpu(run, u.env)
@@ -376,11 +379,15 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
 _HEREDOC_START = re.compile(r"<<-?\s*[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
 
 
+_INLINE_COMMENT = re.compile(r"\s\\[ \t]+#.*$")
+"""`--flag \\  # a note`: the backslash escapes the space, the rest is a comment, the command ends."""
+
+
 def broken_continuations(text: str, first_line: int = 1) -> list[Structural]:
-    """Backslashes meant to continue a command that do not: a backslash followed by a space (bash reads
-    an escaped space and ends the command at the newline), or a continued line followed by a blank
-    line or a comment (the command ends there). Reported where the next code line starts with a flag,
-    so it is certain those flags run as a command of their own instead of reaching the launcher."""
+    """Backslashes meant to continue a command that do not: a backslash followed by a space or a comment
+    on its line (bash reads an escaped space and ends the command at the newline), or a continued line
+    followed by a blank line or a comment line (the command ends there). Reported where the next code
+    line reads as the rest of the command (a flag, a variable, or indented under it)."""
     lines = text.split("\n")
     found: list[Structural] = []
     heredoc: str | None = None
@@ -393,24 +400,48 @@ def broken_continuations(text: str, first_line: int = 1) -> list[Structural]:
         if m and not raw.lstrip().startswith("#"):
             heredoc = m.group(1)
             continue
-        if raw.lstrip().startswith("#") or not raw.rstrip().endswith("\\") or raw.rstrip().endswith("\\\\"):
+        if raw.lstrip().startswith("#"):
             continue
-        gap = ""
-        if raw != raw.rstrip():
-            gap = "a carriage return (Windows line ends)" if raw.endswith("\r") else ("a space")
+        body = raw.rstrip()
+        inline = _INLINE_COMMENT.search(raw)
+        if inline is not None and raw.count("'") % 2 == 0 and raw.count('"') % 2 == 0:
+            gap, j = "a comment on the same line", i + 1
+        elif not body.endswith("\\") or body.endswith("\\\\"):
+            continue
+        elif raw != body:
+            gap = "a carriage return (Windows line ends)" if raw.endswith("\r") else "a space"
             j = i + 1
         else:
-            j = i + 1
+            gap, j = "", i + 1
             while j < len(lines) and (not lines[j].strip() or lines[j].lstrip().startswith("#")):
                 gap = gap or ("a blank line" if not lines[j].strip() else "a comment line")
                 j += 1
-            if not gap or j == i + 1:
+            if not gap:
                 continue
-        following = lines[j].strip() if j < len(lines) else ""
-        if gap and following.startswith("-"):
-            ctx = {"gap": gap, "next": following[:60], "next_line": j + first_line, "line": i + first_line}
+        following = lines[j] if j < len(lines) else ""
+        if _continues(following, _command_start(lines, i)):
+            ctx = {"gap": gap, "next": following.strip()[:60], "next_line": j + first_line, "line": i + first_line}
             found.append(Structural("broken_continuation", i + first_line, ctx))
     return found
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _command_start(lines: list[str], i: int) -> str:
+    """The first line of the command that line i continues."""
+    while i > 0 and lines[i - 1].rstrip().endswith("\\"):
+        i -= 1
+    return lines[i]
+
+
+def _continues(following: str, start: str) -> bool:
+    """Whether a line reads as more arguments of the command begun on `start`."""
+    text = following.strip()
+    if not text:
+        return False
+    return text.startswith(("-", "$", '"$')) or _indent(following) > _indent(start)
 
 
 def _unit_at(units_: list[Unit], line: int) -> Unit | None:
@@ -471,7 +502,15 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.nodes_what = "#SBATCH --nodes"
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
+    held = holds_forever(_code(text))
+    if held is not None:
+        u.idles = At(held, first_line + len(text.rstrip().split("\n")) - 1)
     return u
+
+
+def _code(text: str) -> str:
+    """The script without its comment lines (#SBATCH directives included)."""
+    return "\n".join(line for line in text.split("\n") if not line.lstrip().startswith("#"))
 
 
 def _attach_syntax(out: list[Unit], syntax: SyntaxProblem, text: str, area: str, source: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.deploy.lint import scripts
+from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import At, Unit
 from ddp_doctor.deploy.lint.workloads import as_int, ymap
@@ -128,6 +129,11 @@ def units(doc: YMap, source: str, notes: list[str]) -> list[Unit]:
         found += scan.docker
     u.env = {**env.flat(), **u.env}
     u.trains = bool(u.launches)
+    run = doc.get("run")
+    if isinstance(run, str):
+        held = holds_forever(run)
+        if held is not None:
+            u.idles = At(held, doc.value_line("run") + len(run.rstrip().split("\n")) - 1)
     u.mounts, declared = _mounts(doc)
     u.persistent_volume = bool(u.mounts)
     u.workdir = WORKDIR
