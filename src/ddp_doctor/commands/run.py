@@ -36,9 +36,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hang-after",
         type=seconds(),
-        default=180.0,
+        default=None,
         metavar="S",
-        help="examine the ranks after S s without output (default 180)",
+        help="a fixed threshold: examine the ranks after S s without progress (default: learned from the job's rhythm)",
+    )
+    parser.add_argument(
+        "--hang-floor",
+        type=seconds(),
+        default=15.0,
+        metavar="S",
+        help="the learned threshold is max(S, K x p95 of the intervals between collectives) (default 15)",
+    )
+    parser.add_argument(
+        "--hang-k",
+        type=Number("a multiple", 1, 1000),
+        default=5.0,
+        metavar="K",
+        help="see --hang-floor (default 5)",
     )
     parser.add_argument(
         "--on-hang",
@@ -139,6 +153,8 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         command=tuple(command),
         run_dir=run_dir.resolve(),
         hang_after_s=args.hang_after,
+        hang_floor_s=args.hang_floor,
+        hang_k=args.hang_k,
         on_hang=args.on_hang,
         stacks=args.stacks,
         hook=not args.no_hook,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddp_doctor.jobwatch.rhythm import RhythmConfig
+
 
 @dataclass(frozen=True)
 class WatchConfig:
@@ -12,8 +14,13 @@ class WatchConfig:
     """The user's launch command, exactly as given after `--`."""
     run_dir: Path
     """Where per-rank output, stacks, dumps, the GPU timeline and the report are kept."""
-    hang_after_s: float = 180.0
-    """Seconds without any rank's output before the ranks are examined for a hang."""
+    hang_after_s: float | None = None
+    """--hang-after: a fixed silence (no collective, no output) before the ranks are examined; None: learned."""
+    hang_floor_s: float = 15.0
+    """The learned threshold is max(hang_floor_s, hang_k x p95 of the intervals between progress events)."""
+    hang_k: float = 5.0
+    hang_start_s: float = 180.0
+    """Before the job shows a rhythm (start-up, warm-up): the silence allowed."""
     on_hang: str = "report"
     """report: say so and keep waiting; kill: say so, then end the job."""
     stacks: str = "auto"
@@ -38,3 +45,6 @@ class WatchConfig:
     gather: str | None = None
     """HOST:PORT where node 0 collects every node's evidence; None: this node only."""
     gather_timeout_s: float = 60.0
+
+    def rhythm(self) -> RhythmConfig:
+        return RhythmConfig(self.hang_floor_s, self.hang_k, self.hang_start_s, self.hang_after_s)

@@ -65,10 +65,10 @@ def plan(cfg: WatchConfig, base: Mapping[str, str]) -> tuple[dict[str, str], lis
         items.append(Item("output capture", "added", f"every rank's stdout/stderr also goes to {run_dir}/rank-N.log"))
         items.append(
             Item(
-                "sequence numbers",
+                "heartbeat",
                 "added",
-                "on a suspected hang every rank writes its process group's collective sequence number (a counter "
-                "torch keeps anyway: nothing recorded while the job runs)",
+                f"every rank writes each process group's collective sequence number to {run_dir}/hb-rank-N.json "
+                "when it moves (a counter torch keeps anyway, read twice a second by a thread of the hook)",
             )
         )
         items.append(

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.jobwatch import collectives
+from ddp_doctor.jobwatch.hook import ddp_doctor_heartbeat as heartbeat
 from ddp_doctor.live.launch import tail_lines
 
 _RANK_FILE = re.compile(r"^rank-(\d+)\.(pid|exit|error\.json|stack|log)$")
@@ -186,7 +188,7 @@ def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
     for r, rec in read_seq_numbers(run_dir).items():
         if (out.get(r) or {}).get("last_seq") is None:
             out[r] = {
-                "file": f"seq-rank-{r}.json",
+                "file": f"hb-rank-{r}.json",
                 "entries": 0,
                 "last_seq": rec["seq"],
                 "last": f"{rec['backend']} collective #{rec['seq']} (process group sequence number)",
@@ -196,11 +198,60 @@ def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
 
 
 def read_seq_numbers(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """rank -> {"seq": int, "backend": str} from the hook's seq-rank-N.json."""
+    """rank -> {"seq": int, "backend": str}: the default group's sequence number from the rank's heartbeat."""
     out: dict[int, dict[str, Any]] = {}
-    for p in run_dir.glob("seq-rank-*.json"):
-        m = re.fullmatch(r"seq-rank-(\d+)\.json", p.name)
-        rec = read_json(p) if m else None
-        if m and rec is not None and isinstance(rec.get("seq"), int):
-            out[int(m.group(1))] = {"seq": rec["seq"], "backend": str(rec.get("backend", "?"))}
+    for r, beat in heartbeat.read_all(str(run_dir)).items():
+        group = beat.default()
+        if group is not None:
+            out[r] = {"seq": group.seq, "backend": group.backend}
     return out
+
+
+def collective_records(
+    run_dir: Path, ranks: dict[int, bool], recorder_on: bool
+) -> tuple[dict[int, collectives.RankRecord], list[collectives.Missing]]:
+    """Every rank's collectives for the comparison across ranks, and the ranks whose dump is missing, with why.
+
+    ranks: rank -> whether its process was still alive when the dumps were asked for."""
+    beats = heartbeat.read_all(str(run_dir))
+    dumps: dict[int, Path] = {}
+    # The doctor's request (fr-rank-N.json) first, else the watchdog's own dump on a timeout (fr-timeout-rank-N).
+    for p in sorted(run_dir.glob("fr-*rank-*"), key=lambda p: not p.name.startswith("fr-timeout-")):
+        m = re.fullmatch(r"fr-(?:timeout-)?rank-(\d+)(?:\.json|\.pickle)?", p.name)
+        if m:
+            dumps[int(m.group(1))] = p
+    records: dict[int, collectives.RankRecord] = {}
+    missing: list[collectives.Missing] = []
+    for r in sorted(set(ranks) | set(beats) | set(dumps)):
+        beat = beats.get(r)
+        seqs = {g.name: g.seq for g in beat.groups} if beat else None
+        calls: tuple[collectives.Call, ...] = ()
+        if r in dumps:
+            dump = read_flight_recorder(dumps[r])
+            if dump is None:
+                missing.append(collectives.Missing(r, f"{dumps[r].name} does not parse (cut short or corrupt)"))
+            else:
+                calls = collectives.calls_of_dump(r, dump)
+                if not calls:
+                    missing.append(
+                        collectives.Missing(r, f"{dumps[r].name} holds no collectives (TORCH_FR_BUFFER_SIZE=0?)")
+                    )
+        elif recorder_on:
+            missing.append(collectives.Missing(r, _why_no_dump(r, ranks.get(r, False), beat is not None)))
+        if calls or seqs is not None:
+            records[r] = collectives.RankRecord(r, calls, seqs)
+    return records, missing
+
+
+def _why_no_dump(rank: int, alive: bool, has_heartbeat: bool) -> str:
+    if not alive:
+        return "no flight-recorder dump: its process had ended before the dumps were asked for"
+    if has_heartbeat:
+        return (
+            "no flight-recorder dump: it answered with its sequence numbers but its recorder gave nothing "
+            "(recording off in this process, or a torch without a dump function)"
+        )
+    return (
+        "no flight-recorder dump and no heartbeat: it did not answer the request (its Python is blocked, e.g. C code "
+        "holding the GIL, or it never called init_process_group)"
+    )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_doctor import words
+from ddp_doctor.jobwatch.collectives import Comparison
 from ddp_doctor.jobwatch.stacks import Activity
 
 BUSY_CPU_PER_S = 0.05
@@ -41,7 +42,7 @@ class Judgement:
     verdict: str
     """hang | busy | moving."""
     kind: str = ""
-    """collective | cuda | stalled (for a hang)."""
+    """collective | mismatch | cuda | stalled (for a hang)."""
     behind: tuple[int, ...] = ()
     message: str = ""
     states: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -50,7 +51,7 @@ class Judgement:
 def _waiting(o: RankObs) -> bool:
     if o.pending is not None:
         return True
-    return o.activity.kind == "collective" or (o.activity.kind == "backward" and o.cpu_per_s < BUSY_CPU_PER_S)
+    return o.activity.kind in ("collective", "init") or (o.activity.kind == "backward" and o.cpu_per_s < BUSY_CPU_PER_S)
 
 
 WORK = ("compile", "data", "checkpoint", "import")
@@ -91,7 +92,8 @@ def _names(ranks: list[int]) -> str:
     return words.ranks(ranks)
 
 
-def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
+def judge(obs: list[RankObs], quiet_s: float, compared: Comparison | None = None, silent: str = "output") -> Judgement:
+    """silent: what stopped ('output', 'collective'); compared: the ranks' collectives side by side."""
     states = {o.rank: describe(o) for o in obs}
     if not obs:
         return Judgement("moving", message="no rank is running yet", states=states)
@@ -99,7 +101,11 @@ def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
     others = [o for o in obs if not _waiting(o)]
     busy = [o for o in others if _busy(o)]
     cuda = [o for o in others if o.activity.kind == "cuda" and o.same_stack]
-    quiet = f"no output for {quiet_s:.0f} s"
+    quiet = f"no {silent} for {quiet_s:.0f} s"
+    if waiting and compared is not None and compared.verdict == "mismatch":
+        # Ranks that entered different collectives under one sequence id wait for each other for ever,
+        # whatever the others do: the mismatch is the cause, not a lag.
+        return Judgement("hang", "mismatch", (), f"{quiet}: {compared.message()}", states)
 
     if waiting and others:
         in_what = sorted({o.pending or o.activity.label for o in waiting})
@@ -125,6 +131,14 @@ def judge(obs: list[RankObs], quiet_s: float) -> Judgement:
     if waiting:
         if not all(o.same_stack for o in waiting):
             return Judgement("moving", message="ranks move between collectives", states=states)
+        if compared is not None and compared.verdict == "lag":
+            return Judgement(
+                "hang",
+                "collective",
+                compared.behind,
+                f"{quiet}: every rank waits in a collective; {compared.message()}",
+                states,
+            )
         seqs = {o.rank: o.last_seq for o in waiting if o.last_seq is not None}
         if len(seqs) >= 2 and min(seqs.values()) < max(seqs.values()):
             low = min(seqs.values())

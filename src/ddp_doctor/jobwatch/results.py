@@ -6,7 +6,7 @@ import socket
 from typing import Any
 
 from ddp_doctor import diagnose, words
-from ddp_doctor.jobwatch import balance, evidence, ras
+from ddp_doctor.jobwatch import balance, collectives, evidence, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
@@ -138,6 +138,14 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         )
     if event.stack_method:
         ev.append(Evidence("stacks", event.stack_method))
+    if event.threshold is not None:
+        ev.append(
+            Evidence("threshold", f"looked after {event.threshold.seconds:.0f} s of silence ({event.threshold.why})")
+        )
+    if event.compared is not None:
+        ev.append(Evidence("collectives", event.compared.message()))
+        if event.compared.missing:
+            ev.append(Evidence("missing dumps", event.compared.missing_text()))
     ranks_by_pid = {pid: r for r, pid in event.pids.items()}
     if event.ras is not None:
         ev.append(Evidence("NCCL RAS", ras.headline(event.ras, ranks_by_pid)))
@@ -150,13 +158,19 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         "for Xid errors on this GPU.",
         "stalled": "Nothing moved: read the stacks below (a deadlock on a lock, a blocking read, input() on a "
         "non-interactive job).",
+        "mismatch": "Every rank must call the same collective, with the same sizes and dtypes, in the same order on "
+        "each process group: find where the two calls named above are made (a rank-dependent branch, a last batch "
+        "of another size, a tensor built in another dtype on one rank). TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
+        "collective's op and shapes across ranks at run time and raises at the first difference.",
     }[j.kind]
     return Result(
         id="run.hang",
         title="The job hung",
         status=Status.FAIL,
         summary=j.message + (" (job ended by --on-hang kill)" if event.killed else ""),
-        cause=f"hang in {j.kind}: "
+        cause="the ranks called different collectives (a mismatch, not a lag)"
+        if j.kind == "mismatch"
+        else f"hang in {j.kind}: "
         + (f"behind: {', '.join(f'rank {r}' for r in j.behind)}" if j.behind else "no rank behind on this node"),
         remedy=remedy,
         rank=j.behind[0] if len(j.behind) == 1 else None,
@@ -169,9 +183,30 @@ def _hang_result(event: HangEvent, index: int) -> Result:
             "index": index,
             "stacks_method": event.stack_method,
             "ras": _ras_facts(event.ras, ranks_by_pid),
+            "threshold": event.threshold.why if event.threshold else None,
+            "collectives": _compared_facts(event.compared),
         },
-        metrics={"detected_after_s": event.at_s},
+        metrics={
+            "detected_after_s": event.at_s,
+            "silent_s": event.silent_s,
+            **({"threshold_s": round(event.threshold.seconds, 1)} if event.threshold else {}),
+        },
     )
+
+
+def _compared_facts(c: collectives.Comparison | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "verdict": c.verdict,
+        "group": c.group,
+        "seq": c.seq,
+        "sides": [{"ranks": list(s.ranks), "call": s.call} for s in c.sides],
+        "behind": list(c.behind),
+        "missing": [{"rank": m.rank, "why": m.why} for m in c.missing],
+        "source": c.source,
+        "message": c.message(),
+    }
 
 
 def _ras_facts(answer: ras.RasAnswer | None, ranks_by_pid: dict[int, int]) -> dict[str, Any] | None:
@@ -370,6 +405,9 @@ def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str,
         "hangs": [
             {
                 "at_s": e.at_s,
+                "at_epoch": round(e.at_epoch, 3),
+                "silent_s": e.silent_s,
+                "threshold_s": e.threshold.seconds if e.threshold else None,
                 "kind": e.judgement.kind,
                 "behind": list(e.judgement.behind),
                 "message": e.judgement.message,

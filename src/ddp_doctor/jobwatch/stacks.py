@@ -49,7 +49,7 @@ class Stack:
 @dataclass(frozen=True)
 class Activity:
     kind: str
-    """collective | backward | cuda | compile | data | checkpoint | user | unknown."""
+    """init | collective | backward | cuda | compile | data | checkpoint | eval | user | unknown."""
     label: str
     """A short sentence: 'waiting in all_reduce', 'compiling (torch._inductor)'."""
     frame: Frame | None
@@ -105,6 +105,18 @@ def main_frames(text: str, method: str) -> tuple[Frame, ...]:
 
 # ---- classification -------------------------------------------------------------------------
 
+_INIT_FUNCS = frozenset(
+    (
+        "init_process_group",
+        "_new_process_group_helper",
+        "rendezvous",
+        "_store_based_barrier",
+        "new_group",
+        "init_device_mesh",
+    )
+)
+_EVAL_FUNC = re.compile(r"(?i)^(?:_?(?:run_|do_)?(?:eval|evaluate|evaluation|validate|validation|val|test)(?:_.*)?)$")
+"""An evaluation loop by its function's name: evaluate(), run_eval(), validation_step(), val_epoch(), test()."""
 _CUDA_SYNC = re.compile(r"\.(item|cpu|tolist|numpy)\(\)|cuda\.synchronize|\.synchronize\(\)|torch\.cuda\._sleep")
 
 
@@ -123,6 +135,9 @@ def classify(frames: tuple[Frame, ...]) -> Activity:
     importing = next((f for f in frames if f.file.startswith("<frozen importlib")), None)
     if importing is not None:
         return Activity("import", "importing modules", mine)
+    init = next((f for f in frames if f.func in _INIT_FUNCS and "torch/distributed" in f.file.replace("\\", "/")), None)
+    if init is not None:
+        return Activity("init", f"waiting in torch.distributed {init.func} (process-group init)", mine)
     for f in frames:
         path = f.file.replace("\\", "/")
         if "torch/distributed/checkpoint" in path or path.endswith("torch/serialization.py"):
@@ -139,6 +154,11 @@ def classify(frames: tuple[Frame, ...]) -> Activity:
             return Activity("backward", "in backward (autograd; DDP all-reduces gradients here)", mine)
     if mine is not None and _CUDA_SYNC.search(mine.source()):
         return Activity("cuda", f"waiting for CUDA work ({mine.source()[:80]})", mine)
+    evaluating = next((f for f in frames if not _library(f) and _EVAL_FUNC.match(f.func)), None)
+    if evaluating is not None:
+        return Activity(
+            "eval", f"evaluating ({evaluating.func} at {os.path.basename(evaluating.file)}:{evaluating.line})", mine
+        )
     source = mine.source() if mine else ""
     label = f"running {mine.func} at {os.path.basename(mine.file)}:{mine.line}" if mine else "running"
     return Activity("user", label + (f": {source[:80]}" if source else ""), mine)

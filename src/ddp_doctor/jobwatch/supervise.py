@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.errors import UsageError
-from ddp_doctor.jobwatch import envplan, evidence, hang, ras
+from ddp_doctor.jobwatch import collectives, envplan, evidence, hang, ras
 from ddp_doctor.jobwatch.balance import WaitShares
 from ddp_doctor.jobwatch.capture import StackTaker
 from ddp_doctor.jobwatch.config import WatchConfig
 from ddp_doctor.jobwatch.nvml import Timeline
+from ddp_doctor.jobwatch.progress import ProgressClock
+from ddp_doctor.jobwatch.rhythm import PHASE_ALLOWANCE_S, Threshold
 from ddp_doctor.jobwatch.stacks import Stack, classify
 from ddp_doctor.live import procs
 
@@ -48,6 +50,13 @@ class HangEvent:
     """NCCL RAS's answer on this hang (or why there is none); None: not asked (--no-ras)."""
     pids: dict[int, int] = field(default_factory=dict)
     """rank -> pid at the hang (RAS names processes, the report names ranks)."""
+    threshold: Threshold | None = None
+    """The silence that started the examination, and how it was set (learned, a phase's allowance, fixed)."""
+    silent_s: float = 0.0
+    """How long nothing had moved when the hang was named."""
+    at_epoch: float = 0.0
+    compared: collectives.Comparison | None = None
+    """The ranks' collectives side by side (flight recorder, else sequence numbers)."""
 
 
 @dataclass
@@ -120,6 +129,12 @@ class Watcher:
         self._pending_signals: list[int] = []
         self._exam: dict[str, Any] | None = None
         self._episode_reported = False
+        self.clock = ProgressClock(cfg.run_dir, cfg.rhythm(), self.started)
+        self.phases: dict[int, str] = {}
+        """rank -> the slow-but-healthy phase its latest sampled stack shows (compile, checkpoint, data, ...)."""
+        self._looked_at = self.started
+        """When the last examination found the job busy: the next look waits a threshold from then."""
+        self._busy_looks = 0
         self._sampling = False
         self._live: Any = None
         self._env: dict[str, str] = {}
@@ -172,27 +187,42 @@ class Watcher:
                 self.out.gone_at[r] = time.time()
 
     # -- hang examination: two samples a confirm window apart ------------------------------
-    def _confirm_s(self) -> float:
-        return min(10.0, max(2.0, self.cfg.hang_after_s / 3))
+    def _confirm_s(self, threshold_s: float) -> float:
+        return min(10.0, max(2.0, threshold_s / 3))
+
+    def _look_after(self) -> Threshold:
+        """The silence before the next look; a learned one doubles while looks keep finding the job busy."""
+        thr = self.clock.threshold(self.phases)
+        if self.cfg.hang_after_s is not None or not self._busy_looks:
+            return thr
+        longer = min(thr.seconds * 2**self._busy_looks, max(thr.seconds, self.cfg.hang_start_s))
+        return Threshold(longer, f"{thr.why}; doubled after {self._busy_looks} looks found the job busy")
 
     def _examine(self, now: float) -> None:
-        quiet_s = now - self.follow.last_output
+        quiet_s = now - self.clock.last_move
         if self._exam is None:
-            if quiet_s < self.cfg.hang_after_s or self._episode_reported:
+            thr = self._look_after()
+            if now - max(self.clock.last_move, self._looked_at) < thr.seconds or self._episode_reported:
                 return
             pids = self.rank_pids()
             if not pids:
-                self.follow.last_output = now  # nothing to examine yet (still starting)
+                self._looked_at = now  # nothing to examine yet (still starting)
                 return
             first = self.taker.capture(pids, self._hook_stacks())
             self._request_fr()
-            self._exam = {"t": now, "pids": pids, "stacks": first, "cpu": {r: _tree_cpu_s(p) for r, p in pids.items()}}
+            self._exam = {
+                "t": now,
+                "pids": pids,
+                "stacks": first,
+                "cpu": {r: _tree_cpu_s(p) for r, p in pids.items()},
+                "threshold": thr,
+            }
             return
-        if now - self._exam["t"] < self._confirm_s():
+        if now - self._exam["t"] < self._confirm_s(self._exam["threshold"].seconds):
             return
         exam, self._exam = self._exam, None
-        if self.follow.last_output > exam["t"]:
-            return  # output resumed: it moved
+        if self.clock.last_move > exam["t"]:
+            return  # it moved
         pids = {r: p for r, p in exam["pids"].items() if r in self.rank_pids()}
         second = self.taker.capture(pids, self._hook_stacks())
         window = now - exam["t"]
@@ -210,11 +240,27 @@ class Watcher:
                     r, classify(frames), same, cpu, fr_r.get("pending"), fr_r.get("last_seq"), fr_r.get("last")
                 )
             )
-        verdict = hang.judge(obs, quiet_s)
+        alive = self.rank_pids()
+        records, missing = evidence.collective_records(
+            self.cfg.run_dir, {r: r in alive for r in exam["pids"]}, self.cfg.flight_recorder and self.cfg.hook
+        )
+        compared = collectives.compare(records, missing)
+        verdict = hang.judge(obs, quiet_s, compared, self.clock.silent())
         at_s = round(now - self.started, 1)
         self.out.stack_notes = list(self.taker.notes)
         if verdict.verdict == "hang":
-            event = HangEvent(at_s, verdict, second, fr, stack_method=self.taker.why_method(second), pids=dict(pids))
+            event = HangEvent(
+                at_s,
+                verdict,
+                second,
+                fr,
+                stack_method=self.taker.why_method(second),
+                pids=dict(pids),
+                threshold=exam["threshold"],
+                silent_s=round(quiet_s, 1),
+                at_epoch=time.time(),
+                compared=compared,
+            )
             if self.cfg.ras:
                 event.ras = self._ask_ras()
             self.out.hangs.append(event)
@@ -224,8 +270,11 @@ class Watcher:
                 event.killed = True
                 self._stop_job("hang")
         else:
-            self.out.busy.append({"at_s": at_s, "message": verdict.message, "states": verdict.states})
-            self.follow.last_output = now  # judged busy: look again after another --hang-after
+            self.out.busy.append(
+                {"at_s": at_s, "message": verdict.message, "states": verdict.states, "threshold": exam["threshold"].why}
+            )
+            self._looked_at = now  # judged busy: look again after another threshold
+            self._busy_looks += 1
 
     def _ask_ras(self) -> ras.RasAnswer:
         """NCCL's RAS, bounded by its deadline; its raw answer is kept in the run directory."""
@@ -240,7 +289,10 @@ class Watcher:
         return self.cfg.hook and self.cfg.stacks in ("auto", "faulthandler")
 
     def _request_fr(self) -> None:
-        if self.cfg.hook:  # sequence numbers always; recorder dumps unless --no-flight-recorder
+        if self.cfg.hook:  # fresh heartbeats always; recorder dumps unless --no-flight-recorder
+            # An earlier request's dumps would pass for this one's: a rank that does not answer now is missing.
+            for old in self.cfg.run_dir.glob("fr-rank-*"):
+                old.unlink(missing_ok=True)
             (self.cfg.run_dir / "dump.request").write_text(str(time.time()))
 
     # -- straggler sampling -------------------------------------------------------------------
@@ -249,6 +301,7 @@ class Watcher:
             return last
         if self._sampling:
             acts = {r: classify(frames) for r, frames in self.taker.collect().items()}
+            self.phases = {r: a.kind for r, a in acts.items() if a.kind in PHASE_ALLOWANCE_S}
             # Only samples taken while training runs in step (some rank inside a collective) say who waits for whom.
             # Compiling and importing are one-time start-up work, not load imbalance.
             in_step = any(a.kind in ("collective", "backward") for a in acts.values())
@@ -322,8 +375,9 @@ class Watcher:
                 last_tree = now if tree else last_tree
                 if self._live is not None:
                     self._live.update(self)
-            if self.follow.poll(now):
+            if self.clock.poll(now, self.follow.poll(now)):
                 self._episode_reported = False
+                self._busy_looks = 0
             last_sample = self._sample(now, last_sample)
             self._examine(now)
             if self.proc.poll() is not None:

@@ -3,7 +3,10 @@
 modes: healthy | stuck (after a few healthy steps, a kernel that spins for ~10**13 cycles — hours — and a
 torch.cuda.synchronize() that waits for it: the rank is stuck in CUDA work, not in a collective) |
 stuck-allreduce (the same kernel with an all_reduce queued behind it: NCCL's communicator is live and its
-RAS thread answers while the rank waits; gpu/run_ras.sh)
+RAS thread answers while the rank waits; gpu/run_ras.sh) |
+stall-printing (after --stall-after-s of healthy steps, an all_reduce queued behind a kernel that never ends; the
+rank keeps printing a line a second while it polls the collective: its output never stops, its collectives do;
+gpu/run_hang.sh)
 """
 
 import argparse
@@ -16,6 +19,7 @@ import torch.distributed as dist
 parser = argparse.ArgumentParser()
 parser.add_argument("--mode", default="healthy")
 parser.add_argument("--steps", type=int, default=300)
+parser.add_argument("--stall-after-s", type=float, default=40.0)
 args = parser.parse_args()
 
 local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -24,7 +28,8 @@ dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 rank = dist.get_rank()
 a = torch.randn(4096, 4096, device="cuda")
 times = []
-for step in range(args.steps):
+started = time.time()
+for step in range(10**9 if args.mode == "stall-printing" else args.steps):
     t0 = time.perf_counter()
     b = a @ a
     dist.all_reduce(b)
@@ -38,6 +43,15 @@ for step in range(args.steps):
         if args.mode == "stuck-allreduce":
             dist.all_reduce(b)  # enqueued behind the endless kernel: a collective that never starts
         torch.cuda.synchronize()
+    if args.mode == "stall-printing" and time.time() - started > args.stall_after_s:
+        print(f"rank {rank} step {step}: an all_reduce queued behind a kernel that never ends", flush=True)
+        torch.cuda._sleep(10**13)
+        work = dist.all_reduce(b, async_op=True)
+        while not work.is_completed():  # a progress line a second, as a logging thread or a progress bar would
+            print(f"rank {rank} waiting for step {step} to finish", flush=True)
+            time.sleep(1.0)
+    if args.mode == "stall-printing":
+        time.sleep(0.05)  # about 20 steps a second: a rhythm the doctor can learn
 times.sort()
 print(f"STEP_MS {1000 * times[len(times) // 2]:.4f}", flush=True)
 dist.destroy_process_group()

@@ -12,7 +12,8 @@ What it adds in a process that is a rank (RANK set, or the lone process of `pyth
 - a faulthandler on SIGURG that dumps every thread's stack into rank-N.stack,
 - an excepthook that writes a torchelastic-style error file (what @record would have written),
 - rank-N.pid (who it is) and rank-N.exit (how it ended, when Python still ran its atexit handlers),
-- a daemon thread that dumps the NCCL flight recorder when the doctor asks (a request file).
+- a daemon thread that writes the rank's heartbeat (each process group's collective sequence number,
+  hb-rank-N.json, `ddp_doctor_heartbeat`) and dumps the flight recorder when the doctor asks (a request file).
 In other processes of the job (torchrun's agent, DataLoader workers) it only tees the output.
 """
 
@@ -165,45 +166,49 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
 
     request = os.path.join(run_dir, "dump.request")
 
-    def _dump_on_request() -> None:
-        # Poll one file's mtime per second: the doctor touches it on a suspected hang. Every rank then writes
-        # its process group's collective sequence number (a counter torch keeps for gloo and NCCL whether or not
-        # the flight recorder records: the cheap progress signal) and, unless switched off, a recorder dump.
-        seen = 0.0
+    def _heartbeat_and_dumps() -> None:
+        # Twice a second: the heartbeat (each process group's collective sequence number, written when it
+        # moved) and the doctor's request file (touched on a suspected hang: every rank then writes a fresh
+        # heartbeat and, unless switched off, its flight-recorder dump). A few attribute reads and, when a
+        # number moved, one small file: nothing a step notices.
+        try:
+            import ddp_doctor_heartbeat as heartbeat
+        except ImportError:  # the hook's directory left sys.path: no heartbeat, no dumps
+            return
+        seen, last = 0.0, None
         while True:
-            time.sleep(1.0)
+            time.sleep(HEARTBEAT_S)
             try:
                 mtime = os.stat(request).st_mtime
             except OSError:
+                mtime = 0.0
+            asked = mtime > seen
+            seen = max(seen, mtime)
+            dist = sys.modules.get("torch.distributed")
+            try:
+                beat = None if dist is None else heartbeat.of_this_process(dist, rank, os.getpid(), time.time())
+            except Exception:  # noqa: BLE001 - no sequence numbers in this torch / process group
+                beat = None
+            if beat is None:
                 continue
-            if mtime <= seen:
-                continue
-            seen = mtime
-            if not _write_seq(run_dir, rank) or not want_fr:
-                continue
-            data, ext = _fr_trace()
-            if data:
-                _write_atomic(
-                    os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data
-                )
+            if asked or beat.groups != last:
+                last = beat.groups
+                try:
+                    heartbeat.write(run_dir, beat)
+                except OSError:
+                    continue
+            if asked and want_fr:
+                data, ext = _fr_trace()
+                if data:
+                    _write_atomic(
+                        os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data
+                    )
 
-    threading.Thread(target=_dump_on_request, name="ddp-doctor-fr", daemon=True).start()
+    threading.Thread(target=_heartbeat_and_dumps, name="ddp-doctor-heartbeat", daemon=True).start()
 
 
-def _write_seq(run_dir: str, rank: int) -> bool:
-    """seq-rank-N.json; False when torch.distributed is not initialized in this process (nothing to dump)."""
-    import json
-
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is None or not dist.is_initialized():
-            return False
-        pg = dist.distributed_c10d._get_default_group()
-        seq = {"seq": int(pg._get_sequence_number_for_group()), "backend": str(dist.get_backend())}
-        _write_atomic(os.path.join(run_dir, f"seq-rank-{rank}.json"), json.dumps(seq).encode())
-    except Exception:  # noqa: BLE001, S110 - no sequence number in this torch / process group
-        pass
-    return True
+HEARTBEAT_S = 0.5
+"""How often a rank looks at its sequence numbers and at the doctor's request file."""
 
 
 def _fr_trace() -> tuple[bytes | str | None, str]:
