@@ -291,3 +291,35 @@ def test_gpus_held_after_the_work_in_every_format(tmp_path: Path) -> None:
         """,
     )
     assert "gpus_held" not in mpijob  # the MPI operator removes the workers when the launcher ends
+
+
+def test_outputs_written_where_no_volume_keeps_them(tmp_path: Path) -> None:
+    # Real files: ./checkpoints beside the pod's only volumes (/dev/shm, /local); --train_dir on an emptyDir.
+    assert _found(CORPUS / "aws-fsdp-llama3_1_8b-pytorchjob.yaml")["outputs_off_volume"] == [(103, "warning")]
+    assert _found(CORPUS / "mpi-operator-tf-benchmarks-imagenet-efs.yaml")["outputs_off_volume"] == [(55, "warning")]
+    lost = _lint(
+        tmp_path,
+        "rm.sh",
+        """
+        #!/bin/bash
+        docker run --rm --gpus 1 --user 1000 -v /data:/data img:1 \\
+            torchrun --nproc-per-node 1 t.py --data /data --output_dir /results
+        """,
+    )
+    assert lost["outputs_off_volume"] == [(3, "warning")]
+    kept = {
+        "on-volume.sh": "docker run --rm --gpus 1 --user 1000 -v $PWD:/w img:1 torchrun t.py --output_dir /w/out",
+        "relative.sh": "docker run --rm --gpus 1 --user 1000 -v $PWD:/w -w /w img:1 torchrun t.py --save_dir ckpt",
+        "bucket.sh": "docker run --rm --gpus 1 --user 1000 -v /d:/d img:1 torchrun t.py --output_dir s3://b/run",
+    }
+    for name, line in kept.items():
+        (tmp_path / name).write_text(f"#!/bin/bash\n{line}\n")
+        assert "outputs_off_volume" not in _found(tmp_path / name), name
+
+
+def test_a_gpu_shell_to_train_in_with_no_volume(tmp_path: Path) -> None:
+    assert "no_log_volume" in _found(CORPUS / "llamafactory-docker-cuda-compose.yml")
+    found = _lint(tmp_path, "it.sh", "#!/bin/bash\ndocker run -it --gpus 1 --user 1000 img:1 bash\n")
+    assert found["no_log_volume"] == [(2, "warning")]
+    cpu = _lint(tmp_path, "cpu.sh", "#!/bin/bash\ndocker run -it --user 1000 img:1 bash\n")
+    assert "no_log_volume" not in cpu

@@ -55,6 +55,28 @@ BACKEND_FLAGS = (
     "--distributed-backend",  # Megatron-LM
     "--distributed_backend",
 )
+OUTPUT_FLAGS = (
+    "--output_dir",
+    "--output-dir",
+    "--out_dir",
+    "--outdir",
+    "--save_dir",
+    "--save-dir",
+    "--checkpoint_dir",
+    "--checkpoint-dir",
+    "--ckpt_dir",
+    "--ckpt-dir",
+    "--checkpoint_path",
+    "--checkpoint-path",
+    "--log_dir",
+    "--log-dir",
+    "--logdir",
+    "--train_dir",
+    "--model_dir",
+    "--results_dir",
+    "--project",  # ultralytics/yolov5: runs are saved under --project/--name
+)
+"""Flags of training scripts that say where checkpoints, logs or the trained model are written."""
 WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataloader_num_workers", "--data-workers")
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 REMOTE_STARTERS = {"mpirun", "mpiexec", "pdsh", "ssh", "clush", "pssh", "parallel-ssh", "orterun", "prun"}
@@ -232,6 +254,13 @@ def _script_flags(launch: Launch, rest: list[Word]) -> None:
         backend = _flag_values(rest, BACKEND_FLAGS)
         if backend:
             launch.backend = next(iter(backend.values()))
+    for i, w in enumerate(rest):
+        name, eq, value = w.text.partition("=")
+        if name in OUTPUT_FLAGS:
+            if eq and value:
+                launch.outputs.append(At(value, w.line))
+            elif not eq and i + 1 < len(rest) and not rest[i + 1].text.startswith("-"):
+                launch.outputs.append(At(rest[i + 1].text, rest[i + 1].line))
     workers = _flag_values(rest, WORKER_FLAGS)
     if workers:
         launch.workers = _int_at(next(iter(workers.values())))

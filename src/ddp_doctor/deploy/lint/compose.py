@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import dockerfile
-from ddp_doctor.deploy.lint.commandline import launches
+from ddp_doctor.deploy.lint.commandline import SHELLS, launches
 from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Structural, Unit, ids_out_of_range
@@ -113,7 +114,13 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     u.gpus_all = _every_gpu(svc, u.gpus)
     u.memory_limit = _memory_limit(svc)
     _shm(u, svc, line)
+    shell = not words or os.path.basename(words[0].text) in SHELLS
+    if shell and (svc.get("tty") is True or svc.get("stdin_open") is True):
+        u.interactive = At("tty / stdin_open with a shell", svc.line_of("tty" if "tty" in svc else "stdin_open"))
     persistent, host_shm = _volumes(svc)
+    u.mounts = _targets(svc)
+    if isinstance(svc.get("working_dir"), str):
+        u.workdir = svc["working_dir"]
     if host_shm is not None and u.shm is not None and u.shm.value == "default":
         u.shm = At("host", host_shm)
     u.persistent_volume = persistent
@@ -170,6 +177,20 @@ def _volumes(svc: YMap) -> tuple[bool, int | None]:
         if (isinstance(v, str) and ":" in v) or isinstance(v, YMap):
             persistent = True
     return persistent, host_shm
+
+
+def _targets(svc: YMap) -> list[At[str]]:
+    """Where the service's volumes (not tmpfs) are mounted."""
+    volumes = svc.get("volumes")
+    out: list[At[str]] = []
+    if not isinstance(volumes, YList):
+        return out
+    for i, v in enumerate(volumes):
+        if isinstance(v, str) and ":" in v:
+            out.append(At(v.split(":")[1], volumes.line_of(i)))
+        elif isinstance(v, YMap) and v.get("type") != "tmpfs" and isinstance(v.get("target"), str):
+            out.append(At(v["target"], volumes.line_of(i)))
+    return out
 
 
 def _privileges(u: Unit, svc: YMap) -> None:

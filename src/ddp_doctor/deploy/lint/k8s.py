@@ -146,6 +146,8 @@ def _container(
     if pod.get("hostIPC") is True:
         u.host_ipc = At(True, pod.line_of("hostIPC"))
     _persistence(u, c, volumes, w)
+    if isinstance(c.get("workingDir"), str):
+        u.workdir = c["workingDir"]
     return u
 
 
@@ -179,6 +181,8 @@ def _persistence(u: Unit, c: YMap, volumes: dict[Any, YMap], w: PodTemplate) -> 
         vol = volumes.get(m.get("name"))
         if vol is not None and not (set(vol) & EPHEMERAL):
             persistent = True
+            if isinstance(m.get("mountPath"), str):
+                u.mounts.append(At(m["mountPath"], m.line_of("mountPath")))
     u.persistent_volume = persistent or w.persists is not None
     if w.operator == "ray" and not persistent:
         u.persistent_volume = None  # Ray Train keeps checkpoints where RunConfig(storage_path) says, not visible here

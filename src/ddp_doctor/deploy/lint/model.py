@@ -137,6 +137,11 @@ class Unit:
     """True when some mount outlives the container; None when the parser cannot tell."""
     mounts: list[At[str]] = field(default_factory=list)
     """Where storage that outlives the container, pod or cluster is mounted (volume targets)."""
+    interactive: At[str] | None = None
+    """A GPU container opened as a shell to work in by hand (compose tty + stdin_open, docker run -it, with
+    a shell or no command): what is trained in it is written inside it."""
+    removed: bool = False
+    """docker run --rm: the container, and what it wrote outside its volumes, goes when it exits."""
     workdir: str | None = None
     """The directory relative paths are taken from, when the config says (workingDir, -w, SkyPilot's ~/sky_workdir)."""
     env: dict[str, At[str]] = field(default_factory=dict)

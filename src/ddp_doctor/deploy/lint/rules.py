@@ -316,6 +316,49 @@ HOLDERS = {"k8s": "pod", "skypilot": "cluster's nodes (sky down, autodown, a man
 def log_volume(u: Unit) -> Iterator[Hit]:
     if u.trains and u.persistent_volume is False:
         yield Hit("no_log_volume", u.line, {"launcher": launcher(u), "holder": HOLDERS.get(u.area, "container")})
+    elif u.interactive is not None and u.gpus is not None and u.persistent_volume is False:
+        # A GPU shell to train in by hand: whatever it trains is written inside the container.
+        what = f"{u.interactive.value} to train in"
+        yield Hit("no_log_volume", u.interactive.line, {"launcher": what, "holder": HOLDERS.get(u.area, "container")})
+
+
+def _under(path: str, mounts: list[At[str]]) -> bool:
+    return any(path == m.value.rstrip("/") or path.startswith(m.value.rstrip("/") + "/") for m in mounts)
+
+
+@check
+def outputs_kept(u: Unit) -> Iterator[Hit]:
+    """Outputs the command names (--output_dir, --checkpoint_dir, ...) on a path no volume covers,
+    where the container or pod has volumes (with none at all, no_log_volume says so)."""
+    if not u.trains or u.persistent_volume is not True or u.template:
+        return
+    for launch in u.launches:
+        for out in launch.outputs:
+            path = out.value.strip("'\"")
+            if not path or "$" in path or "{{" in path or "://" in path:
+                continue  # filled in later, or an object store the script writes to itself
+            where = path
+            if not path.startswith(("/", "~")):
+                if u.workdir is None:
+                    where = f"{path} (relative to the image's working directory)"
+                    path = ""
+                else:
+                    path = f"{u.workdir.rstrip('/')}/{path.removeprefix('./')}"
+                    where = f"{out.value} = {path}"
+            if path and _under(path, u.mounts):
+                continue
+            if not path and any(m.value in ("/", ".") for m in u.mounts):
+                continue
+            holder = HOLDERS.get(u.area, "container")
+            gone = {
+                "docker": "--rm removes the container, and these files, when it exits"
+                if u.removed
+                else "they stay in the stopped container until it is removed",
+                "compose": "they stay in the service's container until it is removed or recreated",
+            }.get(u.area, f"they go with the {holder}")
+            mounts = ", ".join(m.value for m in u.mounts) or "none"
+            yield Hit("outputs_off_volume", out.line, {"path": where, "gone": gone, "mounts": mounts})
+            return
 
 
 def is_local(host: str) -> bool:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint.commandline import RunCommand, gres_gpus, launches, run_command
+from ddp_doctor.deploy.lint.commandline import SHELLS, RunCommand, gres_gpus, launches, run_command
 from ddp_doctor.deploy.lint.idle import holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -79,6 +79,24 @@ def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
     return None
 
 
+def _storage(u: Unit, run: RunCommand, mounts: list[At[str]], mount_opts: list[At[str]]) -> None:
+    """Where the container's volumes are, its working directory, and whether it and what it writes
+    outside them go when it exits (--rm) or it is a shell to work in by hand (-t)."""
+    u.mounts = [At(m.value.split(":")[1], m.line) for m in mounts if m.value.count(":") >= 1]
+    u.mounts += [
+        At(t.group(1), m.line)
+        for m in mount_opts
+        if "tmpfs" not in m.value and (t := re.search(r"(?:target|dst|destination)=([^,]+)", m.value))
+    ]
+    workdir = run.has("-w", "--workdir")
+    u.workdir = workdir.value if workdir is not None else None
+    u.removed = run.has("--rm") is not None
+    shell = not run.command or os.path.basename(run.command[0].text) in SHELLS
+    tty = run.has("-t", "--tty")
+    if shell and tty is not None:
+        u.interactive = At("an interactive shell (-it)", tty.line)
+
+
 def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     u = Unit("docker", source, f"{run.engine} run", run.line, image=run.image)
     u.env = dict(env)
@@ -117,6 +135,7 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     u.persistent_volume = any(m.value.split(":")[1:2] != ["/dev/shm"] for m in mounts if ":" in m.value) or any(
         "tmpfs" not in m.value for m in mount_opts
     )
+    _storage(u, run, mounts, mount_opts)
     privileged = run.has("--privileged")
     if privileged is not None and privileged.value != "false":
         u.privileged = At(True, privileged.line)
