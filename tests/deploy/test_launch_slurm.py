@@ -36,6 +36,7 @@ SHAPES = {
     "torchrun": ["--nodes", "4", "--cpus", "32", "--memory", "256g", "--partition", "gpu", "--time", "4:00:00"],
     "elastic": ["--nodes", "4", "--min-nodes", "2", "--preflight"],
     "ranks": ["--nodes", "2", "--gpus-per-node", "4", "--cpus", "16", "--ranks-per-task"],
+    "watched": ["--nodes", "2", "--gpus-per-node", "4", "--watch", "--preflight", "live"],
 }
 
 
@@ -49,7 +50,7 @@ def generate(tmp_path: Path, *flags: str, name: str = "job.sbatch") -> Path:
 
 def _flags(mode: str, shape: str) -> list[str]:
     flags = [*MODES[mode], *SHAPES[shape]]
-    if shape in ("torchrun", "elastic", "ranks"):
+    if shape in ("torchrun", "elastic", "ranks", "watched"):
         flags += ["--script", "train.py", "--", "--lr", "3e-4"]
     return flags
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import psutil
 import pytest
 
 from tests.conftest import DOCTOR
+from tests.jobwatch.runner import JOB
 from tests.slurm.cluster import JobEnd, Slurm
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -144,3 +146,32 @@ def test_a_failed_preflight_ends_the_job_with_its_reason(slurm: Slurm, job_dir: 
         assert f"{node}: preflight ddp-doctor check --static exited 1" in out
     assert "ddp-doctor preflight failed (exit 1): the job's own step did not start" in out
     assert "live.launch" not in out  # the check across nodes never started
+
+
+@pytest.mark.parametrize("mode", ["healthy", "raise"])
+def test_a_watched_script_gives_one_report_naming_the_failing_node_and_rank(
+    slurm: Slurm, job_dir: Path, mode: str
+) -> None:
+    # launch --watch: the script runs under `ddp-doctor run --exit-code verdict`, which finds its nodes in Slurm's
+    # variables; no --nnodes, --node-rank or --gather anywhere in the generated script.
+    shutil.copy(JOB, job_dir / "train.py")
+    script = generate(job_dir, "--script", "train.py", "--watch", "--", "--mode", mode, "--bad-rank", "3")
+    assert "--gather" not in script.read_text() and "--node-rank" not in script.read_text()
+    end, out, _ = submit(slurm, script)
+    evidence = job_dir / "logs" / f"ddp-doctor-run-{end.job_id}.0-node0"
+    report = json.loads((evidence / "report.json").read_text())
+    (gathered,) = [r for r in report["results"] if r["id"] == "run.gather"]
+    assert gathered["summary"] == "2 of 2 nodes reported", gathered
+    assert {n["host"] for n in report["facts"]["nodes"].values()} == {"node0", "node1"}
+    assert (job_dir / "logs" / f"ddp-doctor-run-{end.job_id}.0-node1.txt").exists()
+    if mode == "healthy":
+        assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out[-3000:]
+        assert report["facts"]["run"]["exit_class"] == "ok"
+        return
+    # The verdict's exit code: 1, the job's own bug (knowledge/exitcodes.yaml), through srun to the job.
+    assert (end.state, end.exit_code) == ("FAILED", "1:0"), out[-3000:]
+    first = next(r for r in report["results"] if r["id"] == "run.failure")
+    # Rank 3 runs on whichever node the rendezvous made node 1 (join order): the report says which.
+    assert first["rank"] == 3 and first["node"] in ("node0", "node1"), first
+    assert report["facts"]["run"]["failed_node"] == first["node"]
+    assert "ValueError: bad batch at step 2 on rank 3" in flat(out)  # node 0's report is in the job output

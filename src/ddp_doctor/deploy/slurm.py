@@ -142,7 +142,22 @@ def _task_command(spec: LaunchSpec) -> list[str]:
             "-c",
             f'report=(); [ "$SLURM_NODEID" = 0 ] || report=(--output "{report}"); exec {inner} "${{report[@]}}"',
         ]
+    if spec.watch:
+        return _watched(spec)
     return spec.entrypoint(node_rank="", rdzv_host="${head_node}", rdzv_id="${SLURM_JOB_ID}")
+
+
+def _watched(spec: LaunchSpec) -> list[str]:
+    """torchrun under `ddp-doctor run` (one per node; it finds its nodes and node 0 from Slurm's variables):
+    node 0's report of every node goes to the job output, each node's evidence to its own directory in the
+    logs (a requeued run gets a new one), every other node's own report beside its evidence (DIR.txt: `run`
+    checks that --output's directory exists before it makes the run directory)."""
+    argv = spec.entrypoint(node_rank="$SLURM_NODEID", rdzv_host="$RDZV_HOST", rdzv_id="$SLURM_JOB_ID")
+    cut = argv.index("--")
+    evidence = _task_log_dir(spec) + "/ddp-doctor-run-$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}-node$SLURM_NODEID"
+    doctor = shell_join([*argv[:cut], "--run-dir", Expand(evidence)])
+    report = f'report=(); [ "$SLURM_NODEID" = 0 ] || report=(--output "{evidence}.txt"); '
+    return ["bash", "-c", f'{report}exec {doctor} "${{report[@]}}" -- {shell_join(argv[cut + 1 :])}']
 
 
 def _task_log_dir(spec: LaunchSpec) -> str:
