@@ -182,3 +182,20 @@ def test_plot_without_matplotlib_is_refused_before_the_sweep(tmp_path: Path) -> 
         "ddp-doctor: error: --plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
     ]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("ddp-doctor-run-")]
+
+
+@pytest.mark.parametrize(
+    ("layout", "stat_key"),
+    [
+        ({"memory.max": "1073741824", "memory.current": "943718400"}, "inactive_file"),
+        ({"memory.limit_in_bytes": "1073741824", "memory.usage_in_bytes": "943718400"}, "total_inactive_file"),
+    ],
+)
+def test_page_cache_a_cgroup_can_drop_is_room(tmp_path: Path, layout: dict[str, str], stat_key: str) -> None:
+    # 1 GiB limit, 900 MiB used of which 700 MiB are inactive file pages: 824 MiB of room, not 124 MiB.
+    for name, value in layout.items():
+        (tmp_path / name).write_text(value + "\n")
+    (tmp_path / "memory.stat").write_text(f"anon 1\nfile 2\n{stat_key} {700 << 20}\nactive_file 3\n")
+    assert capacity.cgroup_room(tmp_path, tmp_path) == (1024 - 900 + 700) << 20
+    (tmp_path / "memory.stat").unlink()  # unreadable stat: the plain difference, never more
+    assert capacity.cgroup_room(tmp_path, tmp_path) == (1024 - 900) << 20

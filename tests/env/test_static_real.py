@@ -205,7 +205,8 @@ def test_hung_torch_import_is_bounded_and_leaves_nothing(tmp_path: Path, monkeyp
     monkeypatch.setenv("PYTHONPATH", str(site))
     start = time.monotonic()
     result = torch_probe.run_import(timeout_s=2.0)
-    assert time.monotonic() - start < 10
+    # A bound for a hang (the child sleeps 600 s), wide enough for a loaded machine: the words say the deadline decided.
+    assert time.monotonic() - start < 60
     assert result["importable"] is False and "did not finish within 2 s" in result["import_error"]
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):

@@ -160,7 +160,7 @@ def test_master_port_taken(tmp_path: Path) -> None:
     launch = run.live("live.launch")[0]
     assert f"TCP port {port} is not free" in launch["summary"] and f"pid {os.getpid()}" in launch["summary"]
     assert "--master-port" in launch["remedy"]
-    assert run.elapsed_s < 15  # no torchrun was started at all
+    assert not [r for r in run.report["results"] if r.get("rank") is not None]  # no rank was started at all
 
 
 @pytest.mark.root
@@ -181,28 +181,46 @@ def test_small_dev_shm_fails_the_dataloader(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     report = json.loads(out.read_text())
     root = report["facts"]["live"]["root_cause"]
+    assert_nothing_left(tag, tmpdir, set())  # the 64 MB /dev/shm went away with the namespace
+    if root["phase"] != "dataloader" and _oom_killed(report, root):
+        # The machine ran out of memory and the kernel killed a rank first (seen in a loaded full run:
+        # root cause live.init, SIGKILL): the report said so, which is right; the premise is gone.
+        pytest.skip(f"the OOM killer ended a rank before the DataLoader ran: {root['summary']}")
     assert root["phase"] == "dataloader", root
     failed = [r for r in report["results"] if r["id"] == "live.dataloader" and r["status"] == "fail"]
     assert failed and all("shm" in (r["remedy"] or "") for r in failed), failed
     assert "diag.shm_exhausted" in failed[0]["observed"]["diagnosis"]
-    assert_nothing_left(tag, tmpdir, set())  # the 64 MB /dev/shm went away with the namespace
 
 
-def test_worker_refuses_to_run_outside_torchrun() -> None:
+def _oom_killed(report: dict[str, Any], root: dict[str, Any]) -> bool:
+    """The root cause is a rank killed by SIGKILL and the report names the OOM killer for it."""
+    return any(
+        r["id"] == root["id"]
+        and r["rank"] == root["rank"]
+        and r["observed"].get("exit_code") == -9
+        and "diag.sigkill_oom" in r["observed"].get("diagnosis", [])
+        for r in report["results"]
+    )
+
+
+def test_worker_refuses_to_run_outside_torchrun(tmp_path: Path) -> None:
+    # It refuses before it imports torch, so it can never wait in init_process_group: a torch that
+    # exits 99 on import comes first on the path. (A bound on the wall clock failed when a loaded
+    # machine ran out of memory and starting Python alone took longer.)
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise SystemExit(99)\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_RUN_ID", "DDP_DOCTOR_RUN_DIR")}
-    env.update(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0")
-    started = time.monotonic()
+    env.update(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", PYTHONPATH=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-m", "ddp_doctor.live.worker"],
         env=env,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=240,
         check=False,
     )
-    assert proc.returncode == 2
+    assert proc.returncode == 2, proc.stderr
     assert "must be started by" in proc.stderr and "world_size=2" in proc.stderr
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.slow

@@ -139,19 +139,40 @@ def _memory() -> tuple[int | None, str]:
 
 
 def _cgroup_room() -> int | None:
+    return cgroup_room(_own_cgroup(), _own_cgroup("memory"))
+
+
+def cgroup_room(v2: Path, v1_memory: Path) -> int | None:
+    """The cgroup's memory limit less what it cannot give back: its usage counts the page cache, and
+    the inactive file pages are reclaimed before anything is OOM-killed, so they are room (the working
+    set as the kubelet computes it: usage - inactive_file; kubernetes.io/docs/concepts/scheduling-eviction/
+    node-pressure-eviction, 'memory.available'). A check after a big read or build in the same container
+    was refused for memory that the kernel hands back on demand."""
     places = (
-        (_own_cgroup(), "memory.max", "memory.current"),
-        (_own_cgroup("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes"),
+        (v2, "memory.max", "memory.current", "inactive_file"),
+        (v1_memory, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
     )
-    for base, limit_name, usage_name in places:
+    for base, limit_name, usage_name, inactive_name in places:
         try:
             limit = (base / limit_name).read_text().strip()
             usage = int((base / usage_name).read_text().strip())
         except (OSError, ValueError):
             continue
         if limit.isdigit() and int(limit) < 1 << 60:  # cgroup v1 writes a huge number for "no limit"
-            return max(0, int(limit) - usage)
+            return max(0, int(limit) - max(0, usage - _stat_value(base / "memory.stat", inactive_name)))
     return None
+
+
+def _stat_value(path: Path, key: str) -> int:
+    """One counter of a cgroup's memory.stat ('inactive_file 123'); 0 when it cannot be read."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _own_cgroup(controller: str = "") -> Path:

@@ -355,7 +355,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
         while True:
             now = time.monotonic()
             if now - last_scan > 0.25:
-                tracked.update(procs.descendants(proc.pid))
+                tracked.update(procs.descendants(proc.pid, tracked))
                 last_scan = now
                 if on_poll is not None:
                     on_poll(rankio.read_heartbeats(run_dir))
@@ -367,7 +367,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
             time.sleep(POLL_S)
         outcome.returncode = proc.returncode
         if outcome.timed_out:
-            tracked.update(procs.descendants(proc.pid))
+            tracked.update(procs.descendants(proc.pid, tracked))
             beats = rankio.read_heartbeats(run_dir)
             done = {r for r, p in rankio.read_results(run_dir).items() if p.get("finished")}
             _ask_for_stacks(run_dir, beats, done, tracked)
@@ -429,8 +429,9 @@ def _finish(
     """End whatever is left, read the run's files, remove what it made. Runs on every path out."""
     ended = 0
     if proc is not None:
+        # Also after torchrun's exit: a rank's children whose rank was killed are found by their session.
+        tracked.update(procs.descendants(proc.pid, tracked))
         if proc.poll() is None:
-            tracked.update(procs.descendants(proc.pid))
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError):

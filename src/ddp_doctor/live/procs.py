@@ -18,20 +18,27 @@ SHM = Path("/dev/shm")
 _SHM_PREFIXES = ("torch_", "nccl-", "sem.mp-", "__KMP_REGISTERED_LIB_")
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, starttime) of pid, or None when it is gone."""
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, session, starttime) of pid, or None when it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = raw[raw.rfind(")") + 2 :].split()
-    return int(fields[1]), int(fields[19])
+    return int(fields[1]), int(fields[3]), int(fields[19])
 
 
-def descendants(root: int) -> dict[int, int]:
-    """pid -> starttime of every living descendant of root."""
+def descendants(root: int, known: dict[int, int] | None = None) -> dict[int, int]:
+    """pid -> starttime of every living descendant of root, and of every member of a session led by
+    one of them or by a process in `known` (pid -> starttime, seen before).
+
+    A process whose parent died is reparented away from root's tree: a DataLoader worker of a rank
+    the OOM killer ended outlived the check that way. It stays in the rank's session (torchrun starts
+    each rank in a session of its own), and a session's id is not handed to a new process while a
+    member lives; a leader alive with another start time is a new process, whose session is not ours.
+    """
     children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
+    stats: dict[int, tuple[int, int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -39,14 +46,21 @@ def descendants(root: int) -> dict[int, int]:
         if st is None:
             continue
         children.setdefault(st[0], []).append(int(entry))
-        starts[int(entry)] = st[1]
+        stats[int(entry)] = st
     found: dict[int, int] = {}
     todo = [root]
     while todo:
         for child in children.get(todo.pop(), []):
             if child not in found:
-                found[child] = starts[child]
+                found[child] = stats[child][2]
                 todo.append(child)
+    leaders = {**(known or {}), **found, **({root: stats[root][2]} if root in stats else {})}
+    ours = {
+        sid for sid, start in leaders.items() if sid != os.getsid(0) and (sid not in stats or stats[sid][2] == start)
+    }
+    for pid, (_, sid, start) in stats.items():
+        if sid in ours and pid != os.getpid():
+            found.setdefault(pid, start)
     return found
 
 
@@ -55,7 +69,7 @@ def alive(tracked: dict[int, int]) -> dict[int, int]:
     living: dict[int, int] = {}
     for pid, start in tracked.items():
         st = _stat(pid)
-        if st is None or st[1] != start:
+        if st is None or st[2] != start:
             continue
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
