@@ -25,12 +25,8 @@ FITTED_GAPS: dict[str, str] = {
     "ai-on-gke-mixtral-tgi-deployment.yaml": "TGI's NUM_SHARD as ranks per pod: ranks_exceed_gpus",
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
-    "gpt-neox-2021-deploy_k8s.yml": (
-        "a Deployment of 8-GPU pods that run sshd -D for a launcher outside the file: shm_too_small, gpus_held_after_exit"
-    ),
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "openrlhf-train_ppo_ray_slurm.sh": "a batch script bash cannot parse still has GPU work: slurm_gpus_implicit",
-    "sensenova-u1-train_multi_node.sh": "a constant node rank on a multi-node static rendezvous: node_rank_missing",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "yolov5-sagemaker-train_local.sh": "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost",
     "yuisekinai-100_pretrain.sh": "a variable no library reads (TORCH_DISTRIBUTED_TIMEOUT): setting_not_read",

@@ -141,6 +141,8 @@ def test_a_static_rendezvous_across_nodes_needs_each_nodes_rank(tmp_path: Path) 
         """,
     )
     assert by_hand["node_rank_fixed"] == [(3, "info")]  # a copy per node is how such scripts are used
+    # NODE_RANK=0 and NNODES=3 handed to the project's own launcher script (a real wrapper).
+    assert _found(CORPUS / "sensenova-u1-train_multi_node.sh")["node_rank_fixed"] == [(2, "info")]
     fine = {
         "c10d.sbatch": "srun torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint n1:29500 t.py",
         "per-node.sbatch": "srun bash -c 'torchrun --nnodes 2 --node-rank $SLURM_NODEID --master-addr n1 t.py'",
@@ -247,6 +249,9 @@ def test_gpus_held_after_the_work_in_every_format(tmp_path: Path) -> None:
     # Real files: a GPU test pod that loops forever; Volcano MPI workers that run sshd -D with no CompleteJob policy.
     assert _found(CORPUS / "vmware-gpus-k8s-gputest-pod.yml")["gpus_held"] == [(15, "warning")]
     assert [sev for _, sev in _found(CORPUS / "volcano-mindspore-gpu.yaml")["gpus_held"]] == ["warning"]
+    # A Deployment of 8-GPU pods running sshd -D (command and args apart) for a launcher outside the file.
+    sshd = _found(CORPUS / "gpt-neox-2021-deploy_k8s.yml")
+    assert sshd["gpus_held"] == [(21, "warning")] and sshd["shm_default"] == [(19, "warning")]
     held = {
         "s.sbatch": "#!/bin/bash\n#SBATCH --gpus-per-node=8\nsrun torchrun --nproc-per-node 8 t.py\nsleep infinity\n",
         "d.sh": "#!/bin/bash\ndocker run -d --gpus 1 --user 1000 img:1 bash -c 'python t.py; sleep 7200'\n",

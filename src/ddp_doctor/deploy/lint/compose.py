@@ -10,7 +10,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import dockerfile
 from ddp_doctor.deploy.lint.commandline import SHELLS, launches
-from ddp_doctor.deploy.lint.idle import holds_forever
+from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -107,7 +107,7 @@ def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
     u.env = _env(svc)
     words = _words(svc, "entrypoint") + _words(svc, "command")
     u.launches = launches(words)
-    held = holds_forever("\n".join(w.text for w in words)) if words else None
+    held = holds_forever(command_text([w.text for w in words])) if words else None
     u.idles = At(held, words[-1].line) if held is not None else None
     u.trains = bool(u.launches)
     u.gpus = _gpus(svc)

@@ -23,6 +23,18 @@ def _seconds(text: str) -> float:
     return float(text.rstrip("smhd")) * _UNIT[unit]
 
 
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def command_text(words: list[str]) -> str:
+    """The script a container runs: the string after `bash -c`, else its words on one line."""
+    if words and words[0].rsplit("/", 1)[-1] in SHELLS:
+        for i, word in enumerate(words[1:-1], start=1):
+            if word.startswith("-") and "c" in word[1:]:
+                return words[i + 1]
+    return " ".join(words)
+
+
 def holds_forever(script: str) -> str | None:
     """What keeps the command running after its work ('ends with sleep 3600', 'loops forever with
     while true and no break'), or None."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
-from ddp_doctor.deploy.lint.idle import holds_forever
+from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Structural, Unit
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
@@ -16,6 +16,7 @@ from ddp_doctor.deploy.lint.workloads import (
     HEAD,
     HELPER,
     LAUNCHER,
+    RANKS,
     PodTemplate,
     as_int,
     container_words,
@@ -124,7 +125,7 @@ def _container(
         if isinstance(item, YMap) and isinstance(item.get("name"), str) and item.get("value") is not None:
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
     words = container_words(c)
-    held = holds_forever("\n".join(w.text for w in words)) if words else None
+    held = holds_forever(command_text([w.text for w in words])) if words else None
     u.idles = At(held, words[-1].line) if held is not None else None
     own = launches(_with_entrypoint(c, words))
     # An MPIJob worker's ranks are started by the launcher's mpirun, over ssh: that command is what it runs.
@@ -140,6 +141,9 @@ def _container(
     u.runtime_class_applies = u.gpus is not None
     if w.role == HEAD and u.gpus is not None:
         u.trains = True  # a Ray head given GPUs runs training workers too
+    if not w.role and u.gpus is not None and held is not None and "sshd" in held:
+        # GPU pods that only wait for ssh: an MPI or DeepSpeed launcher elsewhere starts the ranks in them.
+        u.trains, u.role = True, RANKS
     _security(u, c, pod, line)
     if pod.get("hostNetwork") is True:
         u.host_network = At(True, pod.line_of("hostNetwork"))

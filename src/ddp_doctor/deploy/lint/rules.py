@@ -475,7 +475,14 @@ INJECTS_NODE_RANK = ("pytorchjob", "trainjob")
 def node_rank(u: Unit) -> Iterator[Hit]:
     """A static rendezvous (torchrun's default backend, accelerate's --main_process_ip) across several
     nodes needs each node's rank; without one every node is node 0."""
-    if u.operator in INJECTS_NODE_RANK or "PET_NODE_RANK" in _exports(u):
+    if u.operator in INJECTS_NODE_RANK:
+        return
+    env = _exports(u)
+    fixed_env = _fixed_rank_variable(u, env)
+    if fixed_env is not None:
+        yield fixed_env
+        return
+    if "PET_NODE_RANK" in env:
         return
     for launch in u.launches:
         if launch.tool not in ("torchrun", "accelerate") or launch.standalone:
@@ -502,6 +509,30 @@ def node_rank(u: Unit) -> Iterator[Hit]:
         # a script run by hand may be a copy edited for each node: there it is noted, not judged.
         same = launch.under_srun or u.area in ("k8s", "skypilot", "compose")
         yield Hit("node_rank_fixed", launch.node_rank.line, {**ctx, "rank": fixed}, None if same else "info")
+
+
+RANK_VARIABLES = ("NODE_RANK", "MACHINE_RANK", "PET_NODE_RANK")
+NODES_VARIABLES = ("NNODES", "NUM_NODES", "N_NODES", "NUM_MACHINES", "PET_NNODES")
+
+
+def _fixed_rank_variable(u: Unit, env: dict[str, At[str]]) -> Hit | None:
+    """NODE_RANK=0 beside NNODES=3 handed to a launcher script: the node rank those scripts pass to
+    torchrun is then the same wherever this file runs."""
+    rank = next(((k, env[k]) for k in RANK_VARIABLES if k in env), None)
+    nodes = next((env[k] for k in NODES_VARIABLES if k in env and env[k].value.strip("'\"").isdigit()), None)
+    if rank is None or nodes is None or not rank[1].value.strip("'\"").isdigit() or int(nodes.value.strip("'\"")) <= 1:
+        return None
+    if any(l.node_rank is not None and not l.node_rank.value.strip("'\"").isdigit() for l in u.launches):
+        return None  # the launcher is given a rank of its own
+    ctx = {
+        "tool": f"a launcher told {rank[0]}",
+        "nodes": int(nodes.value.strip("'\"")),
+        "flag": rank[0],
+        "rank": rank[1].value,
+    }
+    # The same pod template or task everywhere makes it certain; a hand-run script may be a copy per node.
+    same = u.area in ("k8s", "skypilot", "compose")
+    return Hit("node_rank_fixed", rank[1].line, ctx, "warning" if same else "info")
 
 
 def _rdzv_hosts(u: Unit) -> list[tuple[str, str, int]]:

@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import SHELLS, RunCommand, gres_gpus, launches, run_command
-from ddp_doctor.deploy.lint.idle import holds_forever
+from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import (
@@ -105,7 +105,7 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         if eq:
             u.env[name] = At(value, e.line)
     u.launches = launches(run.command)
-    held = holds_forever(" ".join(w.text for w in run.command)) if run.command else None
+    held = holds_forever(command_text([w.text for w in run.command])) if run.command else None
     u.idles = At(held, run.command[-1].line) if held is not None else None
     u.trains = bool(u.launches)
     u.gpus = _gpu_count(run)
