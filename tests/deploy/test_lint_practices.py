@@ -328,3 +328,31 @@ def test_a_gpu_shell_to_train_in_with_no_volume(tmp_path: Path) -> None:
     assert found["no_log_volume"] == [(2, "warning")]
     cpu = _lint(tmp_path, "cpu.sh", "#!/bin/bash\ndocker run -it --user 1000 img:1 bash\n")
     assert "no_log_volume" not in cpu
+
+
+def test_the_data_set_mounted_rather_than_in_the_image(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "Dockerfile",
+        """
+        FROM pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime
+        RUN wget -q https://download.pytorch.org/whl/cu121/torch-2.3.0-cp311-linux_x86_64.whl && \\
+            curl -fsSL https://bootstrap.pypa.io/get-pip.py -o get-pip.py
+        RUN wget -q http://cs231n.stanford.edu/tiny-imagenet-200.zip && unzip tiny-imagenet-200.zip
+        USER 1000
+        """,
+    )
+    assert found["data_in_image"] == [(4, "warning")]  # the data set, not the software downloads
+    copied = _lint(tmp_path, "copy.Dockerfile", "FROM python:3.12\nCOPY data/ /app/data\nUSER 1000\n")
+    assert copied["data_in_image"] == [(2, "warning")]
+    # COPY . of a build context that holds a data directory .dockerignore does not leave out.
+    (tmp_path / "repo" / "data").mkdir(parents=True)
+    (tmp_path / "repo" / "Dockerfile").write_text("FROM python:3.12\nCOPY . /app\nUSER 1000\n")
+    assert _found(tmp_path / "repo" / "Dockerfile")["data_in_image"] == [(2, "warning")]
+    (tmp_path / "repo" / ".dockerignore").write_text("data/\n")
+    assert "data_in_image" not in _found(tmp_path / "repo" / "Dockerfile")
+    read = "#!/bin/bash\ndocker run --rm --gpus 1 --user 1000 {mount} img:1 torchrun t.py --data_dir=/data/imagenet\n"
+    (tmp_path / "baked.sh").write_text(read.format(mount="-v /ckpt:/ckpt"))
+    assert _found(tmp_path / "baked.sh")["data_in_image"] == [(2, "warning")]
+    (tmp_path / "mounted.sh").write_text(read.format(mount="-v /ckpt:/ckpt -v /mnt/imagenet:/data/imagenet:ro"))
+    assert "data_in_image" not in _found(tmp_path / "mounted.sh")

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ddp_doctor.deploy.lint.datasets import data_paths
 from ddp_doctor.deploy.lint.model import At, Launch
 from ddp_doctor.deploy.lint.shellparse import Functions, Word, commands
 
@@ -77,6 +78,23 @@ OUTPUT_FLAGS = (
     "--project",  # ultralytics/yolov5: runs are saved under --project/--name
 )
 """Flags of training scripts that say where checkpoints, logs or the trained model are written."""
+DATA_FLAGS = (
+    "--data",
+    "--data_dir",
+    "--data-dir",
+    "--datadir",
+    "--data_path",
+    "--data-path",
+    "--data_root",
+    "--data-root",
+    "--dataset_dir",
+    "--dataset-dir",
+    "--dataset_path",
+    "--dataset-path",
+    "--train_data",
+    "--train-data",
+)
+"""Flags of training scripts that say where the data set is read from."""
 WORKER_FLAGS = ("--num_workers", "--num-workers", "--workers", "-j", "--dataloader_num_workers", "--data-workers")
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
 REMOTE_STARTERS = {"mpirun", "mpiexec", "pdsh", "ssh", "clush", "pssh", "parallel-ssh", "orterun", "prun"}
@@ -256,6 +274,11 @@ def _script_flags(launch: Launch, rest: list[Word]) -> None:
             launch.backend = next(iter(backend.values()))
     for i, w in enumerate(rest):
         name, eq, value = w.text.partition("=")
+        after_output = i > 0 and rest[i - 1].text in OUTPUT_FLAGS
+        if name in DATA_FLAGS and eq and value:
+            launch.data.append(At(value, w.line))
+        elif not w.text.startswith("-") and w.text.startswith("/") and not after_output:
+            launch.data += data_paths([At(w.text, w.line)])
         if name in OUTPUT_FLAGS:
             if eq and value:
                 launch.outputs.append(At(value, w.line))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
+from ddp_doctor.deploy.lint.datasets import copies_data, downloads_data
 from ddp_doctor.deploy.lint.model import At, Structural, Unit, ids_out_of_range
 
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)\s+(.*)$", re.DOTALL)
@@ -84,6 +86,19 @@ def env_pairs(args: str, line: int) -> dict[str, At[str]]:
     return {k: At(v, line) for k, eq, v in (w.partition("=") for w in words) if eq}
 
 
+def _data_into_image(instr: str, args: str, source: str) -> str | None:
+    if instr == "RUN":
+        fetched = downloads_data(args)
+        return f"RUN downloads {fetched}" if fetched is not None else None
+    words = [w for w in args.split() if not w.startswith("--")]
+    if "--from=" in args or len(words) < 2:
+        return None  # from another stage or image: judged where it was made
+    path = Path(source)
+    context = path.resolve().parent if path.is_file() else None
+    copied = copies_data([w.strip("'\"[],") for w in words[:-1]], context)
+    return f"{instr} {copied}" if copied is not None else None
+
+
 def units(text: str, source: str) -> list[Unit]:
     stages: list[Unit] = []
     names: set[str] = set()
@@ -108,6 +123,10 @@ def units(text: str, source: str) -> list[Unit]:
                 env_of[words[2].lower()] = env
             stages.append(u)
             user = None
+        elif instr in ("RUN", "COPY", "ADD") and stages and stages[-1].data_copied is None:
+            found = _data_into_image(instr, args, source)
+            if found is not None:
+                stages[-1].data_copied = At(found, line)
         elif instr == "USER":
             user = At(args.split()[0] if args.split() else "", line)
         elif instr == "ENV" and stages:

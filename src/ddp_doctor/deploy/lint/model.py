@@ -51,6 +51,8 @@ class Launch:
     """'cpu' / 'gpu' when a flag says so (--no-cuda, --device cpu, accelerate --cpu / --multi_gpu)."""
     outputs: list[At[str]] = field(default_factory=list)
     """Where the training script is told to write checkpoints and logs (--output_dir, --save_dir, ...)."""
+    data: list[At[str]] = field(default_factory=list)
+    """Absolute paths the training script reads its data set from (--data_dir, the ImageNet example's DIR)."""
     total: At[int] | None = None
     """Ranks in all, where the launcher is given that rather than a count per node (mpirun -np)."""
     exports: dict[str, At[str]] = field(default_factory=dict)
@@ -166,6 +168,8 @@ class Unit:
     """Why the workload is taken to run on CPU (gloo, NVIDIA_VISIBLE_DEVICES=void, a CPU image...)."""
     template: bool = False
     """A runtime / template whose GPUs, nodes and command are filled in by the job that uses it."""
+    data_copied: At[str] | None = None
+    """A data set a Dockerfile copies or downloads into the image (COPY data/, RUN wget .../imagenet.tar)."""
     idles: At[str] | None = None
     """What keeps the command running after its work (a final long sleep, sshd -D, an endless loop)."""
     syntax: At[str] | None = None

@@ -361,6 +361,24 @@ def outputs_kept(u: Unit) -> Iterator[Hit]:
             return
 
 
+@check
+def data_mounted(u: Unit) -> Iterator[Hit]:
+    """The data set copied or downloaded into the image, or read from a path no volume provides."""
+    if u.data_copied is not None:
+        yield Hit("data_in_image", u.data_copied.line, {"what": u.data_copied.value})
+        return
+    if not u.trains or u.persistent_volume is None or u.template:
+        return
+    for launch in u.launches:
+        for data in launch.data:
+            path = data.value.strip("'\"")
+            if "$" in path or "{{" in path or _under(path, u.mounts):
+                continue
+            what = f"the training command reads {path}, which no volume provides, so the data is in the image or fetched into the container"
+            yield Hit("data_in_image", data.line, {"what": what})
+            return
+
+
 def is_local(host: str) -> bool:
     host = host.strip().strip("[]\"'")
     if host.lower() in ("localhost", "localhost.localdomain", "0.0.0.0", "ip6-localhost"):
