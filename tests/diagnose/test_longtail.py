@@ -288,3 +288,44 @@ def test_nccl_rank_announcements_read_once_per_process_still_name_the_rank() -> 
     lines.append("node-a:101:999 [1] NCCL INFO init.cc:2 -> 1")
     results = explain_text("\n".join(lines) + "\n", "nccl.log")
     assert any(r.rank == 1 for r in results if r.status is Status.FAIL), [(r.id, r.rank) for r in results]
+
+
+def test_a_traceback_cut_off_before_its_exception_line_is_still_a_failure_with_its_phase() -> None:
+    log = f"""Traceback (most recent call last):
+  File "train.py", line 11, in <module>
+    torch.distributed.init_process_group(backend="nccl", world_size=4)
+  File "{SP}/torch/distributed/distributed_c10d.py", line 423, in init_process_group
+    store, rank, world_size = next(rendezvous_iterator)
+  File "{SP}/torch/distributed/rendezvous.py", line 166, in _env_rendezvous_handler
+    raise _env_error("MASTER_ADDR")
+"""
+    root = _root(log)
+    assert root.id == "diag.unknown"
+    assert root.observed["phase"] == "init" and root.observed["user_frame"] == "train.py:11 in <module>"
+    assert 'raise _env_error("MASTER_ADDR")' in root.summary
+
+
+def test_frames_without_a_traceback_header_end_nothing() -> None:
+    # traceback.print_stack() and logging's stack_info print frames with no "Traceback" header: no exception.
+    log = f"""Stack (most recent call last):
+  File "train.py", line 30, in <module>
+    main()
+  File "{SP}/torch/distributed/distributed_c10d.py", line 4000, in barrier
+    work.wait()
+step 10 loss 0.25
+"""
+    assert all(r.status is not Status.FAIL for r in explain_text(log, "job.log"))
+
+
+def test_an_installed_package_no_rule_knows_is_named_from_its_folder_and_the_logger_prefix_is_read() -> None:
+    log = f"""ERROR 03-05 00:25:45 [core.py:1094] Traceback (most recent call last):
+ERROR 03-05 00:25:45 [core.py:1094]   File "/work/run.py", line 3, in <module>
+ERROR 03-05 00:25:45 [core.py:1094]     client.show()
+ERROR 03-05 00:25:45 [core.py:1094]   File "{SP}/visdom/__init__.py", line 711, in _send
+ERROR 03-05 00:25:45 [core.py:1094]     return self._handle_post(url, data=data)
+ERROR 03-05 00:25:45 [core.py:1094] ConnectionRefusedError: [Errno 111] Connection refused
+"""
+    root = _root(log)
+    assert root.id == "diag.unknown", root.id  # a refused connection outside c10d is not the rendezvous master
+    assert root.observed["library"] == "visdom" and "pip show visdom" in root.remedy
+    assert root.observed["exception"] == "ConnectionRefusedError"

@@ -54,6 +54,12 @@ class Signature:
     """For a finding no pattern can make (a hang, a fatal-signal backtrace): the module that reads it."""
     hypotheses: dict[str, tuple[Hypothesis, ...]] = field(default_factory=dict)
     """Ranked likely causes with the test that tells them apart, keyed by situation (e.g. a hang's stage)."""
+    fail_after: int = 0
+    """For a warning that is harmless once but not when it repeats (a retry): FAIL from this many lines on."""
+
+    def status_for(self, count: int) -> Status:
+        """The severity of `count` matching lines."""
+        return Status.FAIL if self.fail_after and count >= self.fail_after else self.severity
 
     @property
     def rank_of_tier(self) -> int:
@@ -75,6 +81,7 @@ class Signature:
             "exclude": [p.pattern for p in self.exclude],
             "signals": list(self.signals),
             "unless": self.unless,
+            "fail_after": self.fail_after,
             "hypotheses": {k: [{"cause": h.cause, "test": h.test} for h in v] for k, v in self.hypotheses.items()},
         }
 
@@ -160,6 +167,7 @@ def parse(entries: Any) -> tuple[Signature, ...]:
                 unless=" ".join(str(entry.get("unless") or "").split()),
                 reader=reader,
                 hypotheses=_hypotheses(sid, entry.get("hypotheses")),
+                fail_after=int(entry.get("fail_after") or 0),
             )
         )
     return tuple(out)

@@ -38,8 +38,22 @@ ddp-doctor explain job.log.gz --format json -o report.json
 - **Root cause first**: failures before warnings; a *cause* before a *symptom* (a timeout waiting for a
   rank that died) before the *cascade* (torchrun's SIGTERMs and ChildFailedError summary); within a
   tier the earliest line. Each result carries its evidence: source, line number, the line.
-- **Unknown failures** are reported as `diag.unknown` with the lines that looked like errors, never
-  forced into the nearest signature.
+- **Never a PASS for a failure.** A log that shows a process ending badly is a FAIL even when no
+  signature knows why: an uncaught Python exception (also one whose traceback the paste cuts off before its
+  exception line), a launcher's failure summary (torchrun's ChildFailedError, mpirun, srun, Slurm), a
+  non-zero exit code or `exitcode: -N`, a fatal signal named by any layer (kernel OOM killer, shell, torchrun's
+  agent, mpirun / srun, a crash handler), an NCCL error (`NCCL error`, an `ncclXxxError`, NCCL's `file:line -> N`
+  return trace) or a CUDA error (readers.yaml `ends_badly`). A warning that is harmless once but not when it
+  repeats (c10d's retries to reach the master) is a WARN once and a FAIL from its `fail_after` count on.
+  tests/diagnose/test_never_pass.py runs every failure log of every corpus (tests/fixtures/logs with
+  EXPECTED.yaml, and both parts of the real corpus) and asserts a FAIL, and every healthy one and asserts none.
+- **Unknown failures** are reported as `diag.unknown`, never forced into the nearest signature. With a
+  traceback they are read from it (diagnose/longtail.py, phases.yaml): the first failing rank (by the logs'
+  own times where they carry them), the exception line (the line that starts with the exception type, never a
+  hint printed below it), the deepest library frame (a known library, or the installed package's folder), the
+  user's last frame, the phase (start-up, device setup, process-group init, model wrapping, data loading,
+  forward, backward, optimizer step, checkpoint, collective, compile, teardown) and the next step that fits the
+  phase and library. Without one, the lines that looked like errors are shown.
 - **Logs that just stop** (`diag.hang`): when nothing failed and the log's last lines are NCCL /
   process-group initialisation or collectives, explain says where it stopped, which rank printed what
   last (collective sequence numbers / opCounts show who never entered the collective the others wait
@@ -106,7 +120,9 @@ most likely first.
 def _entry(sig: Signature) -> str:
     lines = [f'<a id="{sig.id}"></a>', "", f"### `{sig.id}` — {sig.title}", ""]
     lines.append(
-        f"**Severity** {sig.severity.value} · **tier** {sig.tier}"
+        f"**Severity** {sig.severity.value}"
+        + (f" (fail from {sig.fail_after} lines on)" if sig.fail_after else "")
+        + f" · **tier** {sig.tier}"
         + (f" · **exit signals** {', '.join(str(s) for s in sig.signals)}" if sig.signals else "")
     )
     lines += ["", f"**Cause.** {sig.cause}", ""]

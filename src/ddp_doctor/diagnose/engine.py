@@ -323,7 +323,7 @@ class Matcher:
         # a fatal-signal reading before a signature found on the same line (it names the library too).
         keyed: list[tuple[tuple[int, int, int, int], Result]] = [
             (
-                (_severity_rank(by_id[sid]), by_id[sid].rank_of_tier, tally.first_order, 1),
+                (_severity_rank(by_id[sid], tally.count), by_id[sid].rank_of_tier, tally.first_order, 1),
                 _result(by_id[sid], tally),
             )
             for sid, tally in self._tallies.items()
@@ -337,12 +337,16 @@ class Matcher:
             ]
         keyed.sort(key=lambda kr: kr[0])
         out = [r for _, r in keyed]
+        self._tracebacks.finish()
         raised = longtail.unwrap([r for r in self._tracebacks.raised if not r.ignored])
         self._place_known(out, raised)
         if not unknown:
             return out
         table = phases.table()
         unexplained = [r for r in raised if not self._explained(r) and not table.is_consequence(r.exception)]
+        if any(r.status is Status.FAIL for r in out) or any(not r.cut for r in unexplained):
+            # A traceback the log cuts off before its exception line says less than any failure that is named.
+            unexplained = [r for r in unexplained if not r.cut]
         root = self._first(unexplained)
         causes = [
             r for r in out if r.status is Status.FAIL and (r.id == "diag.fatal_signal" or by_id[r.id].tier == "cause")
@@ -445,8 +449,8 @@ class Matcher:
         )
 
 
-def _severity_rank(sig: Signature) -> int:
-    return {Status.FAIL: 0, Status.WARN: 1}.get(sig.severity, 2)
+def _severity_rank(sig: Signature, count: int = 1) -> int:
+    return {Status.FAIL: 0, Status.WARN: 1}.get(sig.status_for(count), 2)
 
 
 def _rank_from_name(name: str) -> int | None:
@@ -484,7 +488,7 @@ def _result(sig: Signature, tally: _Tally) -> Result:
     return Result(
         id=sig.id,
         title=sig.title,
-        status=sig.severity,
+        status=sig.status_for(tally.count),
         summary=summary,
         cause=sig.cause,
         remedy=remedy,

@@ -27,6 +27,15 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>: ?")),
     # srun --label: "  3: " (the task id, which is the rank when srun starts one process per rank)
     ("srun", re.compile(r"^ {0,4}(?P<rank>\d{1,5}): ")),
+    # Ray's prefix on a worker's or actor's output: "(RayTrainWorker pid=123, ip=10.0.0.2) ", "(raylet) "
+    # (https://docs.ray.io/en/latest/ray-observability/user-guides/configure-logging.html)
+    ("ray", re.compile(r"^\((?:[A-Za-z_][\w.:\-]*)(?: pid=(?P<pid>\d+))?(?:, ip=(?P<node>[\d.]+))?\) ")),
+    # vLLM's and SGLang's logger: "ERROR 03-05 00:25:45 [core.py:1094] " (no origin, only the message after it;
+    # https://github.com/vllm-project/vllm/blob/main/vllm/logger.py)
+    (
+        "logger",
+        re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.\-]+:\d+\] "),
+    ),
     # pdsh (the deepspeed / multi-node launchers): "worker-1: ", "10.0.0.2: " (a hyphen or an address, so a
     # dotted exception name such as "torch.distributed.DistBackendError: " is never taken for a host)
     ("pdsh", re.compile(r"^(?P<node>\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z]\w*(?:-\w+)+): ")),

@@ -100,12 +100,21 @@ def result(root: Raised, others: Sequence[Raised]) -> Result:
     library = f", inside {p.library}" if p.library else ""
     cause = (
         f"No signature in the catalogue knows this error, so it is read from the traceback: {rank} failed "
-        f"{phase_words}{library}, with {root.exception}. It is the first uncaught exception in the log that is not "
+        f"{phase_words}{library}, with {root.exception or 'an exception the log cuts off'}. It is the first "
+        "uncaught exception in the log that is not "
         "a consequence of another rank's failure; the errors after it usually are."
     )
     steps = [p.next_step] if p.next_step else []
     if p.user_frame is not None:
         steps.append(f"The last frame in your own code is {p.user_frame.short()}: start reading there.")
+    inside = p.raised_library or p.library
+    if p.raised_in is not None and inside:
+        pip = f" (`pip show {p.package}`)" if p.package else ""
+        steps.append(
+            f"It was raised inside {inside}'s own code: note its version{pip} and look for this message in its "
+            "issue tracker and release notes. A version of it that does not match the libraries it drives (torch, "
+            "Transformers, vLLM) or a bug fixed in a newer release are common causes of errors raised this deep."
+        )
     steps.append(
         "If the message is not enough, re-run with TORCH_DISTRIBUTED_DEBUG=DETAIL (and NCCL_DEBUG=INFO for NCCL) "
         "and search the exception line in the issue tracker of the library that raised it."
@@ -114,7 +123,7 @@ def result(root: Raised, others: Sequence[Raised]) -> Result:
     evidence += [Evidence(o.source, _short(o.line, 300), o.lineno) for o in others if o is not root][:4]
     return Result(
         id="diag.unknown",
-        title=f"{root.exception.rsplit('.', 1)[-1]} {p.phase.words if p.phase else 'raised'}",
+        title=f"{root.exception.rsplit('.', 1)[-1] or 'Uncaught exception'} {p.phase.words if p.phase else 'raised'}",
         status=Status.FAIL,
         summary=_short(summary, 480),
         cause=cause,

@@ -59,8 +59,10 @@ class Placement:
     """The deepest (innermost) frame that belongs to a known library: where it was raised."""
     raised_library: str | None
     user_frame: TracebackFrame | None
-    """The innermost frame outside every installed package: the user's own code."""
+    """The innermost frame outside every installed package and known library: the user's own code."""
     next_step: str | None
+    package: str | None = None
+    """The installed package (its folder under site-packages) of the innermost library frame, if installed."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ def table() -> PhaseTable:
 
 
 _INSTALLED = re.compile(r"(?:site|dist)-packages/|/lib/python\d[\d.]*/|^<")
+_PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<name>[A-Za-z_][\w\-]*)(?:/|\.py$)")
 
 
 def is_library(frame: TracebackFrame) -> bool:
@@ -164,8 +167,14 @@ def place(frames: tuple[TracebackFrame, ...], exception: str = "") -> Placement:
                 break
     chosen = chosen or weak
     phase = t.phases.get(chosen[0]) if chosen else None
+    installed = next((f for f in inner_first if is_library(f) and not f.path.startswith("<")), None)
+    package_match = _PACKAGE.search(installed.path.replace("\\", "/")) if installed is not None else None
+    package = package_match.group("name") if package_match else None
+    if deepest is None and installed is not None and package is not None:
+        deepest = (package, installed)  # a package no rule knows is still named, by its folder
     library = (chosen[1] if chosen else None) or (deepest[0] if deepest else None)
-    user = next((f for f in inner_first if not is_library(f)), None)
+    # A known library's frame is never the user's, installed or run from a source checkout.
+    user = next((f for f in inner_first if not is_library(f) and _match_library(t, f) is None), None)
     step = t.steps.get((phase.name, library or ""), phase.next) if phase is not None else None
     return Placement(
         phase=phase,
@@ -174,4 +183,10 @@ def place(frames: tuple[TracebackFrame, ...], exception: str = "") -> Placement:
         raised_library=deepest[0] if deepest else None,
         user_frame=user,
         next_step=step,
+        package=package,
     )
+
+
+def _match_library(t: PhaseTable, frame: TracebackFrame) -> str | None:
+    rule = _match(t, frame)
+    return rule.library if rule is not None else None

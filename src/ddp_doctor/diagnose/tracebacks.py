@@ -57,9 +57,15 @@ class Raised:
     """The log's line number of each frame."""
     ignored: bool = False
     """Printed after "Exception ignored in": Python reported it and carried on."""
+    cut: bool = False
+    """The log ends (or moves on) before the exception line: `exception` is empty, `message` is the source
+    line of the innermost frame (often the `raise` itself)."""
 
     @property
     def text(self) -> str:
+        if self.cut:
+            ran = f"; its last line run: {self.message}" if self.message else ""
+            return f"an uncaught exception whose exception line the log does not show{ran}"
         return f"{self.exception}: {self.message}" if self.message else self.exception
 
 
@@ -73,6 +79,9 @@ class _Open:
     frame_lines: list[int | None] = field(default_factory=list)
     since_frame: int = 0
     ignored: bool = False
+    header: bool = False
+    source_line: str = ""
+    """The source line printed under the innermost frame so far."""
 
 
 def _key(source: str, where: Origin) -> tuple[object, ...]:
@@ -101,7 +110,7 @@ class TracebackReader:
         """One line (its prefixes already split off into `where`); the Raised it completes, if any."""
         key = _key(source, where)
         if _HEADER.search(body):
-            self._open[key] = _Open(lineno, order, when, ignored=key in self._ignoring)
+            self._open[key] = _Open(lineno, order, when, ignored=key in self._ignoring, header=True)
             self._ignoring.discard(key)
             return None
         tb = self._open.get(key)
@@ -114,6 +123,7 @@ class TracebackReader:
             tb.frames.append(TracebackFrame(frame.group("path"), int(frame.group("line")), frame.group("func")))
             tb.frame_lines.append(lineno)
             tb.since_frame = 0
+            tb.source_line = ""
             return None
         if tb is None or not tb.frames:
             return None
@@ -121,13 +131,15 @@ class TracebackReader:
         stripped = body.strip()
         indent = len(body) - len(body.lstrip())
         if not stripped or _CARETS.match(body) or (tb.indent is not None and indent > tb.indent):
+            if tb.since_frame == 1 and stripped and not _CARETS.match(body):
+                tb.source_line = stripped
             if tb.since_frame > _LOOSE_LINES:
-                del self._open[key]
+                self._cut(key)
             return None  # a frame's source line or its carets
         exc = _EXCEPTION.match(stripped)
         if exc is None or not _looks_like_type(exc.group("type")):
             if tb.since_frame > _LOOSE_LINES:
-                del self._open[key]
+                self._cut(key)
             return None
         del self._open[key]
         raised = Raised(
@@ -144,10 +156,43 @@ class TracebackReader:
             frame_lines=tuple(tb.frame_lines),
             ignored=tb.ignored,
         )
+        self._keep(raised)
+        return raised
+
+    def finish(self) -> None:
+        """The log ended: a traceback still waiting for its exception line was cut off there."""
+        for key in list(self._open):
+            self._cut(key)
+
+    def _keep(self, raised: Raised) -> None:
         self.count += 1
         if len(self.raised) < MAX_KEPT:
             self.raised.append(raised)
-        return raised
+
+    def _cut(self, key: tuple[object, ...]) -> None:
+        # Only a traceback whose header was seen: Python prints "Traceback (most recent call last):" for an
+        # exception alone, while bare frame lines also come from stack dumps (traceback.print_stack, logging's
+        # stack_info) that end nothing.
+        tb = self._open.pop(key)
+        if not tb.header or not tb.frames or tb.ignored:
+            return
+        source, rank, local_rank, node, pid = key
+        self._keep(
+            Raised(
+                source=str(source),
+                start=tb.start,
+                lineno=tb.frame_lines[-1],
+                where=Origin(rank=rank, local_rank=local_rank, node=node, pid=pid),  # type: ignore[arg-type]
+                order=tb.order,
+                when=tb.when,
+                exception="",
+                message=tb.source_line,
+                frames=tuple(tb.frames),
+                line=f'File "{tb.frames[-1].path}", line {tb.frames[-1].line}, in {tb.frames[-1].func}',
+                frame_lines=tuple(tb.frame_lines),
+                cut=True,
+            )
+        )
 
 
 def _looks_like_type(name: str) -> bool:

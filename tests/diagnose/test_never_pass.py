@@ -1,0 +1,37 @@
+"""Never a PASS for a failure, never a FAIL for a healthy run: every log of every corpus.
+
+The failure logs are the fixtures under tests/fixtures/logs with a root cause in EXPECTED.yaml and every log of
+the real corpus labelled `fail`, both parts: the blind part is run, never read, so a class of failure explain
+would call healthy shows here as soon as a log of it is collected. The rule is stated in docs/diagnosis.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ddp_doctor.diagnose import explain_text
+from ddp_doctor.report import Status
+from tests.conftest import FIXTURES
+from tests.fixtures.logs.real import corpus
+
+LOGS = FIXTURES / "logs"
+EXPECTED = yaml.safe_load((LOGS / "EXPECTED.yaml").read_text())
+LABELS = corpus.load()
+CASES = sorted(
+    [(LOGS / name, want["root_cause"] is not None) for name, want in EXPECTED.items()]
+    + [(corpus.HERE / name, label["verdict"] == "fail") for name, label in LABELS.items()],
+    key=lambda c: c[0].name,
+)
+
+
+@pytest.mark.parametrize(("path", "failed"), CASES, ids=[f"{c[0].parent.name}/{c[0].name}" for c in CASES])
+def test_a_failure_is_a_fail_and_a_healthy_run_is_not(path: Path, failed: bool) -> None:
+    # The name given is neutral: a file name can carry the answer.
+    statuses = [r.status for r in explain_text(path.read_bytes(), "log")]
+    if failed:
+        assert Status.FAIL in statuses, (path.name, statuses)
+    else:
+        assert Status.FAIL not in statuses, (path.name, statuses)
