@@ -26,9 +26,17 @@ CASES = sorted(
     key=lambda c: c[0].name,
 )
 
+CONTRADICTED = {
+    # Byte for byte the one line of jobset-93.log, which its thread calls healthy (the retry then worked): the
+    # same input cannot be both. explain says WARN (diag.master_retry: harmless once, a FAIL when repeated).
+    "jobset-603.log": "the same bytes as jobset-93.log, labelled healthy",
+}
+
 
 @pytest.mark.parametrize(("path", "failed"), CASES, ids=[f"{c[0].parent.name}/{c[0].name}" for c in CASES])
 def test_a_failure_is_a_fail_and_a_healthy_run_is_not(path: Path, failed: bool) -> None:
+    if path.name in CONTRADICTED:
+        pytest.xfail(CONTRADICTED[path.name])
     # The name given is neutral: a file name can carry the answer.
     statuses = [r.status for r in explain_text(path.read_bytes(), "log")]
     if failed:

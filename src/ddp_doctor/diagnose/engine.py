@@ -30,7 +30,7 @@ MAX_FAIL_LINES = 4096
 """Line numbers of failure-signature hits kept per source, to tell which tracebacks a signature explains."""
 EXPLAINS_AFTER = 3
 """A signature hit this many lines after a traceback's exception line still explains it (the message goes on)."""
-_EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b:")
+_EXCEPTION_LINE = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception)|Exception)\b:")
 # NCCL's rank announcement with NCCL's own prefix: read without the general prefix parser (it comes once per
 # communicator per rank: the most frequent hit of an NCCL_DEBUG=INFO log).
 _COMM_FAST = re.compile(

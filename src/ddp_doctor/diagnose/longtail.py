@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddp_doctor.diagnose import phases
-from ddp_doctor.diagnose.tracebacks import Raised
+from ddp_doctor.diagnose.lines import Origin
+from ddp_doctor.diagnose.tracebacks import Raised, TracebackReader
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.words import plural
 
@@ -40,6 +41,25 @@ def unwrap(raised: Sequence[Raised]) -> list[Raised]:
             continue
         out.append(r)
     return out
+
+
+def read_traceback(text: str, source: str, where: Origin) -> Raised | None:
+    """The exception one process's traceback text ends with (after a chain, the one that propagated), read by
+    the reader explain uses: `run` names a rank's failure with the same exception line and phase."""
+    reader = TracebackReader()
+    for i, line in enumerate(text.splitlines(), 1):
+        reader.line(source, i, line, where, i, None)
+    reader.finish()
+    raised = unwrap(reader.raised)
+    return raised[-1] if raised else None
+
+
+def phase_noun(p: phases.Placement) -> str | None:
+    """The phase as a noun phrase ('device setup (selecting or initialising the GPU)'), for 'in <phase>'."""
+    if p.phase is None:
+        return None
+    head, _, rest = p.phase.words.partition(" ")
+    return rest if head in ("in", "at", "while") and rest else p.phase.words
 
 
 def first(candidates: Sequence[Raised]) -> Raised | None:
