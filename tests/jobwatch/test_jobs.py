@@ -213,3 +213,31 @@ def test_a_straggler_rank_is_named_with_numbers(tmp_path: Path) -> None:
     assert st["status"] == "warn" and st["rank"] == 1, st
     assert st["metrics"]["wait_share_rank_0"] - st["metrics"]["wait_share_rank_1"] >= 0.3
     assert "train.py" in (st["observed"]["hot_spot"] or "")
+
+
+def test_ddp_unused_parameters_shows_the_exception_line_and_the_signature_s_cause(tmp_path: Path) -> None:
+    from ddp_doctor.diagnose import signature
+
+    job = job_copy(tmp_path)
+    ran = run_doctor(tmp_path, [], torchrun(job, 2, "--mode", "unused"))
+    assert ran.returncode == 1
+    failure = ran.result("run.failure")
+    # The exception line, never the hint torch prints at the end of the message.
+    assert "RuntimeError: Expected to have finished reduction in the prior iteration" in failure["summary"]
+    assert "In addition" not in failure["summary"]
+    sig = signature("diag.ddp_unused_parameters")
+    assert sig is not None and failure["observed"]["diagnosis"] == "diag.ddp_unused_parameters"
+    assert failure["cause"] == sig["cause"] and failure["remedy"] == sig["remedy"]
+    assert failure["phase"] == "the forward pass", failure["phase"]
+    assert not processes_with(str(job))
+
+
+def test_a_failure_at_set_device_is_phased_as_device_setup(tmp_path: Path) -> None:
+    job = job_copy(tmp_path)
+    ran = run_doctor(tmp_path, [], torchrun(job, 2, "--mode", "set_device"))
+    assert ran.returncode == 1
+    failure = ran.result("run.failure")
+    assert failure["rank"] == 1, failure
+    assert failure["phase"].startswith("device setup"), failure["phase"]
+    assert "training step" not in failure["summary"]
+    assert not processes_with(str(job))

@@ -58,8 +58,11 @@ def error_message(record: dict[str, Any]) -> tuple[str, str, float | None]:
     if isinstance(msg, dict):
         extra = msg.get("extraInfo") or {}
         stamp = extra.get("timestamp")
+        # A multi-line message's first line is the exception line ("RuntimeError: ..."); what follows is detail
+        # and hints ("In addition, you can set ...", "Compile with `TORCH_USE_CUDA_DSA` ...").
+        lines = [ln.strip() for ln in str(msg.get("message") or "").splitlines() if ln.strip()]
         return (
-            str(msg.get("message", "")).strip().splitlines()[-1:][0] if msg.get("message") else "",
+            lines[0] if lines else "",
             str(extra.get("py_callstack", "")),
             float(stamp) if stamp and str(stamp).isdigit() else None,
         )

@@ -6,6 +6,8 @@ import socket
 from typing import Any
 
 from ddp_doctor import diagnose, words
+from ddp_doctor.diagnose import longtail
+from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.jobwatch import balance, collectives, evidence, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
@@ -104,12 +106,15 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
         )
     s = story[rank]
     tb = str(s.get("traceback") or "")
-    phase = phase_of_traceback(tb) if tb else "unknown (no traceback: the process was killed)"
-    own = [d for d in diag if d.status is Status.FAIL and (d.rank == rank or rank in d.observed.get("ranks", []))]
-    # Only a signature seen on this rank explains it: another rank's lost-peer error is a consequence, not the cause.
-    match = own[0] if own else None
-    what = s.get("detail") or s["end"]
+    # The same reading of a traceback as `explain`'s: the exception line, and the phase from the frames.
+    raised = longtail.read_traceback(tb, f"rank-{rank}.error.json", Origin(rank=rank)) if tb else None
+    placement = longtail.placement(raised) if raised is not None else None
+    noun = longtail.phase_noun(placement) if placement is not None else None
+    phase = noun or (phase_of_traceback(tb) if tb else "unknown (no traceback: the process was killed)")
+    what = raised.text if raised is not None and not raised.cut else (s.get("detail") or s["end"])
+    match = _signature_of(rank, diag, [str(s.get("detail") or ""), *tb.splitlines()])
     evidence_lines = [Evidence(f"rank-{rank}.error.json", line) for line in tb.strip().splitlines()[-8:]]
+    unknown = longtail.result(raised, []) if raised is not None and match is None else None
     return Result(
         id="run.failure",
         title="First failing rank",
@@ -117,16 +122,37 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
         summary=f"rank {rank} failed first ({s['ended_s']:.1f} s after start), in {phase}: {what}",
         cause=match.cause
         if match
+        else unknown.cause
+        if unknown
         else f"rank {rank} ended with {what}; no known failure signature explains it, so it is the job's own error",
         remedy=match.remedy
         if match
-        else f"Read rank {rank}'s traceback (below; rank-{rank}.log in the run directory has its whole output).",
+        else (unknown.remedy + "\n" if unknown and unknown.remedy else "")
+        + f"Read rank {rank}'s traceback (below; rank-{rank}.log in the run directory has its whole output).",
         rank=rank,
         phase=phase,
         evidence=evidence_lines or (match.evidence[:4] if match else []),
         observed={"diagnosis": match.id if match else None, "end": s["end"], "consequence": _is_consequence(s)},
         started=out.started_epoch + float(s.get("ended_s") or 0.0),
     )
+
+
+def _signature_of(rank: int, diag: list[Result], own_lines: list[str]) -> Result | None:
+    """The failure signature that explains this rank's failure: one seen on this rank (its prefix, its own log
+    file), else one that matches its own exception and traceback. Another rank's lost-peer error is a
+    consequence, never this rank's cause. A cause before a symptom."""
+
+    def ranked(found: list[Result]) -> Result | None:
+        fails = [d for d in found if d.status is Status.FAIL and d.id != "diag.unknown"]
+        causes = [d for d in fails if (diagnose.signature(d.id) or {}).get("tier") == "cause"]
+        best = causes or fails
+        return best[0] if best else None
+
+    def seen_on_rank(d: Result) -> bool:
+        own_file = any(e.source.split(" [", 1)[0].startswith(f"rank-{rank}.") for e in d.evidence)
+        return d.rank == rank or rank in d.observed.get("ranks", []) or own_file
+
+    return ranked([d for d in diag if seen_on_rank(d)]) or ranked(diagnose.diagnose({f"rank-{rank}": own_lines}, {}))
 
 
 def _hang_result(event: HangEvent, index: int) -> Result:

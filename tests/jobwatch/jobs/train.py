@@ -1,6 +1,6 @@
 """A small gloo training job for `ddp-doctor run` tests: real torchrun, real DDP, one fault per mode.
 
-modes: healthy | raise | sigkill | hang | compile | straggler | forever
+modes: healthy | raise | sigkill | hang | compile | straggler | forever | unused | set_device
 """
 
 import argparse
@@ -21,10 +21,25 @@ parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--step-sleep", type=float, default=0.0, help="every rank, every step (a steady step rate)")
 args = parser.parse_args()
 
+if args.mode == "set_device" and int(os.environ["RANK"]) == args.bad_rank:
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # a CPU-only torch: fails in device setup
+
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
-model = DDP(torch.nn.Linear(64, 8))
+
+
+class WithUnused(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = torch.nn.Linear(64, 8)
+        self.unused = torch.nn.Linear(64, 8)  # outside the loss: DDP's reducer never gets its gradient
+
+    def forward(self, x):
+        return self.used(x)
+
+
+model = DDP(WithUnused() if args.mode == "unused" else torch.nn.Linear(64, 8))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 bad = rank == args.bad_rank
 
