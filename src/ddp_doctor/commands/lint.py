@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from ddp_doctor.commands import Printed
@@ -98,8 +100,6 @@ def _line_of(note: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    import time
-    from pathlib import Path
 
     from ddp_doctor.commands.options import text_width, use_color
     from ddp_doctor.deploy.lint.config import load

@@ -11,6 +11,7 @@ Three engines, best first; all find the same lines (tests/diagnose/test_engines.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Sequence
@@ -96,8 +97,6 @@ def _cached_db(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
     """Compiling the catalogue takes ~0.4 s, a third of reading 500 MB: keep the compiled database in the
     user's cache, keyed by the patterns and the library version. The cache is only an optimisation: a
     missing, stale or unwritable one means compiling again."""
-    import hashlib
-
     key = hashlib.sha256(repr((exprs, flags, hyperscan.__version__)).encode()).hexdigest()[:24]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "ddp-doctor", f"hyperscan-{key}.db")

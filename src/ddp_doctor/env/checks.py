@@ -60,7 +60,7 @@ class OnHost(Generic[F]):
 
 
 # The order is the report's (and tests/env/test_checks_facts.py's): python and torch first, then the
-# GPUs, the system, the environment, the network, and issue 14's trust checks last.
+# GPUs, the system, the environment, the network, and the trust checks (expected GPUs, busy GPUs, distributed variables) last.
 CHECKS: tuple[OnHost[Any], ...] = (
     OnHost(python.CHECK, PythonFacts.from_env),
     OnHost(torch_build.INSTALLED, TorchFacts.from_env),

@@ -7,6 +7,7 @@ in a child interpreter, NVML) start first and run concurrently with the fast fil
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from pathlib import Path
@@ -103,8 +104,6 @@ def _nccl_facts(
 
 def _warm_up() -> None:
     """The parent is idle while the child imports torch: load what judging and rendering need now."""
-    import importlib
-
     from ddp_doctor import knowledge
 
     knowledge.releases()

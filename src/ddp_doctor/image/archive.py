@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from ddp_doctor.errors import InputError
 from ddp_doctor.image.limits import Limits
+from ddp_doctor.image.rootfs_dir import walk_into
 from ddp_doctor.image.streams import (
     CHUNK,
     BombGuard,
@@ -551,10 +552,9 @@ def load_rootfs_stream(src: Readable, path: str, fmt: str, limits: Limits, polic
 
 
 def load_rootfs_dir(path: str, limits: Limits, policy: Policy) -> Image:
-    from ddp_doctor.image.rootfs_dir import walk_into
-
     applier = Layers(limits, policy)
-    walk_into(path, applier)
+    scanned = walk_into(path, applier.tree, policy.scan)
+    applier.markers.update({name: (applier.tree.layer, found) for name, found in scanned.items()})
     return applier.image(
         None,
         {

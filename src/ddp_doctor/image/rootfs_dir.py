@@ -5,14 +5,11 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from ddp_doctor.errors import InputError
 from ddp_doctor.image.streams import CHUNK, scan_markers
-
-if TYPE_CHECKING:
-    from ddp_doctor.image.archive import Layers
+from ddp_doctor.image.tree import Tree
 
 _TYPE = (
     (stat.S_ISREG, tarfile.REGTYPE),
@@ -31,14 +28,13 @@ def _type(mode: int) -> bytes | None:
     return None  # sockets: nothing an image carries
 
 
-def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe directory walk; splitting it means passing the open fds around (issue 15 list)
+def walk_into(root: str, tree: Tree, scan: Callable[[str], tuple[bytes, ...]]) -> dict[str, set[bytes]]:  # noqa: C901 - one fd-safe directory walk; splitting it means passing the open fds around
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         raise InputError(f"cannot open {root}: {exc.strerror}") from None
     device = os.fstat(top).st_dev
     todo: list[tuple[int, str]] = [(top, "")]
-    tree = layers.tree
     scanned: dict[str, set[bytes]] = {}
     try:
         while todo:
@@ -73,7 +69,7 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
                         read,
                     )
                     if full is not None:
-                        wanted = layers.policy.scan(full)
+                        wanted = scan(full)
                         if wanted:
                             fd = fd if fd is not None else _open_file(name, dfd, root, path)
                             if fd is not None:
@@ -98,7 +94,7 @@ def walk_into(root: str, layers: Layers) -> None:  # noqa: C901 - one fd-safe di
             if dfd != top:
                 os.close(dfd)
         os.close(top)
-    layers.markers.update({path: (tree.layer, found) for path, found in scanned.items()})
+    return scanned  # path -> the markers found in it (the policy's scan asked for them)
 
 
 def _unreadable(root: str, path: str) -> str:

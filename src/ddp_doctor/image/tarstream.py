@@ -107,7 +107,7 @@ class TarStream:
         while self._src.read(CHUNK):
             pass
 
-    def members(self) -> Iterator[Member]:  # noqa: C901 - the tar header state machine (pax, GNU long names) in one generator (issue 15 list)
+    def members(self) -> Iterator[Member]:  # noqa: C901 - the tar header state machine (pax, GNU long names) in one generator
         long_name: str | None = None
         long_link: str | None = None
         pax: dict[str, str] = {}

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,6 @@ def plan_for(
 
 
 def _with_deadline(spec: launcher.TorchrunSpec) -> launcher.TorchrunSpec:
-    from dataclasses import replace
-
     # Wall-clock, because ranks on other nodes share it (the parent itself uses a monotonic one).
     deadline = f"{time.time() + spec.timeout_s:.3f}"
     return replace(spec, entry_args=[deadline if a == "{deadline}" else a for a in spec.entry_args])

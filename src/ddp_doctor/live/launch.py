@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -412,8 +412,6 @@ def _alive(pid: int) -> bool:
 
 
 def _with_launcher(spec: TorchrunSpec, launcher: tuple[str, ...]) -> TorchrunSpec:
-    from dataclasses import replace
-
     return replace(spec, launcher=launcher)
 
 

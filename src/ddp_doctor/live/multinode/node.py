@@ -27,7 +27,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +104,6 @@ class NodePlan:
 
     def apply(self, spec: Any) -> Any:
         """The chain's TorchrunSpec with this node's rendezvous and the env the ranks need."""
-        from dataclasses import replace
-
         return replace(spec, env={**spec.env, **self.env}, **self.spec_fields())
 
     def before_merge(self, outcome: Any, merge_plan: Any) -> None:

@@ -8,6 +8,7 @@ records the exception as the phase's failure.
 from __future__ import annotations
 
 import importlib
+import pickle
 from types import ModuleType
 from typing import Any
 
@@ -43,8 +44,6 @@ def all_gather_objects(ctx: Any, obj: Any) -> list[Any]:
     torch's own version turns the received bytes back through `tensor.numpy()`, so it raises
     "Numpy is not available" in the many images that ship torch without numpy.
     """
-    import pickle
-
     import torch
     import torch.distributed as dist
 
