@@ -10,7 +10,11 @@ of knowledge/exitcodes.yaml."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +273,31 @@ def test_spec_file_keys(tmp_path: Path) -> None:
     trainer = pod["containers"][0]
     assert [trainer["command"][0], *trainer["args"][:3]] == ["ddp-doctor", "run", "--exit-code", "verdict"]
     assert "--timeout" in pod["initContainers"][0]["args"]  # preflight: live
+
+
+# What the kubelet keeps of a failed container's log as its termination message under FallbackToLogsOnError:
+# the last 80 lines, at most 2048 bytes (kubernetes pkg/kubelet/container: MaxContainerTerminationMessageLogLines,
+# MaxContainerTerminationMessageLogLength).
+MESSAGE_LINES, MESSAGE_BYTES = 80, 2048
+
+
+def test_a_failing_preflight_init_container_exits_with_the_verdict_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "job.yaml"
+    flags = ["--gpus-per-node", "0", "--preflight", "--env", "GLOO_SOCKET_IFNAME=ens9", "--script", "t.py"]
+    assert main(["launch", "--target", "k8s", "--image", "img:1", *flags, "-o", str(out)]) == 0
+    (job,) = yaml.safe_load_all(out.read_text())
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    # The init container's own command line and environment, run as a real process (the image here: this host).
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "COLUMNS": "100"}
+    env.update({e["name"]: e["value"] for e in init["env"] if "value" in e})
+    started = time.monotonic()
+    proc = subprocess.run(
+        init["command"] + init["args"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr  # the check's FAIL: the job's podFailurePolicy FailJob rule matches it
+    log = (proc.stdout + proc.stderr).encode()
+    message = b"\n".join(log.splitlines()[-MESSAGE_LINES:])[-MESSAGE_BYTES:].decode(errors="replace")
+    assert "GLOO_SOCKET_IFNAME=ens9 matches no interface" in message and "FAIL" in message, message
+    assert "root cause: env.env_vars" in message, message
+    print(f"preflight init container: exit {proc.returncode} after {took:.1f} s")
