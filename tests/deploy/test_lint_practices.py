@@ -356,3 +356,27 @@ def test_the_data_set_mounted_rather_than_in_the_image(tmp_path: Path) -> None:
     assert _found(tmp_path / "baked.sh")["data_in_image"] == [(2, "warning")]
     (tmp_path / "mounted.sh").write_text(read.format(mount="-v /ckpt:/ckpt -v /mnt/imagenet:/data/imagenet:ro"))
     assert "data_in_image" not in _found(tmp_path / "mounted.sh")
+
+
+def test_a_timeout_torch_never_reads_is_a_belief_with_the_real_knob() -> None:
+    found = {r.id.split(".")[-1]: r for r in lint_file(str(CORPUS / "yuisekinai-100_pretrain.sh")).results}
+    belief = found["variable_not_read"]
+    assert "TORCH_DISTRIBUTED_TIMEOUT" in belief.summary
+    assert "timeout=datetime.timedelta(seconds=7200)" in (belief.remedy or "")
+
+
+def test_a_ray_cluster_the_batch_script_waits_on_forever(tmp_path: Path) -> None:
+    script = """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        #SBATCH --gpus-per-node=8
+        head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+        srun --nodes=1 -w "$head" ray start --head --block &
+        sleep 10
+        srun --nodes=1 --exclude "$head" ray start --address "$head:6379" --block &
+        python train.py
+        {end}
+        """
+    held = _lint(tmp_path, "ray.sbatch", script.format(end="wait"))
+    assert held["gpus_held"] == [(9, "warning")]
+    assert "gpus_held" not in _lint(tmp_path, "done.sbatch", script.format(end="ray stop"))
