@@ -380,3 +380,24 @@ def test_a_ray_cluster_the_batch_script_waits_on_forever(tmp_path: Path) -> None
     held = _lint(tmp_path, "ray.sbatch", script.format(end="wait"))
     assert held["gpus_held"] == [(9, "warning")]
     assert "gpus_held" not in _lint(tmp_path, "done.sbatch", script.format(end="ray stop"))
+
+
+def test_every_gpu_of_a_provisioned_node_is_counted_and_detectron2_launches(tmp_path: Path) -> None:
+    task = """
+        resources:
+          accelerators: V100:4
+        run: |
+          docker run --rm --gpus all --user 1000 -v /d:/d img:1 \\
+            python3 tools/train_net.py --config-file c.yaml --num-gpus 2
+        """
+    found = _lint(tmp_path, "sky.yaml", task)
+    assert found["nproc_below_gpus"] == [(5, "warning")]  # 2 processes on a node of 4 V100s
+    batch = """
+        #!/bin/bash
+        #SBATCH --gpus-per-node=8
+        docker run --rm --gpus all --user 1000 -v /d:/d img:1 torchrun --nproc-per-node 8 t.py
+        """
+    assert not {"nproc_below_gpus", "nproc_exceeds_gpus"} & set(_lint(tmp_path, "b.sbatch", batch))
+    # --num-gpus of another program is not detectron2's
+    other = "#!/bin/bash\ndocker run --gpus 8 --user 1000 -v /d:/d img:1 python3 train_esm2.py --num-gpus 2\n"
+    assert "nproc_below_gpus" not in _lint(tmp_path, "o.sh", other)

@@ -38,6 +38,11 @@ ACCELERATE_FLAGS = {
     "--config_file": "config_file",
     "--config-file": "config_file",
 }
+DETECTRON2_FLAGS = {
+    "--num-gpus": "nproc",
+    "--num-machines": "nnodes",
+    "--machine-rank": "node_rank",
+}
 DEEPSPEED_FLAGS = {
     "--num_gpus": "nproc",
     "--num-gpus": "nproc",
@@ -148,6 +153,11 @@ def launcher_at(words: list[Word], i: int) -> tuple[str, int] | None:
         return "tune", i + 2
     if base == "ddp-doctor" and _next(words, i) == "check":
         return "ddp-doctor", i + 2
+    if base.startswith("python") and any(w.text.partition("=")[0] == "--num-gpus" for w in words[i + 1 :]):
+        # detectron2's launch() (default_argument_parser): --num-gpus processes per machine, spawned by the script.
+        script = next((j for j in range(i + 1, len(words)) if words[j].text.endswith(".py")), None)
+        if script is not None and words[script].text.endswith("train_net.py"):  # tools/(plain_|lazyconfig_)train_net.py
+            return "detectron2", script
     module = _python_module(words, i)
     if module is not None:
         at = next(j for j in range(i, len(words)) if words[j].text in ("-m", f"-m{module}")) + 1
@@ -237,6 +247,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
         "ddp-doctor": DOCTOR_FLAGS,
         "accelerate": ACCELERATE_FLAGS,
         "deepspeed": DEEPSPEED_FLAGS,
+        "detectron2": DETECTRON2_FLAGS,
     }[tool]
     values = _flag_values(rest, table)
     if tool == "accelerate":

@@ -376,7 +376,11 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
     out = scan.docker
     syntax = bash_syntax(text) if first_line == 1 else None
     if slurm:
-        out.append(_slurm_unit(text, source, first_line, env, scan))
+        job = _slurm_unit(text, source, first_line, env, scan)
+        for d in out:
+            if d.gpus is not None and d.gpus.value is None and job.gpus is not None and job.gpus.value is not None:
+                d.gpus = At(job.gpus.value, d.gpus.line)  # every GPU of the node is what Slurm granted
+        out.append(job)
     else:
         for launch, launch_env in scan.bare:
             out.append(Unit("shell", source, launch.tool, launch.line, launches=[launch], trains=True, env=launch_env))

@@ -139,4 +139,8 @@ def units(doc: YMap, source: str, notes: list[str]) -> list[Unit]:
     u.workdir = WORKDIR
     if not declared and not u.launches:
         u.persistent_volume = None
+    for d in found:
+        if d.gpus is not None and d.gpus.value is None and u.gpus is not None and u.gpus.value is not None:
+            # Every GPU of a SkyPilot node is the accelerators it was provisioned with.
+            d.gpus = At(u.gpus.value, d.gpus.line)
     return [u, *found]
