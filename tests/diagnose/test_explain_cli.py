@@ -149,3 +149,66 @@ def test_hypothesis_arbitrary_lines_never_crash() -> None:
             assert r.id.startswith("diag.") and r.summary
 
     check()
+
+
+_TWO_RANKS = """\
+import logging, os, time
+logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+if int(os.environ["RANK"]) == 0:
+    time.sleep(1.5)  # fails later; its file is read first
+    logging.info("rank 0 stops waiting for its peer")
+    raise RuntimeError("rank 0 stopped waiting")
+logging.info("rank 1 reads its batch")
+raise ValueError("bad batch on rank 1")
+"""
+
+
+def test_a_torchrun_log_dir_names_the_first_failing_rank_across_its_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    job = _write(tmp_path, "job.py", _TWO_RANKS)
+    logs = tmp_path / "logs"
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    # A slow monitor lets rank 0 fail too before torchrun stops it: two failures, in two files.
+    ran = subprocess.run(
+        [
+            torchrun,
+            "--nproc-per-node",
+            "2",
+            "--monitor-interval",
+            "4",
+            "--log-dir",
+            str(logs),
+            "--redirects",
+            "3",
+            str(job),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode != 0
+    stderr = sorted(logs.glob("*/attempt_0/*/stderr.log"))
+    assert len(stderr) == 2 and "RuntimeError" in stderr[0].read_text() and "ValueError" in stderr[1].read_text()
+
+    proc = run_cli("explain", "--format", "json", str(logs))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    root = report["results"][0]
+    # Rank 1 failed first by the logs' own times, though rank 0's file comes first in the directory.
+    assert root["observed"]["exception"] == "ValueError" and root["observed"]["origin"] == "local rank 1", root
+    assert root["observed"]["failed_after"] == ["local rank 0"]
+    assert report["facts"]["log"]["files"] == 2  # the empty stdout.log files are skipped
+
+    # The same files named one by one: the same answer; stdin is read alone.
+    again = json.loads(run_cli("explain", "--format", "json", *map(str, stderr)).stdout)
+    assert again["results"][0]["observed"]["origin"] == "local rank 1"
+    alone = run_cli("explain", "-", str(stderr[0]), input="x\n")
+    assert alone.returncode == 2 and "read alone" in alone.stderr
+
+
+def test_a_directory_without_logs_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "report.json").write_text("{}")
+    proc = run_cli("explain", str(tmp_path))
+    assert proc.returncode == 2 and "no non-empty log files" in proc.stderr and "Traceback" not in proc.stderr

@@ -5,6 +5,7 @@ failure with the same cause and remedy (typed Results, root cause first):
 
     explain_text(captured_output, "job.log", {"rank 1": -9}) -> [Result, ...]  # all explain says
     explain_stream(binary_stream, "job.log", stats) -> [Result, ...]            # any size, bounded memory
+    explain_streams([(stream, "attempt_0/1/stderr.log", None), ...]) -> [...]    # one job's logs read as one
     diagnose({"rank-1.log": lines, ...}, {"rank 1": -9}) -> [Result, ...]      # signature findings only
     signature("diag.shm_exhausted") -> {"title", "cause", "remedy", "severity", "source", ...}
 """
@@ -17,17 +18,32 @@ from typing import IO, Any
 
 from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, readers, sources
 from ddp_doctor.diagnose.engine import Matcher
+from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.diagnose.logread import Stats
 from ddp_doctor.report import Result, Status
 
-__all__ = ["Stats", "diagnose", "explain_stream", "explain_text", "signature"]
+__all__ = ["Stats", "diagnose", "explain_stream", "explain_streams", "explain_text", "signature"]
 
 
-def _feed(matcher: Matcher, stream: IO[bytes], name: str, stats: Stats, tail: blockscan.Tail | None) -> None:
+def _feed(
+    matcher: Matcher,
+    stream: IO[bytes],
+    name: str,
+    stats: Stats,
+    tail: blockscan.Tail | None,
+    origin: Origin | None = None,
+) -> None:
     table = patterns.table()
-    matcher.source(name, sources.origin_of(name))
+    matcher.source(name, origin if origin is not None else sources.origin_of(name))
     for hit in blockscan.scan(
-        stream, patterns.engine(), stats, name=name, tail=tail, follow=table.follow, once=table.once
+        stream,
+        patterns.engine(),
+        stats,
+        name=name,
+        tail=tail,
+        follow=table.follow,
+        once=table.once,
+        precede=table.precede,
     ):
         text = hit.text.decode("utf-8", "replace")
         if hit.context:
@@ -65,17 +81,33 @@ def explain_stream(
     Everything explain reports: signatures, unknown failure-looking lines, fatal-signal backtraces,
     known-harmless lines (PASS), and, when nothing failed, a hang read from the log's tail.
     """
+    return explain_streams([(stream, name, None)], stats, exit_codes)
+
+
+def explain_streams(
+    logs: Iterable[tuple[IO[bytes], str, Origin | None]],
+    stats: Stats | None = None,
+    exit_codes: Mapping[str, int] | None = None,
+) -> list[Result]:
+    """`explain_stream` over several logs of one job (one per rank, pod or task) read as one: each log's lines
+    take the origin given (else the one its name says); the first failure is the first by the logs' own times
+    where they carry them. Each stream is read to its end before the next is taken from `logs`."""
     matcher = Matcher(catalogue.load())
     stats = stats if stats is not None else Stats()
-    tail = blockscan.Tail()
-    _feed(matcher, stream, name, stats, tail)
+    tails: list[tuple[str, blockscan.Tail]] = []
+    for stream, name, origin in logs:
+        tail = blockscan.Tail()
+        _feed(matcher, stream, name, stats, tail, origin)
+        tails.append((name, tail))
     for key, code in (exit_codes or {}).items():
         matcher.exit_code(key, code)
     results = matcher.results(unknown=True, harmless=True)
     if not any(r.status is Status.FAIL for r in results):
-        hung = hang.read(readers.load(), catalogue.by_id()["diag.hang"], name, tail.finish(), matcher.pid_rank)
-        if hung is not None:
-            results.insert(0, hung)
+        for name, tail in tails:
+            hung = hang.read(readers.load(), catalogue.by_id()["diag.hang"], name, tail.finish(), matcher.pid_rank)
+            if hung is not None:
+                results.insert(0, hung)
+                break
     return results
 
 

@@ -119,6 +119,7 @@ class _Region:
     once: frozenset[int]
     seen_once: set[bytes]
     stats: Stats
+    precede: frozenset[int] = frozenset()
 
     def lines(
         self, region: bytes | memoryview, text_of: bytes | bytearray, lineno: int, pending: int, partial: bool
@@ -148,6 +149,10 @@ class _Region:
             self.stats.candidates += 1
             text = _line(region, ls, le, pos)
             ids = self.engine.which(text) if UNKNOWN in ids_seen else frozenset(ids_seen)
+            if ls > 0 and self.precede and not self.precede.isdisjoint(ids):
+                ps = text_of.rfind(b"\n", 0, ls - 1) + 1
+                if ps >= next_free:  # the line before, unless it was yielded already
+                    out.append(MatchedLine(line_at - 1, _line(region, ps, ls - 1, ps), context=True))
             out.append(MatchedLine(line_at, text, ids))
             next_free = le + 1
             more = max((self.follow[x] for x in ids if x in self.follow), default=0)
@@ -182,14 +187,16 @@ def scan(
     tail: Tail | None = None,
     follow: Mapping[int, int] | None = None,
     once: frozenset[int] = frozenset(),
+    precede: frozenset[int] = frozenset(),
 ) -> Iterator[MatchedLine]:
     """Every line holding a match, with the indexes of the patterns it holds; after a line holding a pattern
     named in `follow` (pattern index -> n), its next n lines as context (a traceback frame's source line and the
     exception line below it; NCCL's detail under "Last error:"). A line holding only patterns in `once` is
     yielded for the first process that prints it (its "host:pid" prefix) and skipped after: NCCL announces each
-    rank once per communicator, and only the first announcement names the rank. Nothing else is looked at line
-    by line."""
-    blocks = _Region(engine, follow or {}, once, set(), stats)
+    rank once per communicator, and only the first announcement names the rank. A line holding a pattern in
+    `precede` comes after the line before it, as context (a traceback's header takes the time of the log line
+    printed just before it). Nothing else is looked at line by line."""
+    blocks = _Region(engine, follow or {}, once, set(), stats, precede)
     # One buffer for the whole read: the carry (an unfinished line) is moved to its front and the next
     # read lands behind it, so no block is allocated or copied per read.
     buf = bytearray(chunk + OVERLAP + MAX_LINE)

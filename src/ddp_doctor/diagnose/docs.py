@@ -27,14 +27,22 @@ why, and what to change. The same matcher runs inside `ddp-doctor check`, `bench
 
 ```
 ddp-doctor explain job.log                 # torchrun / NCCL_DEBUG / kubectl logs output
+ddp-doctor explain logs/                   # torchrun --log-dir, one file per pod or Slurm task, a run directory
 kubectl logs -l job-name=train --prefix --all-containers | ddp-doctor explain -
 ddp-doctor explain job.log.gz --format json -o report.json
 ```
 
-- **Input**: a file, or `-` for stdin; gzip and zstd files are unpacked on the fly. Lines prefixed with
-  `[rankN]:`, `[defaultN]:` (torchrun `--tee`), `host:pid:tid [gpu]` (NCCL) or `[pod/NAME/container]`
-  (`kubectl logs --prefix`) are attributed to that rank / GPU / pod, and so are files joined with
-  `==> name <==` headers. ANSI colours, CRLF and bytes that are not UTF-8 are handled.
+- **Input**: a file, several files, directories of them, or `-` for stdin (alone); gzip and zstd files are
+  unpacked on the fly. Several files are read as one job: in a directory the files named `*.log`, `*.out`,
+  `*.err`, `*.txt` (also `.gz` / `.zst`; empty ones skipped), each attributed by its path: torchrun
+  `--log-dir` (`attempt_N/LOCAL_RANK/stderr.log`), a `ddp-doctor run` directory (`rank-N.log`), Slurm's
+  per-task `%t` files (`slurm-123_3.out`), per-pod `kubectl logs` files that differ in one number. The first
+  failure across them is the first by the logs' own times where they carry one (a traceback takes the time of
+  the line printed before it), else in reading order. Lines prefixed with
+  `[rankN]:`, `[defaultN]:` (torchrun `--tee`), `host:pid:tid [gpu]` (NCCL), `[pod/NAME/container]`
+  (`kubectl logs --prefix`), Ray's `(Actor pid=N)` or vLLM's logger are attributed to that rank / GPU / pod,
+  and so are files joined with `==> name <==` headers. ANSI colours, CRLF and bytes that are not UTF-8 are
+  handled.
 - **Root cause first**: failures before warnings; a *cause* before a *symptom* (a timeout waiting for a
   rank that died) before the *cascade* (torchrun's SIGTERMs and ChildFailedError summary); within a
   tier the earliest line. Each result carries its evidence: source, line number, the line.

@@ -114,9 +114,11 @@ class Matcher:
         self._by_owner: dict[frozenset[str], tuple[Signature, ...]] = {}
         self._root_cause_rank: int | None = None  # the rank torchrun's summary names as the first failure
         self._in_root_cause: str | None = None
+        self._sources: set[str] = set()
 
     def source(self, name: str, where: Origin | None) -> None:
         """What a file's name says about its lines (a rank's own log): lines without a prefix take it."""
+        self._sources.add(name)
         if where is not None:
             self._defaults[name] = where
 
@@ -321,20 +323,24 @@ class Matcher:
         by_id = {s.id: s for s in self.signatures}
         # Failures before warnings before harmless; then cause > symptom > cascade; then the earliest line;
         # a fatal-signal reading before a signature found on the same line (it names the library too).
+        fatal_sig = by_id.get("diag.fatal_signal")
+        fatal = self._fatal.results(fatal_sig) if fatal_sig is not None else []
+        first = {sid: tally.first_order for sid, tally in self._tallies.items()}
+        if len(self._sources) > 1 and not fatal and all(t.hits[0].when is not None for t in self._tallies.values()):
+            # Several logs of one job (a file per rank): the earliest line is the earliest by the logs' own clocks,
+            # not the one in the file read first.
+            by_time = sorted(self._tallies, key=lambda sid: (self._tallies[sid].hits[0].when or 0.0, first[sid]))
+            first = {sid: i for i, sid in enumerate(by_time)}
         keyed: list[tuple[tuple[int, int, int, int], Result]] = [
             (
-                (_severity_rank(by_id[sid], tally.count), by_id[sid].rank_of_tier, tally.first_order, 1),
+                (_severity_rank(by_id[sid], tally.count), by_id[sid].rank_of_tier, first[sid], 1),
                 _result(by_id[sid], tally),
             )
             for sid, tally in self._tallies.items()
             if harmless or by_id[sid].tier != "harmless"
         ]
-        fatal_sig = by_id.get("diag.fatal_signal")
         if fatal_sig is not None:
-            keyed += [
-                ((_severity_rank(fatal_sig), fatal_sig.rank_of_tier, order, 0), res)
-                for order, res in self._fatal.results(fatal_sig)
-            ]
+            keyed += [((_severity_rank(fatal_sig), fatal_sig.rank_of_tier, order, 0), res) for order, res in fatal]
         keyed.sort(key=lambda kr: kr[0])
         out = [r for _, r in keyed]
         self._tracebacks.finish()

@@ -23,6 +23,8 @@ class PatternTable:
     """Pattern index -> how many lines after its line the readers need (blockscan's context lines)."""
     once: frozenset[int]
     """Patterns whose line only the first time one process prints it matters (NCCL's rank announcement)."""
+    precede: frozenset[int]
+    """Patterns whose line the readers want with the line before it (a traceback's header: that line's time)."""
     cache: dict[frozenset[int], frozenset[str]]
 
     def owners_of(self, ids: frozenset[int]) -> frozenset[str]:
@@ -57,7 +59,8 @@ def table() -> PatternTable:
     follow = {i: 1 for i, p in enumerate(patterns) if p == prefilter.LAST_ERROR_PATTERN}
     follow[patterns.index(tracebacks.FRAME)] = tracebacks.FOLLOW_LINES
     once = frozenset({patterns.index(prefilter.NCCL_COMM_PATTERN)})
-    return PatternTable(tuple(patterns), tuple(owners), follow, once, {})
+    precede = frozenset({patterns.index(tracebacks.HEADER)})
+    return PatternTable(tuple(patterns), tuple(owners), follow, once, precede, {})
 
 
 @functools.lru_cache(maxsize=4)
