@@ -64,7 +64,14 @@ TARGETS = tuple(EXT)
 # Which targets take a spec when not all do (launch refuses the others, each with its reason).
 ONLY = {
     "4x8-elastic-script": ("docker", "compose", "k8s", "pytorchjob", "slurm"),  # JobSet/TrainJob: fixed pod count
-    "2x8-watch-preflight": ("k8s", "jobset", "trainjob", "slurm"),  # a PyTorchJob has no podFailurePolicy
+    "2x8-watch-preflight": (
+        "docker",
+        "compose",
+        "k8s",
+        "jobset",
+        "trainjob",
+        "slurm",
+    ),  # a PyTorchJob has no podFailurePolicy
 }
 CASES = [(s, t) for s in SPECS for t in TARGETS if t in ONLY.get(s, TARGETS)]
 

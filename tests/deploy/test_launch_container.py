@@ -1,5 +1,5 @@
 """End to end: the generated docker script runs a real container (podman behind a `docker`
-shim, the host's root filesystem as the image) and `ddp-doctor check` passes inside it."""
+shim, the host's root filesystem as the image): its preflight container, then `ddp-doctor check`, pass inside it."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def test_generated_docker_script_runs_the_check_in_a_container(tmp_path: Path) -
                     f"PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin",
                     "--logs",
                     f"{tmp_path}/logs:/logs",
+                    "--preflight",
                     "-o",
                     str(script),
                 ]
@@ -90,6 +91,9 @@ def test_generated_docker_script_runs_the_check_in_a_container(tmp_path: Path) -
         assert "ddp-doctor check" in out, out[-3000:]
         assert proc.returncode == 0, out[-3000:]
         assert "live." in proc.stdout and "verdict: FAIL" not in proc.stdout, proc.stdout[-3000:]
+        # The preflight's static check ran in its own container first, then the job's check.
+        assert proc.stdout.count("ddp-doctor check — host") == 2, proc.stdout[-3000:]
+        assert proc.stdout.index("env.shm") < proc.stdout.index("live."), proc.stdout[-3000:]
         names = subprocess.run(
             [*podman.argv, "ps", "-a", "--format", "{{.Names}}"],
             env=podman.env,

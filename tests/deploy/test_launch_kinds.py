@@ -211,7 +211,6 @@ def test_a_named_runtime_is_referenced_not_written(capsys: pytest.CaptureFixture
             "a PyTorchJob (kubeflow.org/v1) has no podFailurePolicy",
         ),
         (["--target", "k8s", "--watch"], "--watch needs --script"),
-        (["--target", "docker", "--preflight"], "--preflight: a docker config is one container"),
         (["--target", "k8s", "--runtime", "x"], "--runtime: for --target trainjob only"),
         (["--target", "trainjob", "--runtime", "x", "--preflight"], "the init container and the failure policy live"),
         (["--target", "jobset", "--nodes", "4", "--min-nodes", "2"], "--min-nodes: a jobset runs a fixed number"),
@@ -301,3 +300,15 @@ def test_a_failing_preflight_init_container_exits_with_the_verdict_and_says_why(
     assert "GLOO_SOCKET_IFNAME=ens9 matches no interface" in message and "FAIL" in message, message
     assert "root cause: env.env_vars" in message, message
     print(f"preflight init container: exit {proc.returncode} after {took:.1f} s")
+
+
+def test_compose_starts_the_job_only_after_its_preflight_passed() -> None:
+    (project,) = docs("2x8-watch-preflight", "compose")
+    services = project["services"]
+    assert list(services) == ["preflight", "train-2x8"]
+    check, job = services["preflight"], services["train-2x8"]
+    assert check["command"] == ["timeout", "-k", "5", "55", "ddp-doctor", "check", "--static"]
+    assert job["depends_on"] == {"preflight": {"condition": "service_completed_successfully"}}
+    same = ("image", "user", "shm_size", "ulimits", "environment", "volumes", "deploy", "network_mode")
+    assert {k: check[k] for k in same} == {k: job[k] for k in same}
+    assert job["command"][:4] == ["ddp-doctor", "run", "--exit-code", "verdict"]

@@ -225,8 +225,6 @@ _SLURM_ONLY = (
     ("ranks_per_task", "--ranks-per-task"),
 )
 KUBERNETES = ("k8s", "pytorchjob", "jobset", "trainjob")
-# Targets whose job runs as one pod template or batch script with room for a step before it.
-PREFLIGHT_TARGETS = ("slurm", *KUBERNETES)
 
 
 def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
@@ -267,12 +265,7 @@ def _check_slurm(spec: specs.LaunchSpec, target: str) -> None:
 
 
 def _check_doctor(spec: specs.LaunchSpec, target: str) -> None:
-    """--preflight, --watch and --runtime: where each has a place."""
-    if spec.preflight and target not in PREFLIGHT_TARGETS:
-        raise UsageError(
-            f"--preflight: a {target} config is one container with no step before it; "
-            f"expected --target {', '.join(PREFLIGHT_TARGETS)}"
-        )
+    """--watch and --runtime: where each has a place."""
     if spec.watch and spec.script is None:
         raise UsageError("--watch needs --script: ddp-doctor check reports by itself")
     if spec.watch and target == "pytorchjob":

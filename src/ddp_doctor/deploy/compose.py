@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.deploy.serialize import Expand, yaml_documents
-from ddp_doctor.deploy.spec import LaunchSpec, gib_text
+from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, gib_text
 
 
 def literal(word: str) -> str:
@@ -13,11 +13,17 @@ def literal(word: str) -> str:
     return str(word) if isinstance(word, Expand) else word.replace("$", "$$")
 
 
-def service(spec: LaunchSpec) -> dict[str, Any]:
+PREFLIGHT = "preflight"
+
+
+def service(spec: LaunchSpec, command: list[str] | None = None) -> dict[str, Any]:
+    """The job's service; `command` replaces its command (the preflight's check)."""
     # Compose interpolates ${VAR:?message} itself: a missing variable stops `up` with that message.
     node_rank = "${NODE_RANK:?set NODE_RANK to this node's rank}"
     master = "${MASTER_ADDR:?set MASTER_ADDR to node 0's address}"
-    command = spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}")
+    command = command or spec.entrypoint(
+        node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}"
+    )
     svc: dict[str, Any] = {
         "image": spec.image,
         "command": [literal(w) for w in command],
@@ -54,7 +60,14 @@ def service(spec: LaunchSpec) -> dict[str, Any]:
 
 
 def to_dict(spec: LaunchSpec) -> dict[str, Any]:
-    return {"name": spec.name, "services": {spec.name: service(spec)}}
+    if not spec.preflight:
+        return {"name": spec.name, "services": {spec.name: service(spec)}}
+    # The check runs first in a service like the job's; `up` starts the job only if it exits 0, else stops
+    # with "service preflight didn't complete successfully: exit N".
+    check = service(spec, ["timeout", "-k", "5", str(PREFLIGHT_S - 5), *spec.preflight_command()])
+    job = service(spec)
+    job["depends_on"] = {PREFLIGHT: {"condition": "service_completed_successfully"}}
+    return {"name": spec.name, "services": {PREFLIGHT: check, spec.name: job}}
 
 
 def render(spec: LaunchSpec) -> str:
@@ -64,6 +77,11 @@ def render(spec: LaunchSpec) -> str:
         "shm_size: Docker's default /dev/shm is 64 MB, too small for DataLoader workers and NCCL's shm transport.\n"
         "ulimits.memlock -1: NCCL / RDMA pin host memory."
     )
+    if spec.preflight:
+        header += (
+            f"\nPreflight: the service {PREFLIGHT} runs {' '.join(spec.preflight_command())} first (at most {PREFLIGHT_S} s, "
+            "coreutils timeout in the image); the job starts only if it passes."
+        )
     if spec.multi_node:
         header += (
             "\nRun `docker compose up` on every node with NODE_RANK=0..N-1, MASTER_ADDR=node 0, one RUN_ID;\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.deploy.serialize import Expand, shell_lines, shell_word
-from ddp_doctor.deploy.spec import LaunchSpec, gib_text, host_path
+from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, gib_text, host_path
 
 WHY = {
     "--gpus": "hands the GPUs to the container through the NVIDIA Container Toolkit; without it torch sees no GPU",
@@ -29,9 +29,10 @@ def gpu_flag(spec: LaunchSpec) -> list[str]:
     return ["--gpus", str(spec.gpus_per_node)]
 
 
-def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
+def argv(spec: LaunchSpec, engine: str = "docker", command: list[str] | None = None, role: str = "") -> list[str]:
+    """The container's run line; `command` replaces the job's own (the preflight's check), `role` names it."""
     node_rank, master = "${NODE_RANK}", "${MASTER_ADDR}"
-    name = Expand(f"{spec.name}-node-{node_rank}") if spec.multi_node else spec.name
+    name = Expand(f"{spec.name}{role}-node-{node_rank}") if spec.multi_node else spec.name + role
     out = [engine, "run", "--rm", "--name", name]
     out += gpu_flag(spec)
     out += ["--ipc=host"] if spec.ipc_host else ["--shm-size", gib_text(spec.shm, "docker")]
@@ -52,8 +53,19 @@ def argv(spec: LaunchSpec, engine: str = "docker") -> list[str]:
     for key, value in spec.env:
         out += ["--env", f"{key}={value}"]
     out += [spec.image]
-    out += spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID}}")
+    out += command or spec.entrypoint(node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID}}")
     return out
+
+
+def preflight(spec: LaunchSpec) -> list[str]:
+    """The check in a container like the job's (same image, GPUs, /dev/shm, user, mounts), before it."""
+    check = ["timeout", "-k", "5", str(PREFLIGHT_S - 5), *spec.preflight_command()]
+    return [
+        f"# Preflight: {' '.join(spec.preflight_command())} in the same image and settings first, at most {PREFLIGHT_S} s",
+        "# (coreutils timeout in the image); a failure ends this script with the check's exit status.",
+        shell_lines(group_flags(argv(spec, command=check, role="-preflight"), spec.image))
+        + ' || { rc=$?; echo "ddp-doctor preflight failed (exit $rc): the job did not start" >&2; exit "$rc"; }',
+    ]
 
 
 def group_flags(flags: list[str], image: str) -> list[list[str]]:
@@ -85,5 +97,7 @@ def render(spec: LaunchSpec) -> str:
             ': "${RUN_ID:?set RUN_ID to one value shared by every node}"',
         ]
     lines.append("mkdir -p " + shell_word(host_path(spec.log_mount(kubernetes=False).source)))
+    if spec.preflight:
+        lines += preflight(spec)
     lines.append("exec " + shell_lines(group_flags(flags, spec.image)))
     return "\n".join(lines) + "\n"
