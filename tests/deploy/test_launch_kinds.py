@@ -216,6 +216,7 @@ def test_a_named_runtime_is_referenced_not_written(capsys: pytest.CaptureFixture
         (["--target", "jobset", "--nodes", "4", "--min-nodes", "2"], "--min-nodes: a jobset runs a fixed number"),
         (["--target", "trainjob", "--runtime", "Bad_Name"], "is not a Kubernetes object name"),
         (["--target", "k8s", "--preflight", "everything"], "invalid choice"),
+        (["--target", "trainjob", "--env", "PET_NODE_RANK=3"], "Kubeflow Trainer's torch plugin sets it"),
     ],
 )
 def test_what_has_no_place_is_refused_with_one_line(flags: list[str], words: str) -> None:
@@ -312,3 +313,20 @@ def test_compose_starts_the_job_only_after_its_preflight_passed() -> None:
     same = ("image", "user", "shm_size", "ulimits", "environment", "volumes", "deploy", "network_mode")
     assert {k: check[k] for k in same} == {k: job[k] for k in same}
     assert job["command"][:4] == ["ddp-doctor", "run", "--exit-code", "verdict"]
+
+
+def test_a_pytorchjob_preflight_is_an_init_container_in_every_replica(capsys: pytest.CaptureFixture[str]) -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    assert main(["launch", "--target", "pytorchjob", "--image", "img:1", "--nodes", "2", "--preflight", "live"]) == 0
+    (job,) = yaml.safe_load_all(capsys.readouterr().out)
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        (init,) = pod["initContainers"]
+        assert init["name"] == "preflight" and init["args"][3:6] == ["ddp-doctor", "check", "--timeout"]
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "t"},
+            "template": replica["template"],
+        }
+        kubernetes_validate.validate(template, K8S_VERSION, strict=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ddp_doctor.commands import Printed
 from ddp_doctor.deploy import spec as specs
+from ddp_doctor.deploy import trainjob
 from ddp_doctor.deploy.targets import TARGETS, render
 from ddp_doctor.errors import UsageError
 from ddp_doctor.words import plural
@@ -281,6 +282,11 @@ def _check_doctor(spec: specs.LaunchSpec, target: str) -> None:
         raise UsageError(
             f"--runtime {spec.runtime} with --preflight or --watch: the init container and the failure policy live "
             "in the runtime's pod template; leave out --runtime and launch writes a runtime with them"
+        )
+    reserved = [k for k, _ in spec.env if k in trainjob.RESERVED_ENV]
+    if reserved and target == "trainjob":
+        raise UsageError(
+            f"--env {', '.join(reserved)}: Kubeflow Trainer's torch plugin sets it and refuses a TrainJob that does"
         )
     if spec.min_nodes is not None and target in ("jobset", "trainjob"):
         raise UsageError(

@@ -26,6 +26,9 @@ GROUP = "trainer.kubeflow.org"
 CONTAINER = "node"
 """The Trainer puts the TrainJob's image, command and environment into the container of this name."""
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+"""The torch plugin sets these and its webhook refuses a TrainJob whose trainer.env names one
+(constants.TorchRunReservedEnvNames)."""
 TRAINER_PORT = 29500
 """PET_MASTER_PORT: the Trainer's fixed port for the trainer nodes (constants.ContainerTrainerPort)."""
 
