@@ -401,3 +401,27 @@ def test_every_gpu_of_a_provisioned_node_is_counted_and_detectron2_launches(tmp_
     # --num-gpus of another program is not detectron2's
     other = "#!/bin/bash\ndocker run --gpus 8 --user 1000 -v /d:/d img:1 python3 train_esm2.py --num-gpus 2\n"
     assert "nproc_below_gpus" not in _lint(tmp_path, "o.sh", other)
+
+
+def test_ray_results_on_a_cluster_deleted_with_the_job(tmp_path: Path) -> None:
+    job = """
+        apiVersion: ray.io/v1
+        kind: RayJob
+        metadata: {{name: t}}
+        spec:
+          entrypoint: {entrypoint}
+          shutdownAfterJobFinishes: true
+          rayClusterSpec:
+            headGroupSpec:
+              rayStartParams: {{}}
+              template:
+                spec:
+                  containers:
+                  - name: ray-head
+                    image: rayproject/ray:2.9.0-gpu
+                    resources: {{limits: {{nvidia.com/gpu: 1}}}}
+        """
+    lost = _lint(tmp_path, "lost.yaml", job.format(entrypoint="python train.py"))
+    assert lost["no_log_volume"] == [(13, "warning")]  # the head container
+    kept = _lint(tmp_path, "kept.yaml", job.format(entrypoint="python train.py --storage-path s3://b/runs"))
+    assert "no_log_volume" not in kept

@@ -189,7 +189,11 @@ def _persistence(u: Unit, c: YMap, volumes: dict[Any, YMap], w: PodTemplate) -> 
                 u.mounts.append(At(m["mountPath"], m.line_of("mountPath")))
     u.persistent_volume = persistent or w.persists is not None
     if w.operator == "ray" and not persistent:
-        u.persistent_volume = None  # Ray Train keeps checkpoints where RunConfig(storage_path) says, not visible here
+        # Ray Train keeps checkpoints where RunConfig(storage_path) says, not visible here, unless the
+        # cluster is deleted with the job and nothing names storage outside it.
+        u.persistent_volume = False if w.deleted_after is not None else None
+        if w.deleted_after is not None:
+            u.holder = f"Ray cluster, deleted when the job ends ({w.deleted_after.value}, line {w.deleted_after.line})"
 
 
 def _with_entrypoint(c: YMap, words: list[Word]) -> list[Word]:

@@ -142,6 +142,8 @@ class Unit:
     interactive: At[str] | None = None
     """A GPU container opened as a shell to work in by hand (compose tty + stdin_open, docker run -it, with
     a shell or no command): what is trained in it is written inside it."""
+    holder: str = ""
+    """What outputs off a volume go with, when it is not the area's usual one (a RayJob's deleted cluster)."""
     removed: bool = False
     """docker run --rm: the container, and what it wrote outside its volumes, goes when it exits."""
     workdir: str | None = None

@@ -315,7 +315,8 @@ HOLDERS = {"k8s": "pod", "skypilot": "cluster's nodes (sky down, autodown, a man
 @check
 def log_volume(u: Unit) -> Iterator[Hit]:
     if u.trains and u.persistent_volume is False:
-        yield Hit("no_log_volume", u.line, {"launcher": launcher(u), "holder": HOLDERS.get(u.area, "container")})
+        holder = u.holder or HOLDERS.get(u.area, "container")
+        yield Hit("no_log_volume", u.line, {"launcher": launcher(u), "holder": holder})
     elif u.interactive is not None and u.gpus is not None and u.persistent_volume is False:
         # A GPU shell to train in by hand: whatever it trains is written inside the container.
         what = f"{u.interactive.value} to train in"

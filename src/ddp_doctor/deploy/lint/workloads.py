@@ -9,6 +9,7 @@ around the templates. A kind nobody wrote a handler for still has every pod temp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ class PodTemplate:
     """Pods started from this template alone (a Volcano task's replicas), when the object says."""
     single: bool = False
     """The path names the container itself (an Argo `container` / `script`), not a pod spec."""
+    deleted_after: At[str] | None = None
+    """What deletes the pods, and their disks, when the job ends (a RayJob's shutdownAfterJobFinishes)."""
     stands_for: int | None = None
     """id() of the pod spec in the object that this (rebuilt) template replaces, so it is not read twice."""
 
@@ -338,6 +341,12 @@ def _rayjob(doc: YMap, label: str) -> list[PodTemplate]:
     submitter = get(spec, "submitterPodTemplate", "spec")
     if isinstance(submitter, YMap):
         out.append(PodTemplate(f"{label} submitter", submitter, role=HELPER))
+    entrypoint = str(spec.get("entrypoint") or "")
+    # Ray Train writes to RunConfig(storage_path), by default ~/ray_results on the cluster's own disk; a
+    # cluster deleted when the job ends takes it along unless the entrypoint names storage elsewhere.
+    if spec.get("shutdownAfterJobFinishes") is True and not re.search(r"://|storage[_-]path", entrypoint):
+        for t in out:
+            t.deleted_after = At("shutdownAfterJobFinishes: true", spec.line_of("shutdownAfterJobFinishes"))
     return out
 
 
