@@ -70,4 +70,5 @@ CHECK = Check(
     facts=TorchFacts,
     judge=judge,
     ids={"env": "env.distributed"},
+    tags=frozenset({"environment", "torch_build"}),
 )

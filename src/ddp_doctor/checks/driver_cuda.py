@@ -90,4 +90,5 @@ CHECK = Check(
     facts=TorchOnGpuFacts,
     judge=judge,
     ids={"env": "env.driver_cuda"},
+    tags=frozenset({"environment"}),
 )

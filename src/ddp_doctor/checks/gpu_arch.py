@@ -69,4 +69,5 @@ CHECK = Check(
     facts=TorchOnGpuFacts,
     judge=judge,
     ids={"env": "env.gpu_arch"},
+    tags=frozenset({"environment"}),
 )

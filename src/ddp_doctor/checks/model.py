@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ddp_doctor.report import Result, Status
 
@@ -43,7 +43,11 @@ class Check(Generic[F]):
     """The frozen facts record the judge reads (see checks.facts)."""
     judge: Callable[[F], Finding]
     ids: Mapping[str, str]
-    """Subject -> Result id (`{"env": "env.shm"}`): the ids are the public, grep-able contract."""
+    """Subject -> Result id (`{"env": "env.shm"}`): the ids are the public, grep-able contract. A unit
+    runs on the subjects named here and on no other."""
+    tags: frozenset[str] = frozenset()
+    """Groups a caller can ask for or a subject can skip: `torch_build` (the build of torch alone),
+    `environment` (about the training environment's own packages)."""
 
     @property
     def doc(self) -> str:
@@ -77,6 +81,24 @@ class Check(Generic[F]):
             expected=dict(found.expected),
             metrics=dict(found.metrics),
         )
+
+
+class Subject(Protocol):
+    """What the checks judge: this host, an image's rootfs, a launch config's unit. It gives the
+    facts of a kind, or None when it cannot say (a rootfs has no NVML): those units are left out."""
+
+    @property
+    def name(self) -> str:
+        """The id prefix of its Results: `env`, `image`."""
+        ...
+
+    def facts(self, kind: type[F]) -> F | None:
+        """The typed facts of `kind`; raises when its own record of them is malformed (an `error` Result)."""
+        ...
+
+    def skipped(self, tags: frozenset[str]) -> str | None:
+        """Why a unit with these tags is a SKIP here (no training environment to examine), or None."""
+        ...
 
 
 def skip(why: str) -> Finding:

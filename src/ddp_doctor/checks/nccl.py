@@ -95,5 +95,10 @@ def judge(f: NcclFacts) -> Finding:
 
 
 CHECK = Check(
-    name="nccl", title="NCCL library", facts=NcclFacts, judge=judge, ids={"env": "env.nccl", "image": "image.nccl"}
+    name="nccl",
+    title="NCCL library",
+    facts=NcclFacts,
+    judge=judge,
+    ids={"env": "env.nccl", "image": "image.nccl"},
+    tags=frozenset({"environment", "torch_build"}),
 )

@@ -30,4 +30,11 @@ def judge(f: TorchFacts) -> Finding:
     )
 
 
-CHECK = Check(name="numpy", title="numpy beside torch", facts=TorchFacts, judge=judge, ids={"env": "env.numpy"})
+CHECK = Check(
+    name="numpy",
+    title="numpy beside torch",
+    facts=TorchFacts,
+    judge=judge,
+    ids={"env": "env.numpy"},
+    tags=frozenset({"environment"}),
+)

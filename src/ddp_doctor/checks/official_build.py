@@ -65,4 +65,5 @@ CHECK = Check(
     facts=TorchFacts,
     judge=judge,
     ids={"env": "env.official_build", "image": "image.official_build"},
+    tags=frozenset({"environment", "torch_build"}),
 )

@@ -91,6 +91,7 @@ INSTALLED = Check(
     facts=TorchFacts,
     judge=installed,
     ids={"env": "env.torch.installed", "image": "image.torch"},
+    tags=frozenset({"environment"}),
 )
 BUILD = Check(
     name="torch.build",
@@ -98,4 +99,5 @@ BUILD = Check(
     facts=TorchFacts,
     judge=build,
     ids={"env": "env.torch.build", "image": "image.torch"},
+    tags=frozenset({"environment", "torch_build"}),
 )

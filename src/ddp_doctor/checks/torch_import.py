@@ -50,5 +50,10 @@ def judge(f: TorchFacts) -> Finding:
 
 
 CHECK = Check(
-    name="torch.import", title="torch imports", facts=TorchFacts, judge=judge, ids={"env": "env.torch.import"}
+    name="torch.import",
+    title="torch imports",
+    facts=TorchFacts,
+    judge=judge,
+    ids={"env": "env.torch.import"},
+    tags=frozenset({"environment"}),
 )

@@ -86,4 +86,5 @@ CHECK = Check(
     facts=TorchrunFacts,
     judge=judge,
     ids={"env": "env.torchrun", "image": "image.torchrun"},
+    tags=frozenset({"environment"}),
 )

@@ -5,22 +5,18 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
-from ddp_doctor.checks import env_vars as env_vars_check
-from ddp_doctor.checks import nccl as nccl_check
-from ddp_doctor.checks import official_build as official_build_check
-from ddp_doctor.checks import table, torch_build
-from ddp_doctor.checks import torchrun as torchrun_check
-from ddp_doctor.checks import user as user_check
-from ddp_doctor.checks.facts import NcclFacts, TorchFacts, TorchrunFacts, UserFacts
-from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor import checks
+from ddp_doctor.checks import table
 from ddp_doctor.report import Result, Status
 from ddp_doctor.torchrun import TorchrunCommand
 from ddp_doctor.torchrun import argv as torchrun_argv
 from ddp_doctor.words import human_bytes, plural
 
 Facts = dict[str, Any]
+F = TypeVar("F")
 
 
 def gpu_flags() -> str:
@@ -115,20 +111,6 @@ def python(f: Facts) -> Result:
     )
 
 
-def torch(f: Facts) -> Result:
-    facts = TorchFacts.from_image(f)
-    unit = torch_build.BUILD if facts.installed else torch_build.INSTALLED
-    return unit.run(facts, "image")
-
-
-def official_build(f: Facts) -> Result:
-    return official_build_check.CHECK.run(TorchFacts.from_image(f), "image")
-
-
-def nccl(f: Facts) -> Result:
-    return nccl_check.CHECK.run(NcclFacts.from_image(f), "image")
-
-
 def _cuda_lib(key: str, rid: str, title: str, why: str) -> Callable[[Facts], Result]:
     def rule(f: Facts) -> Result:
         t, lib = f["torch"], f[key]
@@ -163,19 +145,6 @@ cuda_runtime = _cuda_lib(
     "CUDA runtime",
     "`import torch` fails with a missing libcudart unless it is linked in statically",
 )
-
-
-def torchrun(f: Facts) -> Result:
-    return torchrun_check.CHECK.run(TorchrunFacts.from_image(f), "image")
-
-
-def user(f: Facts) -> Result:
-    return user_check.CHECK.run(UserFacts.from_image(f), "image")
-
-
-def env(f: Facts) -> Result:
-    """The config Env judged by the host's unit (env.env_vars), as what every container starts with."""
-    return env_vars_check.CHECK.run(EnvVarsFacts.from_image(f), "image")
 
 
 def entrypoint(f: Facts) -> Result:
@@ -228,21 +197,43 @@ def run_command(f: Facts) -> Result:
     )
 
 
-RULES: tuple[Callable[[Facts], Result], ...] = (
+@dataclass(frozen=True)
+class ImageSubject:
+    """An image as a subject of the checks: the units that name an `image` id, over the facts the
+    audit read, by each facts type's `from_image` (a type without one is nothing an image can say)."""
+
+    recorded: Facts
+    name: str = "image"
+
+    def facts(self, kind: type[F]) -> F | None:
+        read = getattr(kind, "from_image", None)
+        return None if read is None else cast(F, read(self.recorded))
+
+    def skipped(self, tags: frozenset[str]) -> str | None:
+        return None
+
+
+# The report's order: the image-only rules, and the ids the shared units answer (checks.evaluate).
+RULES: tuple[Callable[[Facts], Result] | str, ...] = (
     integrity,
     python,
-    torch,
-    official_build,
-    nccl,
+    "image.torch",
+    "image.official_build",
+    "image.nccl",
     cuda_runtime,
     cudnn,
-    torchrun,
-    user,
-    env,
+    "image.torchrun",
+    "image.user",
+    "image.env",
     entrypoint,
     run_command,
 )
 
 
 def evaluate(facts: Facts) -> list[Result]:
-    return [rule(facts) for rule in RULES]
+    shared = {r.id: r for r in checks.evaluate(ImageSubject(facts))}
+    return [
+        shared[rule] if isinstance(rule, str) else rule(facts)
+        for rule in RULES
+        if not isinstance(rule, str) or rule in shared
+    ]

@@ -1,0 +1,70 @@
+"""One registry, judged through subjects: what a subject cannot say is left out, a malformed record is
+an error, tags pick units, and the image answers the ids its report lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ddp_doctor import checks
+from ddp_doctor.checks.facts import UserFacts
+from ddp_doctor.image import rules
+from ddp_doctor.report import Status
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True)
+class OnlyUser:
+    """A subject that knows the user alone, and breaks on the shm record."""
+
+    name: str = "env"
+    skip_tag: str = ""
+
+    def facts(self, kind: type[F]) -> F | None:
+        if kind is UserFacts:
+            return kind.from_env({"user": {"uid": 1000, "name": "u", "root": False}})  # type: ignore[attr-defined,no-any-return]
+        if kind.__name__ == "ShmFacts":
+            raise KeyError("size_bytes")
+        return None
+
+    def skipped(self, tags: frozenset[str]) -> str | None:
+        return "skipped here" if self.skip_tag in tags else None
+
+
+def test_a_subject_gives_what_it_can_say_and_the_rest_is_left_out() -> None:
+    results = {r.id: r for r in checks.evaluate(OnlyUser())}
+    assert set(results) == {"env.user", "env.shm"}
+    assert results["env.user"].status is Status.PASS
+    assert results["env.shm"].status is Status.ERROR and "KeyError" in results["env.shm"].summary
+
+
+def test_tags_pick_units_and_a_subject_skips_by_tag() -> None:
+    assert [r.id for r in checks.evaluate(OnlyUser(), tags={"torch_build"})] == []
+    skipped = checks.evaluate(OnlyUser(skip_tag="environment"), tags={"environment"})
+    assert {r.id for r in skipped} >= {"env.torch.installed", "env.nccl", "env.gpu_arch"}
+    assert {r.status for r in skipped} == {Status.SKIP}
+
+
+def test_every_unit_names_its_subjects_and_the_image_lists_the_ids_it_answers() -> None:
+    assert all(unit.ids for unit in checks.ALL)
+    image_ids = {unit.id_for("image") for unit in checks.ALL if "image" in unit.ids}
+    assert image_ids == {rule for rule in rules.RULES if isinstance(rule, str)}
+
+
+def _image(installed: bool) -> dict[str, Any]:
+    torch = {
+        "installed": installed,
+        "version": "2.13.0+cpu" if installed else None,
+        "flavour": "cpu" if installed else None,
+    }
+    return {"torch": torch, "python": {"executable": "/usr/bin/python3", "interpreters": ["/usr/bin/python3"]}}
+
+
+def test_image_torch_is_the_build_when_installed_and_the_install_when_not() -> None:
+    subject = rules.ImageSubject
+    missing = {r.id: r for r in checks.evaluate(subject(_image(False)))}.get("image.torch")
+    present = {r.id: r for r in checks.evaluate(subject(_image(True)))}.get("image.torch")
+    assert missing is not None and missing.title == "torch installed" and missing.status is Status.FAIL
+    # the build's verdict (an image is read as one meant for GPUs), not "torch installed"
+    assert present is not None and present.title == "torch build flavour" and "CPU-only torch" in present.summary
