@@ -63,10 +63,22 @@ def run_measuring_peak_rss(argv: list[str], stdout_path: Path, timeout: float = 
     return int(code), int(rss)
 
 
+# Tests measured slow (tests/slow.txt, written by `python -m tests.tiers` from pytest's --durations): marked
+# `slow` here, before `-m "not slow"` deselects, so the fast tier stays fast without editing every file.
+SLOW = frozenset(
+    line.strip()
+    for line in (Path(__file__).with_name("slow.txt")).read_text(encoding="utf-8").splitlines()
+    if line.strip() and not line.startswith("#")
+)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     is_root = os.geteuid() == 0
     has_gpu = Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
     for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
         if "root" in item.keywords and not is_root:
             item.add_marker(pytest.mark.skip(reason="needs root"))
         if "gpu" in item.keywords and not has_gpu:
