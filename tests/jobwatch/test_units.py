@@ -138,3 +138,27 @@ def test_py_spy_refusal_is_one_line_and_a_kernel_refusal() -> None:
     assert stacks.refused_by_kernel(f"py-spy failed (exit 1): {why}")
     assert not stacks.refused_by_kernel("py-spy failed (exit 1): Failed to find python version from target process")
     assert not stacks.refused_by_kernel("py-spy is not installed")
+
+
+def test_a_rank_s_multi_line_error_is_named_by_its_exception_line_and_its_own_signature() -> None:
+    from ddp_doctor.jobwatch import evidence, results
+
+    # What torch 2.13 raises at torch.cuda.set_device(1) with one GPU (the message as @record stores it).
+    message = (
+        "AcceleratorError: CUDA error: invalid device ordinal\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+        "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+    )
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "/job/train.py", line 3, in <module>\n'
+        "    torch.cuda.set_device(local)\n"
+        '  File "/v/lib/python3.12/site-packages/torch/cuda/__init__.py", line 567, in set_device\n'
+        "    torch._C._cuda_setDevice(device)\n"
+        f"torch.AcceleratorError: {message.split(': ', 1)[1]}"
+    )
+    line, _, _ = evidence.error_message({"message": {"message": message, "extraInfo": {"py_callstack": tb}}})
+    assert line == "AcceleratorError: CUDA error: invalid device ordinal"
+    found = results._signature_of(1, [], [line, *tb.splitlines()])
+    assert found is not None and found.id == "diag.invalid_device_ordinal"

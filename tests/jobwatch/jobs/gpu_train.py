@@ -1,6 +1,6 @@
 """A one-rank NCCL job for gpu/run.sh: healthy (matmuls + all_reduce, steps printed), or stuck in a kernel.
 
-modes: healthy | stuck (after a few healthy steps, a kernel that spins for ~10**13 cycles — hours — and a
+modes: healthy | unused (DDP with a parameter outside the loss; gpu/run_failures.sh) | stuck (after a few healthy steps, a kernel that spins for ~10**13 cycles — hours — and a
 torch.cuda.synchronize() that waits for it: the rank is stuck in CUDA work, not in a collective) |
 stuck-allreduce (the same kernel with an all_reduce queued behind it: NCCL's communicator is live and its
 RAS thread answers while the rank waits; gpu/run_ras.sh) |
@@ -26,6 +26,14 @@ local = int(os.environ.get("LOCAL_RANK", "0"))
 torch.cuda.set_device(local)
 dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 rank = dist.get_rank()
+if args.mode == "unused":  # DDP over NCCL with a parameter outside the loss: the reducer raises at step 2
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    net = torch.nn.ModuleDict({"used": torch.nn.Linear(64, 8), "unused": torch.nn.Linear(64, 8)}).cuda()
+    ddp = DDP(net, device_ids=[local])
+    for step in range(5):
+        ddp.module["used"](torch.randn(32, 64, device="cuda")).sum().backward()
+        print(f"rank {rank} step {step}", flush=True)
 a = torch.randn(4096, 4096, device="cuda")
 times = []
 started = time.time()
