@@ -22,7 +22,6 @@ HISTORY = corpus.fitted_by_history()
 FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 
 FITTED_GAPS: dict[str, str] = {
-    "ai-on-gke-mixtral-tgi-deployment.yaml": "TGI's NUM_SHARD as ranks per pod: ranks_exceed_gpus",
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",

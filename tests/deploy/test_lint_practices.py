@@ -425,3 +425,20 @@ def test_ray_results_on_a_cluster_deleted_with_the_job(tmp_path: Path) -> None:
     assert lost["no_log_volume"] == [(13, "warning")]  # the head container
     kept = _lint(tmp_path, "kept.yaml", job.format(entrypoint="python train.py --storage-path s3://b/runs"))
     assert "no_log_volume" not in kept
+
+
+def test_serving_shards_and_one_rank_per_task_steps(tmp_path: Path) -> None:
+    # TGI starts one shard per GPU: NUM_SHARD=4 against 2 GPUs.
+    tgi = _found(CORPUS / "ai-on-gke-mixtral-tgi-deployment.yaml")
+    assert tgi["nproc_exceeds_gpus"] == [(43, "error")]
+    assert "nproc_exceeds_gpus" not in _found(CORPUS / "ai-on-gke-llama2-70b-tgi-deployment.yaml")  # 2 on 2
+    steps = """
+        #!/bin/bash
+        #SBATCH --nodes=4
+        #SBATCH --ntasks-per-node=8
+        #SBATCH --exclusive
+        srun --container-image nvcr.io/nvidia/pytorch:24.01-py3 python train.py --amp
+        """
+    assert _lint(tmp_path, "steps.sbatch", steps)["slurm_gpus_missing"] == [(5, "warning")]
+    asked = steps.replace("#SBATCH --exclusive", "#SBATCH --gpus-per-node=8")
+    assert "slurm_gpus_missing" not in _lint(tmp_path, "asked.sbatch", asked)

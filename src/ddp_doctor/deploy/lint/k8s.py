@@ -93,6 +93,20 @@ def units(doc: YMap, source: str) -> list[Unit]:
     return out
 
 
+def tgi_shards(image: At[str] | None, env: dict[str, At[str]], words: list[Word]) -> At[str] | None:
+    """Text Generation Inference starts one shard process per GPU: --num-shard / NUM_SHARD of its launcher."""
+    if image is None or "text-generation-inference" not in image.value:
+        return None
+    for i, w in enumerate(words):
+        name, eq, value = w.text.partition("=")
+        if name == "--num-shard":
+            if eq:
+                return At(value, w.line)
+            if i + 1 < len(words):
+                return At(words[i + 1].text, words[i + 1].line)
+    return env.get("NUM_SHARD")
+
+
 def _ends_when_done(doc: YMap) -> bool:
     """Whether something ends the job's pods when the launcher is done: the MPI operator deletes an
     MPIJob's workers; a Volcano Job needs a policy whose action is CompleteJob."""
@@ -132,6 +146,9 @@ def _container(
     u.launches = own or (launches(w.peer_words) if w.peer_words else [])
     u.nproc_declared = w.nproc or u.env.get("PET_NPROC_PER_NODE")
     u.nproc_what = w.nproc_what if w.nproc is not None else "PET_NPROC_PER_NODE"
+    shards = tgi_shards(u.image, u.env, words)
+    if u.nproc_declared is None and shards is not None:
+        u.nproc_declared, u.nproc_what = shards, "NUM_SHARD"
     u.slots = w.slots
     u.trains = (w.trains or bool(own)) and w.role not in (LAUNCHER, HELPER)
     _resources(u, c)

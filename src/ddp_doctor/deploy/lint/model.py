@@ -172,6 +172,8 @@ class Unit:
     """A runtime / template whose GPUs, nodes and command are filled in by the job that uses it."""
     data_copied: At[str] | None = None
     """A data set a Dockerfile copies or downloads into the image (COPY data/, RUN wget .../imagenet.tar)."""
+    steps: list[At[str]] = field(default_factory=list)
+    """Slurm: srun steps that run a program in every task with no launcher (one rank per task)."""
     idles: At[str] | None = None
     """What keeps the command running after its work (a final long sleep, sshd -D, an endless loop)."""
     syntax: At[str] | None = None

@@ -148,6 +148,8 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
     nproc, line = found
     gpus = granted.value
     tool = next((l.tool for l in u.launches if l.nproc is not None), "operator" if u.operator else "torchrun")
+    if u.nproc_what == "NUM_SHARD" and not u.launches:
+        tool = "tgi"
     ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
@@ -599,11 +601,13 @@ def _is_ip(host: str) -> bool:
 
 @check
 def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
-    if u.area != "slurm" or not u.trains or u.gpus is not None or any(l.srun_gpus for l in u.launches):
+    """A GPU job asking Slurm for no GPU: a launcher's job, or srun steps that run one rank per task."""
+    if u.area != "slurm" or not (u.trains or u.steps) or u.gpus is not None or any(l.srun_gpus for l in u.launches):
         return
     w = workload(u)
     if w.device is not None and w.device.value == "gpu":
-        yield Hit("slurm_gpus_missing", u.launches[0].line, {"inferred": describe(w, "node")})
+        line = u.launches[0].line if u.launches else u.steps[0].line
+        yield Hit("slurm_gpus_missing", line, {"inferred": describe(w, "node")})
 
 
 # A variable's verdict (checks/variables.py, the table `check` and `image` use) -> the lint rule that reports it.

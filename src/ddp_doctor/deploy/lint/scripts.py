@@ -344,6 +344,8 @@ class Scan:
     bare: list[tuple[Launch, dict[str, At[str]]]] = field(default_factory=list)
     images: list[At[str]] = field(default_factory=list)
     nested: list[Unit] = field(default_factory=list)
+    steps: list[At[str]] = field(default_factory=list)
+    """srun steps that start a program of their own in every task (one rank per task), no launcher."""
 
 
 def read(
@@ -500,7 +502,12 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
         scan.docker.append(_docker_unit(run, env.flat(), source))
         return
     scan.images += _container_images(words)
-    for launch in launches(words, resolve=env.resolve, functions=env.functions):
+    found = launches(words, resolve=env.resolve, functions=env.functions)
+    if not found and words and os.path.basename(words[0].text) == "srun":
+        program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
+        if program is not None:
+            scan.steps.append(At(program.text, words[0].line))
+    for launch in found:
         _resolve_launch(launch, env.flat())
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)
@@ -525,6 +532,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.nodes_what = "#SBATCH --nodes"
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
+    u.steps = scan.steps
     held = holds_forever(_code(text))
     if held is not None:
         u.idles = At(held, first_line + len(text.rstrip().split("\n")) - 1)
