@@ -221,6 +221,10 @@ def test_every_gpu_of_the_host_is_named_in_each_format(tmp_path: Path) -> None:
         "#!/bin/bash\nNV_GPU=0,1 nvidia-docker run --user 1000 img:1 bash\n",
         "#!/bin/bash\ndocker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=0,1 --user 1000 img:1 bash\n",
     ]
+    agent = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: dcgm}\nspec:\n  template:\n    spec:\n"
+    agent += "      containers:\n      - {name: d, image: dcgm:1, env: [{name: NVIDIA_VISIBLE_DEVICES, value: all}]}\n"
+    (tmp_path / "agent.yaml").write_text(agent)
+    assert "gpus_all" not in _found(tmp_path / "agent.yaml")  # a node agent is meant to see every GPU
     for i, text in enumerate(chosen):
         (tmp_path / f"ok{i}.sh").write_text(text)
         assert "gpus_all" not in _found(tmp_path / f"ok{i}.sh"), text

@@ -78,6 +78,9 @@ def units(doc: YMap, source: str) -> list[Unit]:
                 u.shm, u.root, u.persistent_volume = None, None, None
                 u.runtime_class_applies = False
         out += found
+    if doc.get("kind") == "DaemonSet":
+        for u in out:
+            u.gpus_all = None  # node agents (device plugin, DCGM exporter) are meant to see every GPU of the node
     if _ends_when_done(doc):
         for u in out:
             if u.idles is not None and "sshd" in u.idles.value:
