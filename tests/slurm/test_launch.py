@@ -175,3 +175,44 @@ def test_a_watched_script_gives_one_report_naming_the_failing_node_and_rank(
     assert first["rank"] == 3 and first["node"] in ("node0", "node1"), first
     assert report["facts"]["run"]["failed_node"] == first["node"]
     assert "ValueError: bad batch at step 2 on rank 3" in flat(out)  # node 0's report is in the job output
+
+
+FAILS_ONCE_AS_A_BROKEN_NETWORK = """import os, sys
+if os.environ.get("SLURM_RESTART_COUNT", "0") == "0":
+    print("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+          "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5", file=sys.stderr)
+    print("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+          file=sys.stderr)
+    sys.exit(1)
+print("trained on", os.uname().nodename)
+"""
+
+
+def test_a_watched_script_requeues_itself_without_the_node_of_an_infrastructure_failure(
+    slurm: Slurm, job_dir: Path
+) -> None:
+    # The first run fails as NCCL does on a broken network (ncclSystemError): verdict 11, the generated script
+    # requeues the job with that node excluded; the requeued run passes on the other node.
+    (job_dir / "job.py").write_text(FAILS_ONCE_AS_A_BROKEN_NETWORK)
+    # One node of the two, so that the other is left to requeue on.
+    script = generate(job_dir, "--nodes", "1", "--script", "job.py", "--watch")
+    assert "#SBATCH --requeue" in script.read_text()
+    job = slurm.sbatch(script)
+    first: dict[str, str] = {}
+    end_by = time.monotonic() + JOB_S
+    while time.monotonic() < end_by:
+        first = slurm.job(job)
+        if first.get("Restarts") == "1" and first.get("JobState") == "PENDING":
+            break
+        time.sleep(0.5)
+    assert first.get("Restarts") == "1", (first, (job_dir / f"ddp-doctor-{job}.out").read_text()[-3000:])
+    bad = first["ExcNodeList"]
+    assert bad in ("node0", "node1"), first
+    # Slurm holds a requeued batch job for about two minutes (Reason=BeginTime); the test does not wait for it.
+    slurm.run(["scontrol", "update", f"JobId={job}", "StartTime=now"])
+    end = slurm.wait(job, JOB_S)
+    out = (job_dir / f"ddp-doctor-{job}.out").read_text()
+    assert (end.state, end.exit_code) == ("COMPLETED", "0:0"), out[-3000:]
+    other = "node1" if bad == "node0" else "node0"
+    assert f"ddp-doctor: infrastructure failure on {bad}; requeued without it" in out
+    assert f"trained on {other}" in out and end.fields["NodeList"] == other

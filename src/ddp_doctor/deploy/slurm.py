@@ -14,6 +14,7 @@ import re
 
 from ddp_doctor.deploy.serialize import Expand, shell_join, shell_lines, shell_word
 from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, Mount, gib_text, host_path, is_image_file
+from ddp_doctor.knowledge import exitcodes
 
 
 def _preflight_task(spec: LaunchSpec) -> str:
@@ -84,6 +85,9 @@ def directives(spec: LaunchSpec) -> list[tuple[str, str]]:
         out.append(("--time", spec.time_limit))
     if _doctor_check(spec) and spec.multi_node:
         out.append(("--no-kill", ""))
+    if spec.watch:
+        # The job requeues itself on an infrastructure failure (_requeue); the requeued run appends to the output.
+        out += [("--requeue", ""), ("--open-mode", "append")]
     # In the submit directory: Slurm does not create a missing --output directory, the job just fails.
     out.append(("--output", "%x-%j.out"))
     return out
@@ -276,5 +280,37 @@ def render(spec: LaunchSpec) -> str:
     flags = [_step_flags(spec), *container_flags]
     if prefix:
         flags.append(prefix)
-    lines.append(_step(flags, _task_command(spec)))
+    if not spec.watch:
+        lines.append(_step(flags, _task_command(spec)))
+        return "\n".join(lines) + "\n"
+    lines += ["rc=0", _step(flags, _task_command(spec)) + " || rc=$?", *_requeue(spec), 'exit "$rc"']
     return "\n".join(lines) + "\n"
+
+
+REQUEUES = 3
+"""At most this many requeues of one job, then its failure stands."""
+
+
+def _requeue(spec: LaunchSpec) -> list[str]:
+    """With the verdict's infrastructure code, requeue the job without the node node 0's report blames.
+
+    A running job's ExcNodeList cannot be changed ("Job is no longer pending execution"): the job is held
+    first (requeuehold) and released after; the requeue ends this script with SIGTERM, ignored for those
+    three calls. The report is read with sed: the batch host may have no Python (a container job)."""
+    infra = exitcodes.code("infrastructure")
+    logs = shell_word(host_path(spec.log_mount(kubernetes=False).source))
+    report = logs + '"/ddp-doctor-run-$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}-node0/report.json"'
+    return [
+        f"# ddp-doctor run's verdict {infra}: the node or the network failed. Requeue the job (at most {REQUEUES} times)",
+        "# without the node the report blames; any other status ends the job with it.",
+        f'if [ "$rc" -eq {infra} ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt {REQUEUES} ]; then',
+        f'    bad=$(sed -n \'s/.*"failed_node": "\\([^"]*\\)".*/\\1/p\' {report} 2>/dev/null | head -n1 || true)',
+        "    prev=$(scontrol show job \"$SLURM_JOB_ID\" | grep -o 'ExcNodeList=[^ ]*' | cut -d= -f2 || true)",
+        '    [ -z "$prev" ] || [ "$prev" = "(null)" ] || bad="$prev${bad:+,$bad}"',
+        '    echo "ddp-doctor: infrastructure failure on ${bad:-an unknown node}; requeued without it" >&2',
+        "    trap '' TERM",
+        '    scontrol requeuehold "$SLURM_JOB_ID"',
+        '    [ -z "$bad" ] || scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$bad"',
+        '    scontrol release "$SLURM_JOB_ID"',
+        "fi",
+    ]
