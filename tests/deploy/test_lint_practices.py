@@ -207,6 +207,11 @@ def test_every_gpu_of_the_host_is_named_in_each_format(tmp_path: Path) -> None:
         # the line where "all" is written
         ("b.sh", 2, "#!/bin/bash\nNV=${NV:-all}\ndocker run --gpus $NV --user 1000 img:1 bash\n"),
         ("compose.yaml", 4, "services:\n  t:\n    image: img:1\n    gpus: all\n    user: '1000'\n"),
+        (
+            "c.sh",
+            2,
+            '#!/bin/bash\nNV=${NVIDIA_VISIBLE_DEVICES:-"all"}\ndocker run --gpus device=$NV --user 1 img:1 bash\n',
+        ),
     ]:
         path = CORPUS / name if text is None else tmp_path / name
         if text is not None:

@@ -61,7 +61,7 @@ def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
     visible = env.get("NVIDIA_VISIBLE_DEVICES")
     gpus = run.has("--gpus")
     if gpus is not None:
-        value = gpus.value.strip("'\"")
+        value = gpus.value.replace('"', "").replace("'", "")  # device="all" once a variable is filled in
         named_all = value == "all" or value.startswith("all,") or "device=all" in value
         return At(f"--gpus {value}", gpus.line) if named_all else None
     cdi = next((d for d in run.values("--device") if d.value == "nvidia.com/gpu=all"), None)
@@ -70,7 +70,7 @@ def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
     runtime = run.has("--runtime")
     nvidia = (runtime is not None and runtime.value == "nvidia") or run.engine == "nvidia-docker"
     line = runtime.line if runtime is not None else run.line
-    if visible is not None and visible.value.strip("'\"") == "all":
+    if visible is not None and visible.value.replace('"', "").replace("'", "") == "all":
         return At("NVIDIA_VISIBLE_DEVICES=all", visible.line)
     if nvidia and visible is None and "NV_GPU" not in env:
         # The NVIDIA runtime exposes what NVIDIA_VISIBLE_DEVICES says; CUDA images set it to all.
