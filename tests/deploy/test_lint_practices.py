@@ -209,7 +209,7 @@ def test_every_gpu_of_the_host_is_named_in_each_format(tmp_path: Path) -> None:
         ("compose.yaml", 4, "services:\n  t:\n    image: img:1\n    gpus: all\n    user: '1000'\n"),
         (
             "c.sh",
-            2,
+            3,  # the run line: the word is not the variable alone
             '#!/bin/bash\nNV=${NVIDIA_VISIBLE_DEVICES:-"all"}\ndocker run --gpus device=$NV --user 1 img:1 bash\n',
         ),
     ]:
