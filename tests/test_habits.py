@@ -50,3 +50,10 @@ def test_a_long_function_is_found_unless_it_says_why() -> None:
     assert habits._long_functions(ast.parse(f"def f():\n{body}"), [], "m.py") == ["m.py:1 f (71 lines)"]
     source = f"def f():  # long: a table written out\n{body}"
     assert habits._long_functions(ast.parse(source), source.splitlines(), "m.py") == []
+
+
+def test_the_slow_list_adds_up_each_tests_phases() -> None:
+    from tests import tiers
+
+    out = "0.60s setup tests/a.py::t\n0.50s call tests/a.py::t\n0.90s call tests/b.py::u\n1.20s call tests/c.py::v[x]\n"
+    assert tiers.slow_ids(out) == {"tests/a.py::t", "tests/c.py::v[x]"}

@@ -1,10 +1,10 @@
 """Keep tests/slow.txt: the tests measured slow, which conftest.py marks `slow`.
 
-    python -m pytest -q -p no:cacheprovider -m "not slow" --durations=0 --durations-min=1.0 \\
+    python -m pytest -q -p no:cacheprovider -m "not slow" --durations=0 --durations-min=0.01 \\
         | python -m tests.tiers
 
-adds every test whose setup, call or teardown took at least THRESHOLD_S seconds (pytest's --durations
-lines, '12.03s call tests/x.py::test_y'); an id that no longer exists marks nothing.
+adds every test whose setup, call and teardown took THRESHOLD_S seconds or more together (pytest's
+--durations lines, '12.03s call tests/x.py::test_y'); an id that no longer exists marks nothing.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ LIST = Path(__file__).with_name("slow.txt")
 THRESHOLD_S = 1.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(tests/\S+)$")
 HEADER = (
-    "# Tests measured slow: a phase of at least 1 s in `pytest -m 'not slow' --durations=0` on the 2-core\n"
+    "# Tests measured slow: 1 s or more (setup + call + teardown) in `pytest -m 'not slow' --durations=0` on the 2-core\n"
     "# test machine, loaded as CI is; conftest.py marks them `slow`. Written by `python -m tests.tiers`.\n"
 )
 
 
 def slow_ids(durations_output: str, threshold_s: float = THRESHOLD_S) -> set[str]:
-    found = set()
+    spent: dict[str, float] = {}
     for line in durations_output.splitlines():
         match = _DURATION.match(line.strip())
-        if match and float(match.group(1)) >= threshold_s:
-            found.add(match.group(2))
-    return found
+        if match:
+            spent[match.group(2)] = spent.get(match.group(2), 0.0) + float(match.group(1))
+    return {test for test, seconds in spent.items() if seconds >= threshold_s}
 
 
 def existing() -> set[str]:
