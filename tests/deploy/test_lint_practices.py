@@ -433,7 +433,14 @@ def test_ray_results_on_a_cluster_deleted_with_the_job(tmp_path: Path) -> None:
     lost = _lint(tmp_path, "lost.yaml", job.format(entrypoint="python train.py"))
     assert lost["no_log_volume"] == [(13, "warning")]  # the head container
     kept = _lint(tmp_path, "kept.yaml", job.format(entrypoint="python train.py --storage-path s3://b/runs"))
-    assert "no_log_volume" not in kept
+    assert "no_log_volume" not in kept and "gpus_held" not in kept
+    # Without shutdownAfterJobFinishes the RayCluster, and its GPUs, stay after the job.
+    stays = _lint(
+        tmp_path,
+        "stays.yaml",
+        job.format(entrypoint="python t.py").replace("shutdownAfterJobFinishes: true", "suspend: false"),
+    )
+    assert stays["gpus_held"] == [(5, "warning")]  # the RayJob spec, which does not say it
 
 
 def test_serving_shards_and_one_rank_per_task_steps(tmp_path: Path) -> None:

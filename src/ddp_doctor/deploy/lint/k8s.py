@@ -143,7 +143,7 @@ def _container(
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
     words = container_words(c)
     held = holds_forever(command_text([w.text for w in words])) if words else None
-    u.idles = At(held, words[-1].line) if held is not None else None
+    u.idles = At(held, words[-1].line) if held is not None else w.outlives
     own = launches(_with_entrypoint(c, words))
     # An MPIJob worker's ranks are started by the launcher's mpirun, over ssh: that command is what it runs.
     u.launches = own or (launches(w.peer_words) if w.peer_words else [])

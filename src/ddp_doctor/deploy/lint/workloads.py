@@ -69,6 +69,8 @@ class PodTemplate:
     """Pods started from this template alone (a Volcano task's replicas), when the object says."""
     single: bool = False
     """The path names the container itself (an Argo `container` / `script`), not a pod spec."""
+    outlives: At[str] | None = None
+    """Why the pods keep running after the job's work (a RayJob's cluster that is not shut down)."""
     deleted_after: At[str] | None = None
     """What deletes the pods, and their disks, when the job ends (a RayJob's shutdownAfterJobFinishes)."""
     stands_for: int | None = None
@@ -341,6 +343,12 @@ def _rayjob(doc: YMap, label: str) -> list[PodTemplate]:
     submitter = get(spec, "submitterPodTemplate", "spec")
     if isinstance(submitter, YMap):
         out.append(PodTemplate(f"{label} submitter", submitter, role=HELPER))
+    if spec.get("shutdownAfterJobFinishes") is not True and not spec.get("clusterSelector"):
+        # KubeRay deletes the RayCluster it made for the job only when told to; by default it stays.
+        line = spec.line_of("shutdownAfterJobFinishes") if "shutdownAfterJobFinishes" in spec else spec.line
+        for t in out:
+            if t.role != HELPER:
+                t.outlives = At("its RayCluster stays after the job (no shutdownAfterJobFinishes: true)", line)
     entrypoint = str(spec.get("entrypoint") or "")
     # Ray Train writes to RunConfig(storage_path), by default ~/ray_results on the cluster's own disk; a
     # cluster deleted when the job ends takes it along unless the entrypoint names storage elsewhere.
