@@ -22,6 +22,11 @@ HISTORY = corpus.fitted_by_history()
 FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 
 FITTED_GAPS: dict[str, str] = {
+    "citation-sft-train.slurm": (
+        "a node rank the batch script expands once for every node (srun accelerate launch --machine_rank=$SLURM_NODEID): "
+        "node_rank_missing"
+    ),
+    "llm-kd-enroot-train.slurm": "a training run inside enroot start --root from a batch script: runs_as_root",
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
     "llama2-chinese-docker-compose.yml": (
