@@ -29,10 +29,19 @@ rank = dist.get_rank()
 if args.mode == "unused":  # DDP over NCCL with a parameter outside the loss: the reducer raises at step 2
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    net = torch.nn.ModuleDict({"used": torch.nn.Linear(64, 8), "unused": torch.nn.Linear(64, 8)}).cuda()
-    ddp = DDP(net, device_ids=[local])
+    class WithUnused(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.used = torch.nn.Linear(64, 8)
+            self.unused = torch.nn.Linear(64, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.used(x)
+
+    # Through DDP's own forward: calling ddp.module skips the reducer, and nothing would be raised.
+    ddp = DDP(WithUnused().cuda(), device_ids=[local])
     for step in range(5):
-        ddp.module["used"](torch.randn(32, 64, device="cuda")).sum().backward()
+        ddp(torch.randn(32, 64, device="cuda")).sum().backward()
         print(f"rank {rank} step {step}", flush=True)
 a = torch.randn(4096, 4096, device="cuda")
 times = []
