@@ -141,7 +141,9 @@ class _Re2:
         return [m.start() for m in self._union.finditer(block)]
 
     def which(self, line: bytes) -> frozenset[int]:
-        return frozenset(self._set.Match(line))
+        # RE2's Set answers None, not an empty list, where the union matched a line alone (a pattern anchored at
+        # the end of a line the union saw before its newline): no pattern of the set holds the line by itself.
+        return frozenset(self._set.Match(line) or ())
 
     def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
         return [(p, UNKNOWN) for p in self.positions(block)]
