@@ -25,8 +25,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
         "axolotl-494.log",
         "colossalai-104.log",
-        "deepspeed-2772.log",
-        "deepspeed-3411.log",
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
         "examples-1030.log",
