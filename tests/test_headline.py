@@ -201,3 +201,14 @@ def test_bench_counts_one_rank_as_one_rank() -> None:
     proc = run_cli("render", str(FIXTURES / "gpu" / "bench" / "bench.json"))
     assert "# bench.all_reduce: all_reduce, fp32, 1 rank, nccl" in proc.stdout
     assert not any(line.startswith("#") and "1 ranks" in line for line in proc.stdout.splitlines())
+
+
+def test_a_long_exception_message_ends_at_its_first_sentence_in_the_headline() -> None:
+    # Recorded on the H200 (gpu/run_failures.sh): DDP's message runs on for sentences and wraps after 'and by'.
+    report = Report.from_dict(json.loads((FIXTURES / "gpu" / "run_failures" / "unused.json").read_text()))
+    line = compose(report)
+    assert (
+        "raised RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one, in the forward pass"
+        in line
+    ), line
+    assert "and by" not in line, line

@@ -243,7 +243,7 @@ def _rank_failure(report: Report, failure: Result) -> str:
     known = phase and not phase.startswith("unknown")
     diagnosis = _first(report, str(failure.observed.get("diagnosis") or ""))
     verb = "raised" if failure.observed.get("end") == "exception" else "was" if what.startswith("killed") else "ended:"
-    text = f"rank {failure.rank} {verb} {what.rstrip('.')}" + (f", in {phase}" if known else "")
+    text = f"rank {failure.rank} {verb} {_first_sentence(what)}" + (f", in {phase}" if known else "")
     ended = re.search(r"\(([\d.]+ s after start)\)", failure.summary)
     text += f", {ended.group(1)}" if ended else ""
     return _sentence(text) + (f" {_sentence(diagnosis.title)}" if diagnosis is not None else "")
@@ -309,6 +309,26 @@ def _unranked(summary: str) -> str:
     """'rank 1: dataloader failed ...' -> 'dataloader failed ...' (the sentence names the rank already)."""
     head, sep, tail = summary.partition(": ")
     return tail if sep and head.startswith("rank ") and head[5:].isdigit() else summary
+
+
+_HEADLINE_EXCEPTION_CHARS = 160
+"""Past this, an exception's message is cut to its first sentence: torch's messages run on for several
+sentences and wrap mid-sentence ('... and by'), which would end the headline in the middle of a clause."""
+
+
+def _first_sentence(what: str) -> str:
+    """'RuntimeError: Expected to have finished reduction ... a new one. This error indicates ...' -> up to 'one'."""
+    what = what.rstrip(".")
+    if len(what) <= _HEADLINE_EXCEPTION_CHARS:
+        return what
+    head, sep, message = what.partition(": ")
+    body = message if sep else what
+    end = body.find(". ")
+    if end > 0:
+        body = body[:end]
+    elif len(body) > _HEADLINE_EXCEPTION_CHARS:
+        body = body[: body.rfind(" ", 0, _HEADLINE_EXCEPTION_CHARS)].rstrip(",;:") + "…"
+    return f"{head}: {body}" if sep else body
 
 
 def _sentence(text: str) -> str:
