@@ -74,7 +74,8 @@ def _run(case: Case, work: Path) -> Outcome:
     marker = d / "hang.at"
     argv = [sys.executable, "-m", "ddp_doctor", "run", "--run-dir", str(d / "run"), "--format", "json"]
     argv += ["--output", str(d / "report.json"), "--on-hang", "kill", "--exit-code", "verdict", *case.doctor_args]
-    argv += ["--", TORCHRUN, "--nproc-per-node", "2", "--monitor-interval", "0.2", str(JOB)]
+    # --standalone: each job its own rendezvous on a free port, so jobs can run side by side.
+    argv += ["--", TORCHRUN, "--standalone", "--nproc-per-node", "2", "--monitor-interval", "0.2", str(JOB)]
     argv += ["--marker", str(marker), *case.job_args]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     t0 = time.monotonic()
@@ -166,7 +167,12 @@ def table(outcomes: list[Outcome]) -> str:
         ]
         for row in healthy_rows:
             a, b = by[f"{row} | learned"], by.get(f"{row} | learned, --stack-sample 0")
-            cells = [f"{_cell(o)}, {o.looks} examinations, exit {o.exit_code}" if o else "-" for o in (a, b)]
+            cells = [
+                f"{_cell(o)}, {o.looks} examination{'' if o.looks == 1 else 's'}, {o.seconds:.0f} s, exit {o.exit_code}"
+                if o
+                else "-"
+                for o in (a, b)
+            ]
             lines.append(f"| {row} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 

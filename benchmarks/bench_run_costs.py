@@ -11,6 +11,9 @@ yardstick interleaved in the same script, and turns it into a share of a step of
   plain stream, per line; cost per step = per line x lines per step (--lines-per-step);
 - stack sampling: one faulthandler dump of every thread on SIGURG into rank-N.stack (what the doctor
   asks once a second), per dump; cost per step = per dump x step / 1 s;
+- the heartbeat: one tick of the hook's heartbeat thread (each process group's sequence number read, and
+  hb-rank-N.json written, as when it moved every tick) in a one-rank gloo group, per tick; cost per
+  step = per tick x 2 ticks a second x step;
 - the flight recorder: one gloo all_reduce with TORCH_FR_BUFFER_SIZE=2000 vs 0 (two one-rank groups
   in subprocesses, alternated); torch >= 2.6 records by default, so a bare job already pays it and the
   doctor's 2000 adds nothing there; cost per step = per collective x --collectives-per-step.
@@ -47,6 +50,22 @@ for _ in range(n):
 print(f"US_PER_OP {(time.perf_counter() - t0) / n * 1e6:.3f}", flush=True)
 dist.destroy_process_group()
 """
+
+HB_LOOP = r"""
+import os, sys, time, torch, torch.distributed as dist
+sys.path.insert(0, sys.argv[3])
+import ddp_doctor_heartbeat as heartbeat
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WORLD_SIZE="1")
+dist.init_process_group("gloo")
+dist.new_group([0])
+n = int(sys.argv[1])
+t0 = time.perf_counter()
+for _ in range(n):
+    heartbeat.write(sys.argv[4], heartbeat.of_this_process(dist, 0, os.getpid(), time.time()))
+print(f"US_PER_TICK {(time.perf_counter() - t0) / n * 1e6:.3f}", flush=True)
+dist.destroy_process_group()
+"""
+HOOK_DIR = Path(__file__).resolve().parents[1] / "src" / "ddp_doctor" / "jobwatch" / "hook"
 
 
 def _tee_us(lines: int, log: str) -> tuple[float, float]:
@@ -105,6 +124,16 @@ def _fr_us(buffer: str, ops: int, port: int) -> float:
     raise SystemExit(f"the flight-recorder loop failed: {done.stderr[-2000:]}")
 
 
+def _heartbeat_us(ticks: int, port: int, run_dir: str) -> float:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-c", HB_LOOP, str(ticks), str(port), str(HOOK_DIR), run_dir]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("US_PER_TICK"):
+            return float(line.split()[1])
+    raise SystemExit(f"the heartbeat loop failed: {done.stderr[-2000:]}")
+
+
 def _free_port() -> int:
     import socket
 
@@ -122,13 +151,14 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=5000)
     args = parser.parse_args()
     step_us = args.step_ms * 1000
-    plain, tee, dumps, fr_on, fr_off = [], [], [], [], []
+    plain, tee, dumps, fr_on, fr_off, beats = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="ddp-doctor-bench-costs-") as tmp:
         for _ in range(args.reps):
             p, t = _tee_us(20000, str(Path(tmp) / "rank-0.log"))
             plain.append(p)
             tee.append(t)
             dumps.append(_dump_us(2000, str(Path(tmp) / "rank-0.stack")))
+            beats.append(_heartbeat_us(2000, _free_port(), tmp))
             for sink, buf in (
                 ((fr_on, "2000"), (fr_off, "0")) if len(fr_on) % 2 == 0 else ((fr_off, "0"), (fr_on, "2000"))
             ):
@@ -137,6 +167,7 @@ def main() -> int:
     tee_cost = (med(tee) - med(plain)) * args.lines_per_step
     dump_cost = med(dumps) * (step_us / 1e6)  # one dump per second of steps
     fr_cost = (med(fr_on) - med(fr_off)) * args.collectives_per_step
+    beat_cost = med(beats) * 2 * (step_us / 1e6)  # two ticks a second
     print(f"step {args.step_ms:g} ms; medians of {args.reps} alternated repetitions")
     print(
         f"output capture: print {med(plain):.2f} us plain, {med(tee):.2f} us through the tee; "
@@ -147,14 +178,18 @@ def main() -> int:
         f"= {100 * dump_cost / step_us:.4f}% of a step"
     )
     print(
+        f"heartbeat: {med(beats):.1f} us per tick (sequence numbers of 2 process groups read, hb-rank-N.json written), "
+        f"two a second -> {beat_cost:.2f} us/step = {100 * beat_cost / step_us:.4f}% of a step"
+    )
+    print(
         f"flight recorder (torch's own default since 2.6; the doctor's TORCH_FR_BUFFER_SIZE=2000 is the same): "
         f"all_reduce {med(fr_off):.2f} us with it off, {med(fr_on):.2f} us on; "
         f"{args.collectives_per_step:g} collective(s)/step -> {fr_cost:.2f} us/step = {100 * fr_cost / step_us:.4f}% "
         "of a step (paid by the bare job as well on torch >= 2.6)"
     )
-    added = tee_cost + dump_cost
+    added = tee_cost + dump_cost + beat_cost
     print(
-        f"added by the doctor inside a rank (capture + sampling): {100 * added / step_us:.4f}% of a {args.step_ms:g} ms step"
+        f"added by the doctor inside a rank (capture + sampling + heartbeat): {100 * added / step_us:.4f}% of a {args.step_ms:g} ms step"
     )
     return 0 if added / step_us < 0.01 else 1
 

@@ -64,7 +64,7 @@ def test_a_rank_that_calls_a_different_collective_is_a_mismatch_with_both_sides(
 QUIET = {
     "checkpoint": ("--quiet", "checkpoint", "--quiet-s", "30"),
     "eval": ("--quiet", "eval", "--quiet-s", "30"),
-    "compile": ("--quiet", "compile"),
+    "compile": ("--quiet", "compile", "--compile-blocks", "6"),
     "first-batch": ("--quiet", "first-batch", "--quiet-s", "30"),
 }
 

@@ -10,7 +10,8 @@ measured, not guessed.
 --hang mismatch-dtype / mismatch-size: the same all_reduce with another dtype / another size (these may crash
                   gloo at once instead of hanging; the doctor then reports the failure)
 --quiet checkpoint: rank 0 saves a checkpoint to a slow file object for --quiet-s at --quiet-at
---quiet compile:    every rank torch.compiles a larger model at --quiet-at and runs it once
+--quiet compile:    every rank torch.compiles a larger model (--compile-blocks 16, forward and backward, inductor's
+                    caches off) at --quiet-at and runs it once
 --quiet eval:       every rank evaluates for --quiet-s at --quiet-at: forward passes, no collective
 --quiet first-batch: the first batch comes from a DataLoader worker that takes --quiet-s
 """
@@ -18,6 +19,9 @@ measured, not guessed.
 import argparse
 import os
 import time
+
+# A compile that really compiles each run: inductor's on-disk caches would make a second run near free.
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
 import torch
 import torch.distributed as dist
@@ -32,6 +36,7 @@ parser.add_argument("--bad-rank", type=int, default=1)
 parser.add_argument("--quiet", default="none")
 parser.add_argument("--quiet-at", type=int, default=15)
 parser.add_argument("--quiet-s", type=float, default=40.0)
+parser.add_argument("--compile-blocks", type=int, default=16)
 parser.add_argument("--marker", default="")
 args = parser.parse_args()
 
@@ -89,8 +94,8 @@ def checkpoint() -> None:
 
 def compile_larger() -> None:
     layers = []
-    for _ in range(6):
-        layers += [torch.nn.Linear(256, 256), torch.nn.LayerNorm(256), torch.nn.GELU()]
+    for i in range(args.compile_blocks):
+        layers += [torch.nn.Linear(256, 256), torch.nn.LayerNorm(256), torch.nn.GELU() if i % 2 else torch.nn.SiLU()]
     big = torch.compile(torch.nn.Sequential(*layers))
     big(torch.randn(16, 256)).sum().backward()
 

@@ -163,6 +163,7 @@ def _record_the_end(run_dir: str, name: str) -> None:
 def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
     import threading
     import time
+    from typing import Any
 
     request = os.path.join(run_dir, "dump.request")
 
@@ -175,34 +176,34 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
             import ddp_doctor_heartbeat as heartbeat
         except ImportError:  # the hook's directory left sys.path: no heartbeat, no dumps
             return
-        seen, last = 0.0, None
+        state: dict[str, Any] = {"seen": 0.0, "last": None}
         while True:
             time.sleep(HEARTBEAT_S)
             try:
-                mtime = os.stat(request).st_mtime
-            except OSError:
-                mtime = 0.0
-            asked = mtime > seen
-            seen = max(seen, mtime)
-            dist = sys.modules.get("torch.distributed")
-            try:
-                beat = None if dist is None else heartbeat.of_this_process(dist, rank, os.getpid(), time.time())
-            except Exception:  # noqa: BLE001 - no sequence numbers in this torch / process group
-                beat = None
-            if beat is None:
-                continue
-            if asked or beat.groups != last:
-                last = beat.groups
-                try:
-                    heartbeat.write(run_dir, beat)
-                except OSError:
-                    continue
-            if asked and want_fr:
-                data, ext = _fr_trace()
-                if data:
-                    _write_atomic(
-                        os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data
-                    )
+                _tick(heartbeat, state)
+            except Exception:  # noqa: BLE001, S110 - a failed tick (a full disk, a file removed) must not end the thread
+                pass
+
+    def _tick(heartbeat: Any, state: dict[str, Any]) -> None:
+        try:
+            mtime = os.stat(request).st_mtime
+        except OSError:
+            mtime = 0.0
+        asked = mtime > state["seen"]
+        state["seen"] = max(state["seen"], mtime)
+        dist = sys.modules.get("torch.distributed")
+        beat = None if dist is None else heartbeat.of_this_process(dist, rank, os.getpid(), time.time())
+        if beat is None:
+            return
+        if asked or beat.groups != state["last"]:
+            state["last"] = beat.groups
+            heartbeat.write(run_dir, beat)
+        if asked and want_fr:
+            data, ext = _fr_trace()
+            if data:
+                _write_atomic(
+                    os.path.join(run_dir, f"fr-rank-{rank}.{ext}"), data.encode() if isinstance(data, str) else data
+                )
 
     threading.Thread(target=_heartbeat_and_dumps, name="ddp-doctor-heartbeat", daemon=True).start()
 
