@@ -12,8 +12,8 @@ yardstick interleaved in the same script, and turns it into a share of a step of
 - stack sampling: one faulthandler dump of every thread on SIGURG into rank-N.stack (what the doctor
   asks once a second), per dump; cost per step = per dump x step / 1 s;
 - the heartbeat: one tick of the hook's heartbeat thread (each process group's sequence number read, and
-  hb-rank-N.json written, as when it moved every tick) in a one-rank gloo group, per tick; cost per
-  step = per tick x 2 ticks a second x step;
+  hb-rank-N.json written, as when it moved every tick) in a one-rank gloo group, CPU per tick (and wall);
+  cost per step = CPU per tick x 2 ticks a second x step;
 - the flight recorder: one gloo all_reduce with TORCH_FR_BUFFER_SIZE=2000 vs 0 (two one-rank groups
   in subprocesses, alternated); torch >= 2.6 records by default, so a bare job already pays it and the
   doctor's 2000 adds nothing there; cost per step = per collective x --collectives-per-step.
@@ -59,10 +59,10 @@ os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2], RANK="0", WO
 dist.init_process_group("gloo")
 dist.new_group([0])
 n = int(sys.argv[1])
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(n):
     heartbeat.write(sys.argv[4], heartbeat.of_this_process(dist, 0, os.getpid(), time.time()))
-print(f"US_PER_TICK {(time.perf_counter() - t0) / n * 1e6:.3f}", flush=True)
+print(f"US_PER_TICK {(time.process_time() - c0) / n * 1e6:.3f} {(time.perf_counter() - t0) / n * 1e6:.3f}", flush=True)
 dist.destroy_process_group()
 """
 HOOK_DIR = Path(__file__).resolve().parents[1] / "src" / "ddp_doctor" / "jobwatch" / "hook"
@@ -124,13 +124,15 @@ def _fr_us(buffer: str, ops: int, port: int) -> float:
     raise SystemExit(f"the flight-recorder loop failed: {done.stderr[-2000:]}")
 
 
-def _heartbeat_us(ticks: int, port: int, run_dir: str) -> float:
+def _heartbeat_us(ticks: int, port: int, run_dir: str) -> tuple[float, float]:
+    """(CPU, wall) microseconds per tick: the thread holds a core (and now and then the GIL) for the CPU part;
+    the rest is waiting on the filesystem (the rename), with the GIL released."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     argv = [sys.executable, "-c", HB_LOOP, str(ticks), str(port), str(HOOK_DIR), run_dir]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
     for line in done.stdout.splitlines():
         if line.startswith("US_PER_TICK"):
-            return float(line.split()[1])
+            return float(line.split()[1]), float(line.split()[2])
     raise SystemExit(f"the heartbeat loop failed: {done.stderr[-2000:]}")
 
 
@@ -151,14 +153,16 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=5000)
     args = parser.parse_args()
     step_us = args.step_ms * 1000
-    plain, tee, dumps, fr_on, fr_off, beats = [], [], [], [], [], []
+    plain, tee, dumps, fr_on, fr_off, beats, beats_wall = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="ddp-doctor-bench-costs-") as tmp:
         for _ in range(args.reps):
             p, t = _tee_us(20000, str(Path(tmp) / "rank-0.log"))
             plain.append(p)
             tee.append(t)
             dumps.append(_dump_us(2000, str(Path(tmp) / "rank-0.stack")))
-            beats.append(_heartbeat_us(2000, _free_port(), tmp))
+            cpu, wall = _heartbeat_us(2000, _free_port(), tmp)
+            beats.append(cpu)
+            beats_wall.append(wall)
             for sink, buf in (
                 ((fr_on, "2000"), (fr_off, "0")) if len(fr_on) % 2 == 0 else ((fr_off, "0"), (fr_on, "2000"))
             ):
@@ -178,7 +182,8 @@ def main() -> int:
         f"= {100 * dump_cost / step_us:.4f}% of a step"
     )
     print(
-        f"heartbeat: {med(beats):.1f} us per tick (sequence numbers of 2 process groups read, hb-rank-N.json written), "
+        f"heartbeat: {med(beats):.1f} us CPU per tick ({med(beats_wall):.1f} us wall, the rest waiting on the "
+        "filesystem with the GIL released; sequence numbers of 2 process groups read, hb-rank-N.json written), "
         f"two a second -> {beat_cost:.2f} us/step = {100 * beat_cost / step_us:.4f}% of a step"
     )
     print(
