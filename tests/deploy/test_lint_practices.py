@@ -458,3 +458,24 @@ def test_serving_shards_and_one_rank_per_task_steps(tmp_path: Path) -> None:
     assert _lint(tmp_path, "steps.sbatch", steps)["slurm_gpus_missing"] == [(5, "warning")]
     asked = steps.replace("#SBATCH --exclusive", "#SBATCH --gpus-per-node=8")
     assert "slurm_gpus_missing" not in _lint(tmp_path, "asked.sbatch", asked)
+
+
+def test_a_per_node_variable_the_batch_shell_expands_once(tmp_path: Path) -> None:
+    head = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+    run = "torchrun --nnodes 2 --nproc-per-node 8 --node-rank {rank} --master-addr n1 t.py"
+    once = {
+        "direct": f"srun {run.format(rank='$SLURM_NODEID')}\n",
+        "double": f'srun bash -c "{run.format(rank="$SLURM_PROCID")}"\n',
+    }
+    per_node = {
+        "single": f"srun bash -c '{run.format(rank='$SLURM_NODEID')}'\n",
+        "escaped": f'srun bash -c "{run.format(rank=chr(92) + "$SLURM_NODEID")}"\n',
+        "in a variable": f"CMD='{run.format(rank='$SLURM_NODEID')}'\nsrun bash -c \"$CMD\"\n",
+        "concatenated": f"A=n1\nsrun sh -c '{run.format(rank='$SLURM_NODEID')}'\"$A\"\n",
+    }
+    for name, line in once.items():
+        (tmp_path / "x.sbatch").write_text(head + line)
+        assert _found(tmp_path / "x.sbatch").get("node_rank_fixed") == [(4, "warning")], name
+    for name, line in per_node.items():
+        (tmp_path / "x.sbatch").write_text(head + line)
+        assert "node_rank_fixed" not in _found(tmp_path / "x.sbatch"), name

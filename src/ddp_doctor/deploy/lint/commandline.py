@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ddp_doctor.deploy.lint.datasets import data_paths
 from ddp_doctor.deploy.lint.model import At, Launch
-from ddp_doctor.deploy.lint.shellparse import Functions, Word, commands
+from ddp_doctor.deploy.lint.shellparse import Functions, Word, commands, filled
 
 TORCHRUN_FLAGS = {
     "--nproc-per-node": "nproc",
@@ -239,6 +239,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     rest = words[at:]
     srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
     launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
+    launch.expanded_before_srun = srun
     launch.srun_tasks_per_node, launch.srun_gpus = srun_tpn, srun_gpus
     launch.exports = srun_exports(words, i)
     table: dict[str, str] = {
@@ -414,12 +415,16 @@ def launches(
             script = Word(" ".join(x.text for x in words[i + 1 :]), words[i + 1].line)
         if script is not None and depth < SCRIPT_DEPTH:
             text = resolve(script.text) if resolve else script.text
+            script = filled(script, text)
             srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
             for cmd in commands(text, first_line=script.line):
                 inner_words = expand_words(cmd.words, resolve)
                 body = functions.call(inner_words[0].text) if functions is not None and inner_words else None
                 groups = [expand_words(c.words, resolve) for c in body] if body is not None else [inner_words]
                 for launch in (x for g in groups for x in launches(g, depth + 1, resolve, functions)):
+                    if srun and not launch.under_srun:
+                        launch.expanded_before_srun = not script.literal and body is None
+                        launch.deferred = script.deferred
                     launch.exports = {**srun_exports(words, i), **launch.exports}
                     launch.under_srun = launch.under_srun or srun
                     launch.srun_nodes = launch.srun_nodes or srun_nodes
@@ -438,9 +443,9 @@ def expand_words(words: list[Word], resolve: Callable[[str], str] | None) -> lis
     for w in words:
         text = resolve(w.text)
         if w.splat is not None and not w.quoted and text != w.text and len(text.split()) > 1:
-            out += [Word(t, w.line) for t in text.split()]
+            out += [filled(Word("", w.line), t) for t in text.split()]
         else:
-            out.append(Word(text, w.line, w.splat, w.quoted))
+            out.append(filled(w, text))
     return out
 
 

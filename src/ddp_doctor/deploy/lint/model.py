@@ -59,6 +59,11 @@ class Launch:
     """Variables the starting command sets for the ranks: mpirun -x NAME=VALUE, srun --export, env NAME=VALUE."""
     as_root: At[str] | None = None
     """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
+    expanded_before_srun: bool = False
+    """Its words are expanded by the batch script's shell before srun starts it on every node (they are
+    srun's own arguments, or a bash -c string in double quotes), so a per-node variable is read once."""
+    deferred: tuple[str, ...] = ()
+    """Variables escaped (\\$NAME) in that string: the shell on each node expands them, not the batch script's."""
     node_rank: At[str] | None = None
     """--node-rank (torchrun) / --machine_rank (accelerate): which node this is in a static rendezvous."""
     rdzv_backend: At[str] | None = None

@@ -509,6 +509,19 @@ def node_rank(u: Unit) -> Iterator[Hit]:
         if launch.tool not in ("torchrun", "accelerate") or launch.standalone:
             continue
         fixed = launch.node_rank.value.strip("'\"") if launch.node_rank is not None else None
+        per_node = re.search(r"\$\{?(SLURM_NODEID|SLURM_PROCID|SLURM_LOCALID)\b", fixed or "")
+        if (
+            launch.node_rank is not None
+            and per_node
+            and launch.expanded_before_srun
+            and (per_node.group(1) not in launch.deferred)
+        ):
+            # The batch script's shell fills it in once, on the first node, before srun copies the command.
+            rank = f"{fixed} (expanded once by the batch script's shell, before srun: 0 on every node)"
+            ctx = {"tool": launch.tool, "nodes": max(node_count(u), 2), "flag": "--node-rank", "rank": rank}
+            # A warning: whether the batch step defines the variable (as 0) is the cluster's Slurm's to say.
+            yield Hit("node_rank_fixed", launch.node_rank.line, ctx, "warning")
+            continue
         if fixed is not None and not fixed.isdigit():
             continue  # a variable: set per node, as it should be
         if launch.tool == "accelerate" and (launch.config_file is not None or launch.spans_nodes):

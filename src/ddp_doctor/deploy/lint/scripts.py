@@ -22,6 +22,7 @@ from ddp_doctor.deploy.lint.shellparse import (
     Word,
     bash_syntax,
     commands,
+    filled,
 )
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
@@ -322,9 +323,9 @@ class Env:
                     parts = shlex.split(value.value)
                 except ValueError:
                     parts = value.value.split()
-                out += [Word(p, value.line) for p in parts]
+                out += [filled(Word("", value.line), p) for p in parts]
             else:
-                out.append(Word(self.resolve(w.text), w.line, w.splat, w.quoted))
+                out.append(filled(w, self.resolve(w.text)))
         return out
 
     def flat(self) -> dict[str, At[str]]:
@@ -505,7 +506,8 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     found = launches(words, resolve=env.resolve, functions=env.functions)
     if not found and words and os.path.basename(words[0].text) == "srun":
         program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
-        if program is not None:
+        asks = any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in words[1:])
+        if program is not None and not asks:  # a step that asks for its own GPUs has them
             scan.steps.append(At(program.text, words[0].line))
     for launch in found:
         _resolve_launch(launch, env.flat())

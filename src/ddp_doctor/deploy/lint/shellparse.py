@@ -36,6 +36,10 @@ class Word:
     splat: str | None = None
     """The variable name when the whole word is one expansion ($X, "${X[@]}"): it may stand for several words."""
     quoted: bool = False
+    literal: bool = False
+    """Written in single quotes: the shell that reads this word expands nothing in it."""
+    deferred: tuple[str, ...] = ()
+    """Variables written \\$NAME inside double quotes: left for the shell the word is handed to."""
 
 
 @dataclass
@@ -99,6 +103,17 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
 
 
+_NAMES = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def filled(word: Word, text: str) -> Word:
+    """The word with its variables filled in from the script (`text`). Variables that arrive inside a
+    value are not expanded again by this shell: they are deferred to the shell the word is handed to."""
+    introduced = set(_NAMES.findall(text)) - set(_NAMES.findall(word.text))
+    deferred = tuple(sorted(set(word.deferred) | introduced))
+    return Word(text, word.line, word.splat, word.quoted, word.literal, deferred)
+
+
 def word_text(node: Any) -> str:
     """The word as the command receives it, expansions left as written, quotes removed."""
     raw: str = node.text.decode("utf-8", "replace")
@@ -116,12 +131,29 @@ def word_text(node: Any) -> str:
     return raw  # expansions, command substitutions, numbers: as written
 
 
+def _deferred(node: Any) -> list[str]:
+    """Variables this shell leaves alone in a word: all of a single-quoted part, \\$NAME in a double-quoted one."""
+    raw: str = node.text.decode("utf-8", "replace")
+    if node.type == "raw_string":
+        return _NAMES.findall(raw)
+    if node.type == "string":
+        return re.findall(r"\\\$\{?([A-Za-z_][A-Za-z0-9_]*)", raw)
+    if node.type == "concatenation":
+        return [name for child in node.children for name in _deferred(child)]
+    return []
+
+
 def _word(node: Any, first_line: int) -> Word:
     text = word_text(node)
     raw: str = node.text.decode("utf-8", "replace")
     inner = raw[1:-1] if node.type == "string" and len(raw) >= 2 else raw
     m = _SPLAT.match(inner)
-    return Word(text, node.start_point[0] + first_line, splat=m.group(1) if m else None, quoted=node.type == "string")
+    line = node.start_point[0] + first_line
+    splat = m.group(1) if m else None
+    deferred = tuple(_deferred(node))
+    return Word(
+        text, line, splat=splat, quoted=node.type == "string", literal=node.type == "raw_string", deferred=deferred
+    )
 
 
 _VALUE_NODES = {
