@@ -198,3 +198,16 @@ def test_the_judgement_names_a_mismatch_not_a_lag(tmp_path: Path) -> None:
     j = hang.judge(obs, 20.0, c, "collective")
     assert j.verdict == "hang" and j.kind == "mismatch" and j.behind == ()
     assert j.message.startswith("no collective for 20 s: the ranks called different collectives at #22")
+
+
+def test_uneven_all_to_all_and_a_gather_root_are_not_mismatches(tmp_path: Path) -> None:
+    both = {"input_sizes": [[520]], "input_dtypes": ["Float"], "output_dtypes": ["Float"]}
+    for op, sizes in (("gloo:all_to_all", [[3, 7]]), ("gloo:gather", [])):
+        run = tmp_path / op.replace(":", "-")
+        run.mkdir()
+        for rank, out in ((0, [[520]]), (1, sizes)):
+            shutil.copy(FIXTURE / f"fr-rank-{rank}.json", run / f"fr-rank-{rank}.json")
+            dump = json.loads((run / f"fr-rank-{rank}.json").read_text())
+            dump["entries"][-1].update(both, profiling_name=op, output_sizes=out)
+            (run / f"fr-rank-{rank}.json").write_text(json.dumps(dump))
+        assert _compare(run).verdict == "agree", op

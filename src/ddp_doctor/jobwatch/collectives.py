@@ -11,10 +11,15 @@ with the reason; the comparison runs over the ranks that have one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ddp_doctor import words
+
+_SHAPES_MAY_DIFFER = re.compile(r"all_?to_?all|^gather|^scatter")
+"""all_to_all with uneven splits (a mixture of experts), gather and scatter (only the root has the list) are
+right with other shapes on other ranks; torchfrtrace skips their size check too."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,9 @@ class Call:
     state: str = ""
 
     def signature(self) -> tuple[object, ...]:
+        """What must be equal on every rank: all of it, except where the op lets ranks differ in shape."""
+        if _SHAPES_MAY_DIFFER.search(self.op):
+            return (self.op, self.input_dtypes)
         return (self.op, self.input_sizes, self.input_dtypes, self.output_sizes, self.output_dtypes)
 
     def describe(self) -> str:

@@ -184,6 +184,8 @@ def _hang_result(event: HangEvent, index: int) -> Result:
         "for Xid errors on this GPU.",
         "stalled": "Nothing moved: read the stacks below (a deadlock on a lock, a blocking read, input() on a "
         "non-interactive job).",
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every process group to check op, shapes and dtypes across ranks:
+        # https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications
         "mismatch": "Every rank must call the same collective, with the same sizes and dtypes, in the same order on "
         "each process group: find where the two calls named above are made (a rank-dependent branch, a last batch "
         "of another size, a tensor built in another dtype on one rank). TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
