@@ -22,6 +22,10 @@ HISTORY = corpus.fitted_by_history()
 FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 
 FITTED_GAPS: dict[str, str] = {
+    "accelerate-2023-submit_multigpu.sh": "a process count from SLURM_GPUS in a job that asks --gres: slurm_variable_unset",
+    "accelerate-2023-torchrun-submit-multinode.sh": (
+        "torchrun --nproc_per_node from SLURM_GPUS in a job that asks --gres: slurm_variable_unset"
+    ),
     "accelerate-2023-submit_multinode.sh": (
         "a process count built from SLURM_GPUS in a job that asks --gres (SLURM_GPUS is unset): slurm_variable_unset"
     ),
