@@ -211,3 +211,14 @@ def test_uneven_all_to_all_and_a_gather_root_are_not_mismatches(tmp_path: Path) 
             dump["entries"][-1].update(both, profiling_name=op, output_sizes=out)
             (run / f"fr-rank-{rank}.json").write_text(json.dumps(dump))
         assert _compare(run).verdict == "agree", op
+
+
+def test_every_rank_here_waiting_with_none_behind_waits_longer_only_when_ranks_run_elsewhere() -> None:
+    waiting = Activity("collective", "waiting in torch.distributed all_reduce", None)
+    obs = [hang.RankObs(0, waiting, True, 0.0), hang.RankObs(1, waiting, True, 0.0)]
+    j = hang.judge(obs, 20.0, collectives.Comparison("agree"), "collective")
+    assert j.verdict == "hang" and j.behind == ()
+    assert hang.elsewhere(j, all_ranks_here=False)
+    assert not hang.elsewhere(j, all_ranks_here=True)
+    lag = hang.judge(obs, 20.0, collectives.Comparison("lag", "0", 5, behind=(1,), reached=4), "collective")
+    assert lag.behind == (1,) and not hang.elsewhere(lag, all_ranks_here=False)

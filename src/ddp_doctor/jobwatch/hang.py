@@ -92,8 +92,15 @@ def _names(ranks: list[int]) -> str:
     return words.ranks(ranks)
 
 
-def judge(obs: list[RankObs], quiet_s: float, compared: Comparison | None = None, silent: str = "output") -> Judgement:
-    """silent: what stopped ('output', 'collective'); compared: the ranks' collectives side by side."""
+def judge(
+    obs: list[RankObs],
+    quiet_s: float,
+    compared: Comparison | None = None,
+    silent: str = "output",
+    all_here: bool = False,
+) -> Judgement:
+    """silent: what stopped ('output', 'collective'); compared: the ranks' collectives side by side;
+    all_here: every rank of the job runs on this node (no peer elsewhere to wait for)."""
     states = {o.rank: describe(o) for o in obs}
     if not obs:
         return Judgement("moving", message="no rank is running yet", states=states)
@@ -155,8 +162,13 @@ def judge(obs: list[RankObs], quiet_s: float, compared: Comparison | None = None
             "hang",
             "collective",
             (),
-            f"{quiet}: every rank on this node waits in {' / '.join(sorted({o.activity.label for o in waiting}))}; "
-            "none is behind here: the missing peer is on another node, or the ranks called different collectives",
+            f"{quiet}: every rank {'of the job' if all_here else 'on this node'} waits in "
+            f"{' / '.join(sorted({o.activity.label for o in waiting}))}; "
+            + (
+                "none is behind: the ranks called different collectives, or one never completes"
+                if all_here
+                else "none is behind here: the missing peer is on another node, or the ranks called different collectives"
+            ),
             states,
         )
     if cuda:
@@ -184,3 +196,10 @@ def judge(obs: list[RankObs], quiet_s: float, compared: Comparison | None = None
         + "; ".join(f"rank {o.rank} is {o.activity.label}" for o in others),
         states,
     )
+
+
+def elsewhere(j: Judgement, all_ranks_here: bool) -> bool:
+    """A hang with every rank here waiting and none of them behind, in a job with ranks on other nodes: the
+    peer they wait for may be working there (rank 0 saving a checkpoint, a slower node), which this node
+    cannot see. Under the learned threshold such a verdict waits for the start-up allowance of silence."""
+    return j.verdict == "hang" and j.kind == "collective" and not j.behind and not all_ranks_here

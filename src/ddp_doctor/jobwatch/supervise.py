@@ -245,9 +245,17 @@ class Watcher:
             self.cfg.run_dir, {r: r in alive for r in exam["pids"]}, self.cfg.flight_recorder and self.cfg.hook
         )
         compared = collectives.compare(records, missing)
-        verdict = hang.judge(obs, quiet_s, compared, self.clock.silent())
+        all_here = self._all_ranks_here()
+        verdict = hang.judge(obs, quiet_s, compared, self.clock.silent(), all_here)
         at_s = round(now - self.started, 1)
         self.out.stack_notes = list(self.taker.notes)
+        if self.cfg.hang_after_s is None and quiet_s < self.cfg.hang_start_s and hang.elsewhere(verdict, all_here):
+            verdict = hang.Judgement(
+                "busy",
+                message=f"{verdict.message}; a peer on another node may still be working (a checkpoint, a slower "
+                f"node): named after {self.cfg.hang_start_s:.0f} s of silence",
+                states=verdict.states,
+            )
         if verdict.verdict == "hang":
             event = HangEvent(
                 at_s,
@@ -275,6 +283,12 @@ class Watcher:
             )
             self._looked_at = now  # judged busy: look again after another threshold
             self._busy_looks += 1
+
+    def _all_ranks_here(self) -> bool:
+        """Every rank of the job runs on this node (WORLD_SIZE, from the ranks' pid records, all seen here)."""
+        worlds = {rec.get("world_size") for rec in self.out.ranks.values()}
+        world = next(iter(worlds)) if len(worlds) == 1 else None
+        return isinstance(world, int) and set(range(world)) <= set(self.out.ranks)
 
     def _ask_ras(self) -> ras.RasAnswer:
         """NCCL's RAS, bounded by its deadline; its raw answer is kept in the run directory."""

@@ -97,7 +97,14 @@ def _write_pid(run_dir: str, name: str, rank: int) -> None:
     import json
     import time
 
-    info = {"rank": rank, "pid": os.getpid(), "argv": sys.argv[:8], "time": time.time()}
+    world = os.environ.get("WORLD_SIZE", "")
+    info = {
+        "rank": rank,
+        "pid": os.getpid(),
+        "argv": sys.argv[:8],
+        "time": time.time(),
+        "world_size": int(world) if world.isdigit() else None,
+    }
     with open(os.path.join(run_dir, name + ".pid.tmp"), "w") as f:
         json.dump(info, f)
     os.replace(os.path.join(run_dir, name + ".pid.tmp"), os.path.join(run_dir, name + ".pid"))
