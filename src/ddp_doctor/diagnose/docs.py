@@ -91,27 +91,45 @@ ddp-doctor explain job.log.gz --format json -o report.json
 
 ## Measured
 
-`benchmarks/bench_explain.py` generates a 524 MB log of realistic multi-rank NCCL INFO output (16 ranks
-on 2 nodes: init and channel lines, one `AllReduce: opCount` line per collective with
-NCCL_DEBUG_SUBSYS=COLL, `[rankN]:` training lines) ending with torchrun's summary of a SIGKILLed rank,
-and times, alternately on the same warm file, `grep -ciE 'error|warn|fail|fatal|killed|timeout|abort|fault|signal'
-FILE > out.txt` (the cue words of readers.yaml; grep writes to a file) and `ddp-doctor explain FILE
---format json -o out.json` once per engine. Machine: the 2-core development VM shared with five other
-engineers (Python 3.11, hyperscan 0.9.1, google-re2 1.1).
+`benchmarks/bench_explain.py` generates two ~525 MB logs of realistic multi-rank NCCL INFO output, both
+ending with torchrun's summary of a SIGKILLed rank: a **dense** one (healthy communicators' start-up lines
+over and over, 16 ranks on 2 nodes, as a TP/PP/FSDP job prints them for every process group and an elastic job
+at every restart; 16.6% of its lines hold a cue word) and a **sparse** one (one job's init, then one
+`AllReduce: opCount` line per collective with NCCL_DEBUG_SUBSYS=COLL, `[rankN]:` training lines). On each,
+alternately on the same warm file, it times `grep -ciE 'error|warn|fail|fatal|killed|timeout|abort|fault|signal'
+FILE > out.txt` (the cue words of readers.yaml; grep writes to a file) and `ddp-doctor explain FILE --format
+json -o out.json` as a real process (start-up included) once per engine:
+
+```
+.venv/bin/python benchmarks/bench_explain.py --size-mb 500 --runs 2
+```
+
+At a hit only the signatures that own the pattern that hit are tried, and nothing runs per line between hits.
+Machine: the 2-core development VM shared with seven other engineers (Python 3.11, hyperscan 0.9.1,
+google-re2 1.1).
 
 {measured}
 
 ## Real-world corpus
 
-tests/fixtures/logs/real/ holds 63 logs pasted into public issue threads (pytorch, NCCL, nccl-tests,
-Lightning, accelerate, DeepSpeed, HF Trainer, Megatron-LM, Ray, Kubeflow, Kubernetes CI runners, Slurm
-sites and projects built on them), each labelled with the cause its thread confirmed (README.md there lists
-every source). `explain` names that cause first on 63 of 63 (tests/diagnose/test_real_corpus.py); the explain
-of before this corpus (commit 3454ee4) named it on 42 of 63: it missed the library / ABI failures, fatal
-signals caught by UCX / Open MPI, IB completion errors, older wordings (THC, NCCL 2.3 / 2.4, NCCL <= 2.8's
-`posix_fallocate failed` for a full /dev/shm), logs that just stop, and a gloo "Network is unreachable".
-The signatures those misses asked for were written while reading the threads, so 63/63 is a fit to
-this corpus, not a held-out score.
+tests/fixtures/logs/real/ holds logs pasted into public issue threads (pytorch, NCCL, nccl-tests, Lightning,
+Accelerate, DeepSpeed, Transformers, Megatron-LM, Ray, vLLM, Kubeflow, JobSet, Slurm sites and the projects
+built on them), each labelled with the cause its thread confirmed (README.md there lists every source and the
+rule below). A fixed rule puts a log in the **blind part** when the SHA-1 of its file name falls in the lowest
+30%: nobody writing signatures reads those logs; only the scorer's one-line summary of a blind miss is read, to
+name the class of knowledge missing. The rest is the **fitted part**. When a blind miss's class is fixed, the
+log moves to the fitted part (`part: fitted`, `fitted_why` in LABELS.yaml) and a new log is collected for the
+blind part. The blind score is the one that estimates what a user meets next:
+
+```
+.venv/bin/python benchmarks/score_explain_corpus.py      # blind score first, then fitted, then the blind misses
+```
+
+{corpus}
+
+tests/diagnose/test_real_corpus.py asserts the fitted part (the fitted logs whose class is not known yet are
+strict xfails); tests/diagnose/test_never_pass.py asserts, on both parts and on the fixtures here, that no
+failure is called healthy and no healthy run a failure.
 
 ## Adding a signature
 
@@ -159,19 +177,33 @@ def _entry(sig: Signature) -> str:
     return "\n".join(lines)
 
 
-MEASURED = """\
-| run (load average 1/5/15 min before) | grep best / median | explain hyperscan best / median | ratio best, median, CPU | explain re2 ratio best, median | peak RSS |
+CORPUS_SCORES = """\
+| explain at (main) | logs | blind part | fitted part | failures called healthy (blind, fitted) | healthy runs called failures |
 |---|---|---|---|---|---|
-| 2 runs (5.48 5.80 5.09) | 1.56 s / 1.71 s | 2.23 s / 2.61 s (235 MB/s) | 0.70x, 0.65x, 0.81x | 0.42x, 0.41x | 32 MiB |
-| 3 runs (7.06 6.11 5.42) | 2.47 s / 2.99 s | 2.90 s / 4.27 s (181 MB/s) | 0.85x, 0.70x, 0.66x | 0.54x, 0.57x | 33 MiB |
-| 3 runs (3.95 5.84 5.97), after the line reader was removed | 1.36 s / 1.57 s | 1.77 s / 1.88 s (296 MB/s) | 0.77x, 0.83x, 0.72x | 0.44x, 0.44x | 33 MiB |
+| 14d1d59, before the long tail and the never-PASS rule | 155 | 20/30 (66.7%) | 101/125 (80.8%) | 1, 14 | 1, 0 |
+| 9f30c85 | 257 | 42/51 (82.4%) | 189/206 (91.7%) | 2, 1 | 0, 0 |
+| 285ea02 (six fixed blind misses moved to the fitted part) | 257 | 37/45 (82.2%) | 195/212 (92.0%) | 2, 1 | 0, 0 |
 
-Both engines meet the target (>= 0.25x grep, moonshot 0.5x) with a flat ~30 MiB peak RSS and name the
-SIGKILLed rank (`diag.sigkill_oom`). The machine was never quiet (load average 4-7 on 2 cores), so the
-absolute MB/s are low for both tools; the ratio, measured alternately on the same warm file, is what
-the script is for. Before this engine, the line reader (one RE2 union, every signature's Python regex per
-candidate line) took 5.6 s for this file against grep's 1.85 s (0.33x, one run, load average 6); the
-issue measured it at 0.04x on its own file.
+After that run deepspeed-4257.log (libstdc++ too old, a wording the first pattern missed) moved too: the blind
+part is 36/44 (81.8%) until the corpus's new blind logs are scored. The target is 85% (moonshot 90%): not met.
+The blind failures still called healthy and the fitted log called healthy are listed in
+tests/diagnose/test_never_pass.py (strict xfails; the fitted one, jobset-603.log, holds byte for byte the one
+line of jobset-93.log, whose thread calls it healthy: a c10d retry warning, a WARN from explain, a FAIL once
+repeated).
+"""
+
+MEASURED = """\
+| log, run (load average 1/5/15 min before) | grep best / median | explain hyperscan best / median | ratio best, median, CPU | explain re2 ratio best, median | peak RSS |
+|---|---|---|---|---|---|
+| dense 525 MB, 2 runs (6.62 8.42 9.22) | 1.54 s / 1.63 s | 4.92 s / 5.10 s (107 MB/s) | 0.31x, 0.32x, 0.31x | 0.09x, 0.10x | 40 MiB |
+| sparse 524 MB, the same run | 2.90 s / 3.22 s | 5.00 s / 5.50 s (105 MB/s) | 0.58x, 0.59x, 0.61x | 0.38x, 0.41x | 40 MiB |
+
+With hyperscan both logs meet the target (>= 0.25x grep; the sparse one the 0.5x moonshot, the dense one not)
+with a flat ~40 MiB peak RSS, and name the SIGKILLed rank (`diag.sigkill_oom`); the load average was 9-12
+after the run. The re2 fallback (where hyperscan's wheel does not install) misses it on the dense log
+(0.09x): there every hit line is matched again by an `re2.Set`. Earlier measurements of the sparse log alone
+(load average 4-7): 0.70x, 0.85x, 0.77x best-to-best; before the block engine the line reader was at 0.33x on
+it, and the issue measured 0.012x on an INFO-dense log when every hit line tried every signature.
 """
 
 
@@ -179,7 +211,13 @@ def render() -> str:
     sigs = load()
     index = ["| id | severity | tier | title |", "|---|---|---|---|"]
     index += [f"| [`{s.id}`](#{s.id}) | {s.severity.value} | {s.tier} | {s.title} |" for s in sigs]
-    return INTRO.replace("{measured}", MEASURED) + "\n" + "\n".join(index) + "\n\n" + "\n".join(_entry(s) for s in sigs)
+    return (
+        INTRO.replace("{measured}", MEASURED).replace("{corpus}", CORPUS_SCORES)
+        + "\n"
+        + "\n".join(index)
+        + "\n\n"
+        + "\n".join(_entry(s) for s in sigs)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
