@@ -24,6 +24,7 @@ from ddp_doctor.live import capacity
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Plan, first_failure, merge
 from ddp_doctor.live.phases.balance import BASELINE_ENV
+from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.proc import Background
@@ -68,7 +69,7 @@ def _baseline_env(snapshot: dict[str, Any]) -> str:
 
 def plan_for(
     config: CheckConfig, target: Target | None = None, snapshot: dict[str, Any] | None = None
-) -> tuple[Plan, launcher.TorchrunSpec]:
+) -> tuple[Plan, launcher.TorchrunSpec, RankConfig]:
     if config.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {config.timeout}")
     if config.nproc is not None and config.nproc < 1:
@@ -94,29 +95,11 @@ def plan_for(
     nnodes = str(config.nnodes or "1")
     world = nproc * int(nnodes) if nnodes.isdigit() else None
     phases = list(PHASES) + (["gpu_health"] if config.gpu_health else [])
-    entry = [
-        "--backend",
-        backend,
-        "--timeout",
-        str(config.timeout),
-        "--deadline",
-        "{deadline}",
-        "--phases",
-        ",".join(phases),
-        "--dataloader-workers",
-        str(config.dataloader_workers),
-        "--batch-mb",
-        str(config.batch_mb),
-    ]
-    if world:
-        entry += ["--expected-world-size", str(world)]
-    if config.join_timeout:
-        entry += ["--init-timeout", str(config.join_timeout)]
+    ranks = RankConfig.for_check(config, backend=backend, phases=tuple(phases), expected_world_size=world)
     env: dict[str, str] = {}
     if snapshot and snapshot.get("visible"):
         env[BASELINE_ENV] = _baseline_env(snapshot)
     if backend == "nccl":
-        entry.append("--nvml")
         env.update(
             {
                 "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
@@ -126,7 +109,7 @@ def plan_for(
         )
     spec = launcher.TorchrunSpec(
         entry_module="ddp_doctor.live.worker",
-        entry_args=entry,
+        entry_args=ranks.argv(),
         nproc=nproc,
         backend=backend,
         timeout_s=config.timeout,
@@ -150,13 +133,12 @@ def plan_for(
         node=socket.gethostname(),
         ib_present=Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()),
     )
-    return plan, spec
+    return plan, spec, ranks
 
 
-def _with_deadline(spec: launcher.TorchrunSpec) -> launcher.TorchrunSpec:
+def _launched(spec: launcher.TorchrunSpec, ranks: RankConfig) -> launcher.TorchrunSpec:
     # Wall-clock, because ranks on other nodes share it (the parent itself uses a monotonic one).
-    deadline = f"{time.time() + spec.timeout_s:.3f}"
-    return replace(spec, entry_args=[deadline if a == "{deadline}" else a for a in spec.entry_args])
+    return replace(spec, entry_args=ranks.launched(time.time()).argv())
 
 
 def _launch_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
@@ -259,7 +241,7 @@ def run_check(
     on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None,
 ) -> Report:
     snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there
-    plan, spec = plan_for(config, target, snapshot)
+    plan, spec, ranks = plan_for(config, target, snapshot)
     # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
     from ddp_doctor.live.multinode import node as multinode
 
@@ -272,7 +254,7 @@ def run_check(
     # Parallel to torchrun's start: the verdict should take as long as the bare job.
     facts_job = Background("the static gather", lambda: _gather_facts(target, config.rdzv_endpoint))
     with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
-        outcome = launcher.launch(_with_deadline(spec), on_poll=on_poll)
+        outcome = launcher.launch(_launched(spec, ranks), on_poll=on_poll)
     if mn is not None:  # multi-node (helper G)
         mn.before_merge(outcome, plan)
     gathered, gather_problem = facts_job.result(max(5.0, config.timeout))

@@ -11,7 +11,6 @@ rank-N.error.json (torchelastic error file of an uncaught exception).
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import ctypes
 import faulthandler
@@ -24,11 +23,11 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.live import faults as faults_mod
-from ddp_doctor.live import rankio
+from ddp_doctor.live import rankconfig, rankio
+from ddp_doctor.live.rankconfig import RankConfig
 
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
@@ -56,57 +55,17 @@ REQUIRED_ENV = (
 )
 
 
-@dataclass(frozen=True)
-class WorkerConfig:
-    """One rank's settings, from the argv live/chain.py gives it (the rank side's own boundary)."""
-
-    backend: str
-    timeout: float
-    """The overall timeout, seconds."""
-    deadline: float | None
-    """Epoch seconds by which every rank must be done."""
-    init_timeout: float | None
-    """Join + init_process_group, seconds."""
-    phases: tuple[str, ...]
-    dataloader_workers: int
-    batch_mb: float
-    steps: int
-    expected_world_size: int | None
-    nvml: bool
-    """Sample NVML utilisation/memory during ddp."""
-
-
-def config_from_argv(argv: Sequence[str] | None) -> WorkerConfig:
-    p = argparse.ArgumentParser(prog="ddp_doctor.live.worker")
-    p.add_argument("--backend", default="gloo")
-    p.add_argument("--timeout", type=float, default=180.0, help="the overall timeout, seconds")
-    p.add_argument("--deadline", type=float, default=None, help="epoch seconds by which every rank must be done")
-    p.add_argument("--init-timeout", type=float, default=None, help="join + init_process_group, seconds")
-    p.add_argument("--phases", default=",".join(PHASES))
-    p.add_argument("--dataloader-workers", type=int, default=2)
-    p.add_argument("--batch-mb", type=float, default=32.0)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--expected-world-size", type=int, default=None)
-    p.add_argument("--nvml", action="store_true", help="sample NVML utilisation/memory during ddp")
-    args = p.parse_args(argv)
-    return WorkerConfig(
-        backend=args.backend,
-        timeout=args.timeout,
-        deadline=args.deadline,
-        init_timeout=args.init_timeout,
-        phases=tuple(x for x in args.phases.split(",") if x),
-        dataloader_workers=args.dataloader_workers,
-        batch_mb=args.batch_mb,
-        steps=args.steps,
-        expected_world_size=args.expected_world_size,
-        nvml=args.nvml,
-    )
+def config_from_argv(argv: Sequence[str]) -> RankConfig:
+    """The parent's record (`--config JSON`, live/rankconfig.py); ValueError on any other argv."""
+    if len(argv) != 2 or argv[0] != rankconfig.FLAG:
+        raise ValueError(f"expected `{rankconfig.FLAG} JSON` (written by live/chain.py), got {list(argv)[:4]}")
+    return RankConfig.from_json(argv[1])
 
 
 class Context:
     """What every phase gets: who this rank is, its device, its deadline, and what earlier phases left."""
 
-    def __init__(self, config: WorkerConfig, payload: dict[str, Any], faults: list[faults_mod.Fault]):
+    def __init__(self, config: RankConfig, payload: dict[str, Any], faults: list[faults_mod.Fault]):
         self.config = config
         self.backend: str = config.backend
         self.rank = int(os.environ["RANK"])
@@ -255,7 +214,7 @@ def _prewarm() -> threading.Thread:
     return thread
 
 
-def run_phases(config: WorkerConfig, stack_file: Any) -> int:
+def run_phases(config: RankConfig, stack_file: Any) -> int:
     from ddp_doctor.live.phases import load
 
     rank = int(os.environ["RANK"])
@@ -355,7 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"ddp-doctor worker: {problem}", file=sys.stderr)
         return 2
-    config = config_from_argv(argv)
+    try:
+        config = config_from_argv(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        print(f"ddp-doctor worker: {exc}", file=sys.stderr)
+        return 2
     rank = int(os.environ["RANK"])
     redirect_output(rank)
     die_with_parent()
