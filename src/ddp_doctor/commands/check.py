@@ -15,6 +15,8 @@ from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
 from ddp_doctor.report import Report
 
+DEFAULT = CheckConfig()
+"""The one source of the flags' defaults (the parser shows and fills in CheckConfig's)."""
 HELP = "check that this environment (or an image) really runs distributed PyTorch training"
 
 
@@ -50,7 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend", choices=["nccl", "gloo"], help="process-group backend (default: nccl with GPUs, else gloo)"
     )
     live.add_argument(
-        "--timeout", type=seconds(), default=180.0, metavar="S", help="overall deadline in seconds (default: 180)"
+        "--timeout",
+        type=seconds(),
+        default=DEFAULT.timeout,
+        metavar="S",
+        help=f"overall deadline in seconds (default: {DEFAULT.timeout:g})",
     )
     live.add_argument(
         "--master-port", type=PORT, metavar="PORT", help="rendezvous port for --standalone (default: a free port)"
@@ -58,16 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument(
         "--dataloader-workers",
         type=count("worker processes", 0, 256),
-        default=2,
+        default=DEFAULT.dataloader_workers,
         metavar="N",
-        help="DataLoader worker processes (default: 2)",
+        help=f"DataLoader worker processes (default: {DEFAULT.dataloader_workers})",
     )
     live.add_argument(
         "--batch-mb",
         type=Number("MB", 0, 16384, above=True),
-        default=32.0,
+        default=DEFAULT.batch_mb,
         metavar="MB",
-        help="size of one DataLoader batch in MB (default: 32)",
+        help=f"size of one DataLoader batch in MB (default: {DEFAULT.batch_mb:g})",
     )
     live.add_argument("--gpu-health", action="store_true", help="also run the quick GPU health micro-benchmarks")
     live.add_argument(

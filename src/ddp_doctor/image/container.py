@@ -226,7 +226,7 @@ def check_in_image(config: CheckConfig) -> Report:
     p: ContainerPlan | None = None
     try:
         p = plan(config, engine, mounts)
-        deadline = (config.timeout or 180.0) + STARTUP_S
+        deadline = config.timeout + STARTUP_S  # CheckConfig's default when not given
         done = proc.run(p.argv, timeout_s=deadline)
         finished = not done.timed_out
         if p.defaults_used and finished and _inner(done) is None and RLIMIT_REFUSED in done.stderr:
