@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,18 @@ def test_a_launcher_that_dies_at_once_is_named(tmp_path: Path, monkeypatch: pyte
     assert result.status.value == "fail"
     assert "before any rank started" in result.summary and "No module named torch" in result.summary
     assert list(tmp_path.iterdir()) == []  # the run directory is gone
+
+
+def test_the_parent_wakes_when_torchrun_exits_not_at_the_next_poll() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    waiter = launch._exit_waiter(child.pid)
+    try:
+        assert waiter.fd is not None  # Linux 5.3+: a pidfd, so the wait ends with the child
+        started = time.monotonic()
+        waiter(120.0)
+        # Woken by the exit, not by the timeout (which would have taken all of 120 s).
+        assert time.monotonic() - started < 100.0 and child.poll() is not None
+    finally:
+        waiter.close()
+        child.wait()
+    assert waiter.fd is None

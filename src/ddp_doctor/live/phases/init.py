@@ -11,8 +11,6 @@ from typing import Any
 from ddp_doctor.live.phases import PeerError, PhaseError, check
 from ddp_doctor.words import plural
 
-JOIN_POLL_S = 0.05
-
 
 def _torch_facts() -> dict[str, Any]:
     import torch
@@ -165,8 +163,16 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     store.set(f"{prefix}/rank/{ctx.rank}", json.dumps(me))
     joined = store.add(f"{prefix}/joined", 1)
     started = time.time()
-    while joined < ctx.world_size and time.time() < deadline:
-        time.sleep(JOIN_POLL_S)
+    # The last rank to join says so; the others block on that key (the store wakes them at once and
+    # releases the GIL meanwhile, so the rank's prewarm thread runs) instead of polling the count.
+    everyone = f"{prefix}/everyone"
+    if joined >= ctx.world_size:
+        store.set(everyone, "1")
+    else:
+        try:
+            store.wait([everyone], timedelta(seconds=max(0.001, deadline - time.time())))
+        except RuntimeError:  # the store's timeout (DistStoreError): counted and named below
+            pass
         joined = store.add(f"{prefix}/joined", 0)
     keys = [f"{prefix}/rank/{r}" for r in range(ctx.world_size)]
     present = [r for r, k in enumerate(keys) if store.check([k])]
