@@ -12,6 +12,7 @@ Targets: chain <= 1.3x minimal, chain <= 0.6x accelerate test, parent peak RSS <
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -97,6 +98,20 @@ def timed(argv: list[str], env: dict[str, str], sample_rss: bool = False) -> tup
     return elapsed, proc.returncode, peak[0] / 2**20, _children_cpu() - cpu_before
 
 
+def segments(report: Path, t0: float, t1: float) -> dict[str, float]:
+    """Where one chain run's wall time went, from the ranks' phase start times (wall clock) in its report:
+    up to the first rank's init (parent start-up, torchrun start-up, the rank's torch import), each
+    phase (first start to last end over the ranks), and after the last phase (rank teardown, torchrun's
+    exit, the parent's verdict and report)."""
+    times = json.loads(report.read_text())["facts"]["live"]["phase_times"]
+    out = {"to first init": min(r[0]["started"] for r in times.values()) - t0}
+    for name in [p["name"] for p in next(iter(times.values()))]:
+        recs = [p for r in times.values() for p in r if p["name"] == name]
+        out[name] = max(p["started"] + p["duration_s"] for p in recs) - min(p["started"] for p in recs)
+    out["after last phase"] = t1 - max(p["started"] + p["duration_s"] for r in times.values() for p in r)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
@@ -115,7 +130,9 @@ def main() -> int:
         cpu: dict[str, list[float]] = {"chain": [], "minimal": [], "min_ddp": [], "accelerate": []}
         rss: list[float] = []
         accelerate = shutil.which("accelerate", path=env["PATH"])
+        breakdown: list[dict[str, float]] = []
         for i in range(args.repeat):
+            t0 = time.time()
             t, rc, peak, c = timed(
                 [
                     sys.executable,
@@ -134,6 +151,7 @@ def main() -> int:
                 runs["chain"].append(t)
                 cpu["chain"].append(c)
                 rss.append(peak)
+                breakdown.append(segments(work / "report.json", t0, t0 + t))
             t, rc, _, c = timed([*launcher, "--standalone", "--nproc-per-node", "2", str(work / "minimal.py")], env)
             if rc == 0:
                 runs["minimal"].append(t)
@@ -181,6 +199,11 @@ def main() -> int:
             )
         elif not accelerate:
             print("accelerate not installed: pip install accelerate (the dev extra) for the second yardstick")
+        if breakdown:
+            print(
+                "chain wall time by stage (medians): "
+                + ", ".join(f"{k} {statistics.median(b[k] for b in breakdown):.2f} s" for k in breakdown[0])
+            )
         if rss:
             print(f"parent peak RSS: {max(rss):.1f} MB  (target < 100 MB)")
         return 0 if runs["chain"] else 1
