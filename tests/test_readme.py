@@ -158,15 +158,18 @@ def test_the_first_command_ends_in_the_one_warning_the_readme_explains(public_di
     assert all(r["status"] == "pass" for r in report["results"] if r["id"].startswith("live."))
 
     # the reason is true on this torch: an object collective without numpy raises what the README says
+    # (each rank writes its own file: two ranks printing into one pipe can interleave their lines)
     job = public_dir / "gather.py"
     job.write_text(
-        "import torch.distributed as dist\n"
+        "import pathlib, torch.distributed as dist\n"
         "dist.init_process_group('gloo')\n"
         "out = [None] * dist.get_world_size()\n"
-        "try:\n    dist.all_gather_object(out, dist.get_rank())\nexcept RuntimeError as e:\n    print('raised', e)\n"
+        f"mine = pathlib.Path({str(public_dir)!r}, f'raised-{{dist.get_rank()}}')\n"
+        "try:\n    dist.all_gather_object(out, dist.get_rank())\nexcept RuntimeError as e:\n    mine.write_text(str(e))\n"
     )
     ran = _in_env([str(fresh / "torchrun"), "--nproc-per-node", "2", str(job)], fresh, public_dir)
-    assert ran.stdout.count("raised Numpy is not available") == 2, ran.stdout + ran.stderr[-1000:]
+    raised = sorted(p.read_text() for p in public_dir.glob("raised-*"))
+    assert len(raised) == 2 and all("Numpy is not available" in text for text in raised), ran.stderr[-1000:]
 
     with_numpy = _fresh_env(public_dir / "with-numpy", with_numpy=True)
     clean = _in_env([str(with_numpy / "ddp-doctor"), "check", "--format", "json"], with_numpy, public_dir)
