@@ -155,6 +155,25 @@ def _signature_of(rank: int, diag: list[Result], own_lines: list[str]) -> Result
     return ranked([d for d in diag if seen_on_rank(d)]) or ranked(diagnose.diagnose({f"rank-{rank}": own_lines}, {}))
 
 
+HANG_REMEDY = {
+    "collective": "Make every rank reach the same collectives in the same order: the behind rank's stack shows "
+    "where it stopped (a rank-dependent branch, a data loader that ran dry, an exception swallowed on one rank). "
+    "Set a shorter init_process_group(timeout=...) so the watchdog ends a real hang sooner.",
+    "cuda": "The GPU never finishes the work the rank waits for: check the kernel (an endless loop, a spin-wait "
+    "on memory another rank never writes), run compute-sanitizer on a small input, and check `nvidia-smi -q` "
+    "for Xid errors on this GPU.",
+    "stalled": "Nothing moved: read the stacks below (a deadlock on a lock, a blocking read, input() on a "
+    "non-interactive job).",
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every process group to check op, shapes and dtypes across ranks:
+    # https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications
+    "mismatch": "Every rank must call the same collective, with the same sizes and dtypes, in the same order on "
+    "each process group: find where the two calls named above are made (a rank-dependent branch, a last batch "
+    "of another size, a tensor built in another dtype on one rank). TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
+    "collective's op and shapes across ranks at run time and raises at the first difference.",
+}
+"""What to do about each kind of hang (hang.Judgement.kind)."""
+
+
 def _hang_result(event: HangEvent, index: int) -> Result:
     j = event.judgement
     ev = []
@@ -175,22 +194,7 @@ def _hang_result(event: HangEvent, index: int) -> Result:
     ranks_by_pid = {pid: r for r, pid in event.pids.items()}
     if event.ras is not None:
         ev.append(Evidence("NCCL RAS", ras.headline(event.ras, ranks_by_pid)))
-    remedy = {
-        "collective": "Make every rank reach the same collectives in the same order: the behind rank's stack shows "
-        "where it stopped (a rank-dependent branch, a data loader that ran dry, an exception swallowed on one rank). "
-        "Set a shorter init_process_group(timeout=...) so the watchdog ends a real hang sooner.",
-        "cuda": "The GPU never finishes the work the rank waits for: check the kernel (an endless loop, a spin-wait "
-        "on memory another rank never writes), run compute-sanitizer on a small input, and check `nvidia-smi -q` "
-        "for Xid errors on this GPU.",
-        "stalled": "Nothing moved: read the stacks below (a deadlock on a lock, a blocking read, input() on a "
-        "non-interactive job).",
-        # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every process group to check op, shapes and dtypes across ranks:
-        # https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications
-        "mismatch": "Every rank must call the same collective, with the same sizes and dtypes, in the same order on "
-        "each process group: find where the two calls named above are made (a rank-dependent branch, a last batch "
-        "of another size, a tensor built in another dtype on one rank). TORCH_DISTRIBUTED_DEBUG=DETAIL checks each "
-        "collective's op and shapes across ranks at run time and raises at the first difference.",
-    }[j.kind]
+    remedy = HANG_REMEDY[j.kind]
     return Result(
         id="run.hang",
         title="The job hung",
@@ -222,7 +226,7 @@ def _hang_result(event: HangEvent, index: int) -> Result:
     )
 
 
-def _compared_facts(c: collectives.Comparison | None) -> dict[str, Any] | None:
+def _compared_facts(c: collectives.Comparison | None) -> dict[str, object] | None:
     if c is None:
         return None
     return {

@@ -37,6 +37,19 @@ INTERRUPT_GRACE_S = 30.0
 FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT, signal.SIGINT)
 
 
+@dataclass(frozen=True)
+class FirstLook:
+    """The first of an examination's two looks at the ranks."""
+
+    t: float
+    pids: dict[int, int]
+    stacks: dict[int, Stack]
+    cpu: dict[int, float]
+    """rank -> CPU seconds of the rank and its children then."""
+    threshold: Threshold
+    """The silence that started it."""
+
+
 @dataclass
 class HangEvent:
     at_s: float
@@ -108,6 +121,22 @@ def _tree_cpu_s(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _observations(
+    exam: FirstLook, pids: dict[int, int], second: dict[int, Stack], window_s: float, fr: dict[int, dict[str, Any]]
+) -> list[hang.RankObs]:
+    """What each rank did between the two looks: its stack then, whether it moved, its CPU, its recorder."""
+    obs = []
+    for r, pid in pids.items():
+        st = second.get(r)
+        before = exam.stacks.get(r)
+        same = before is not None and st is not None and before.frames == st.frames
+        cpu = (_tree_cpu_s(pid) - exam.cpu.get(r, 0.0)) / max(window_s, 1e-3)
+        fr_r = fr.get(r) or {}
+        activity = classify(st.frames if st else ())
+        obs.append(hang.RankObs(r, activity, same, cpu, fr_r.get("pending"), fr_r.get("last_seq"), fr_r.get("last")))
+    return obs
+
+
 def _terminal_delivers_sigint() -> bool:
     """Ctrl-C on our terminal already reached the job (same foreground process group): don't send a second."""
     try:
@@ -127,7 +156,7 @@ class Watcher:
         self.started = time.monotonic()
         self.interrupt_at: float | None = None
         self._pending_signals: list[int] = []
-        self._exam: dict[str, Any] | None = None
+        self._exam: FirstLook | None = None
         self._episode_reported = False
         self.clock = ProgressClock(cfg.run_dir, cfg.rhythm(), self.started)
         self.phases: dict[int, str] = {}
@@ -199,50 +228,38 @@ class Watcher:
         return Threshold(longer, f"{thr.why}; doubled after {self._busy_looks} looks found the job busy")
 
     def _examine(self, now: float) -> None:
-        quiet_s = now - self.clock.last_move
+        """Two looks a confirm window apart: the first once the silence passed its threshold, then the judgement."""
         if self._exam is None:
-            thr = self._look_after()
-            if now - max(self.clock.last_move, self._looked_at) < thr.seconds or self._episode_reported:
-                return
-            pids = self.rank_pids()
-            if not pids:
-                self._looked_at = now  # nothing to examine yet (still starting)
-                return
-            first = self.taker.capture(pids, self._hook_stacks())
-            self._request_fr()
-            self._exam = {
-                "t": now,
-                "pids": pids,
-                "stacks": first,
-                "cpu": {r: _tree_cpu_s(p) for r, p in pids.items()},
-                "threshold": thr,
-            }
+            self._first_look(now)
             return
-        if now - self._exam["t"] < self._confirm_s(self._exam["threshold"].seconds):
+        if now - self._exam.t < self._confirm_s(self._exam.threshold.seconds):
             return
         exam, self._exam = self._exam, None
-        if self.clock.last_move > exam["t"]:
+        if self.clock.last_move > exam.t:
             return  # it moved
-        pids = {r: p for r, p in exam["pids"].items() if r in self.rank_pids()}
+        self._judge(now, exam)
+
+    def _first_look(self, now: float) -> None:
+        thr = self._look_after()
+        if now - max(self.clock.last_move, self._looked_at) < thr.seconds or self._episode_reported:
+            return
+        pids = self.rank_pids()
+        if not pids:
+            self._looked_at = now  # nothing to examine yet (still starting)
+            return
+        first = self.taker.capture(pids, self._hook_stacks())
+        self._request_fr()
+        self._exam = FirstLook(now, pids, first, {r: _tree_cpu_s(p) for r, p in pids.items()}, thr)
+
+    def _judge(self, now: float, exam: FirstLook) -> None:
+        quiet_s = now - self.clock.last_move
+        pids = {r: p for r, p in exam.pids.items() if r in self.rank_pids()}
         second = self.taker.capture(pids, self._hook_stacks())
-        window = now - exam["t"]
         fr = evidence.flight_recorder_summary(self.cfg.run_dir)
-        obs = []
-        for r, pid in pids.items():
-            st = second.get(r)
-            frames = st.frames if st else ()
-            before = exam["stacks"].get(r)
-            same = before is not None and st is not None and before.frames == st.frames
-            cpu = (_tree_cpu_s(pid) - exam["cpu"].get(r, 0.0)) / max(window, 1e-3)
-            fr_r = fr.get(r) or {}
-            obs.append(
-                hang.RankObs(
-                    r, classify(frames), same, cpu, fr_r.get("pending"), fr_r.get("last_seq"), fr_r.get("last")
-                )
-            )
+        obs = _observations(exam, pids, second, now - exam.t, fr)
         alive = self.rank_pids()
         records, missing = evidence.collective_records(
-            self.cfg.run_dir, {r: r in alive for r in exam["pids"]}, self.cfg.flight_recorder and self.cfg.hook
+            self.cfg.run_dir, {r: r in alive for r in exam.pids}, self.cfg.flight_recorder and self.cfg.hook
         )
         compared = collectives.compare(records, missing)
         all_here = self._all_ranks_here()
@@ -264,7 +281,7 @@ class Watcher:
                 fr,
                 stack_method=self.taker.why_method(second),
                 pids=dict(pids),
-                threshold=exam["threshold"],
+                threshold=exam.threshold,
                 silent_s=round(quiet_s, 1),
                 at_epoch=time.time(),
                 compared=compared,
@@ -279,7 +296,7 @@ class Watcher:
                 self._stop_job("hang")
         else:
             self.out.busy.append(
-                {"at_s": at_s, "message": verdict.message, "states": verdict.states, "threshold": exam["threshold"].why}
+                {"at_s": at_s, "message": verdict.message, "states": verdict.states, "threshold": exam.threshold.why}
             )
             self._looked_at = now  # judged busy: look again after another threshold
             self._busy_looks += 1

@@ -183,7 +183,7 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
             import ddp_doctor_heartbeat as heartbeat
         except ImportError:  # the hook's directory left sys.path: no heartbeat, no dumps
             return
-        state: dict[str, Any] = {"seen": 0.0, "last": None}
+        state = _TickState()
         while True:
             time.sleep(HEARTBEAT_S)
             try:
@@ -191,19 +191,25 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
             except Exception:  # noqa: BLE001, S110 - a failed tick (a full disk, a file removed) must not end the thread
                 pass
 
-    def _tick(heartbeat: Any, state: dict[str, Any]) -> None:
+    class _TickState:
+        seen = 0.0
+        """The request file's mtime last served."""
+        last: Any = None
+        """The groups of the heartbeat last written."""
+
+    def _tick(heartbeat: Any, state: _TickState) -> None:
         try:
             mtime = os.stat(request).st_mtime
         except OSError:
             mtime = 0.0
-        asked = mtime > state["seen"]
-        state["seen"] = max(state["seen"], mtime)
+        asked = mtime > state.seen
+        state.seen = max(state.seen, mtime)
         dist = sys.modules.get("torch.distributed")
         beat = None if dist is None else heartbeat.of_this_process(dist, rank, os.getpid(), time.time())
         if beat is None:
             return
-        if asked or beat.groups != state["last"]:
-            state["last"] = beat.groups
+        if asked or beat.groups != state.last:
+            state.last = beat.groups
             heartbeat.write(run_dir, beat)
         if asked and want_fr:
             data, ext = _fr_trace()
