@@ -222,3 +222,11 @@ def test_every_rank_here_waiting_with_none_behind_waits_longer_only_when_ranks_r
     assert not hang.elsewhere(j, all_ranks_here=True)
     lag = hang.judge(obs, 20.0, collectives.Comparison("lag", "0", 5, behind=(1,), reached=4), "collective")
     assert lag.behind == (1,) and not hang.elsewhere(lag, all_ranks_here=False)
+
+
+def test_a_stalled_rank_says_the_last_collective_it_issued() -> None:
+    sleeping = Activity("user", "running <module> at train.py:60: time.sleep(1.0)", None)
+    obs = [hang.RankObs(0, sleeping, True, 0.0, last="nccl:all_reduce #812 (scheduled)")]
+    j = hang.judge(obs, 20.0, None, "collective", all_here=True)
+    assert j.kind == "stalled" and j.behind == (0,)
+    assert "(its last collective: nccl:all_reduce #812 (scheduled))" in j.message, j.message

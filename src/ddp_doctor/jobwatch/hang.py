@@ -192,8 +192,13 @@ def judge(
         "hang",
         "stalled",
         tuple(o.rank for o in others),
-        f"{quiet}: no rank used CPU or moved, none is in a collective: "
-        + "; ".join(f"rank {o.rank} is {o.activity.label}" for o in others),
+        f"{quiet}: no rank used CPU or moved, none waits in a collective: "
+        # The last collective a rank issued (the recorder's state: NCCL's 'scheduled' one never started) says
+        # what the quiet rank left behind it, e.g. an all_reduce queued behind a kernel that never ends.
+        + "; ".join(
+            f"rank {o.rank} is {o.activity.label}" + (f" (its last collective: {o.last})" if o.last else "")
+            for o in others
+        ),
         states,
     )
 
