@@ -22,18 +22,10 @@ HISTORY = corpus.fitted_by_history()
 FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 
 FITTED_GAPS: dict[str, str] = {
-    "accelerate-2023-submit_multigpu.sh": "a process count from SLURM_GPUS in a job that asks --gres: slurm_variable_unset",
-    "accelerate-2023-torchrun-submit-multinode.sh": (
-        "torchrun --nproc_per_node from SLURM_GPUS in a job that asks --gres: slurm_variable_unset"
-    ),
-    "accelerate-2023-submit_multinode.sh": (
-        "a process count built from SLURM_GPUS in a job that asks --gres (SLURM_GPUS is unset): slurm_variable_unset"
-    ),
     "tylrdn-ddp-nccl-indexed-job.yaml": (
         "an Indexed Job whose MASTER_ADDR is pod 0's hostname with no subdomain or headless Service: "
         "rendezvous_host_wrong"
     ),
-    "tylrdn-ddp-nccl-train.sbatch": "a test of SLURM_GPUS in a job that asks --gres (SLURM_GPUS is unset): slurm_variable_unset",
     "ai-bench-run_multi_node.sh": (
         "accelerate launch over several machines with no --machine_rank, in a script bash cannot parse: node_rank_missing"
     ),

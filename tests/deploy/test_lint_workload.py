@@ -399,3 +399,41 @@ def test_gpus_from_the_nvidia_runtime_count_as_granted(tmp_path: Path) -> None:
 def test_unclosed_quote_is_reported_where_bash_reads_it_open(tmp_path: Path) -> None:
     found = _lint(tmp_path, "run.sh", '#!/bin/bash\necho ok\nX="a\ny=1\ntorchrun t.py\n')
     assert found["syntax_error"] == [(3, "error")]
+
+
+_GRES_JOB = "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "srun torchrun --nproc_per_node=$SLURM_GPUS t.py\n",
+        "accelerate launch --num_processes $((SLURM_NNODES * SLURM_GPUS)) t.py\n",
+        'if [ -z "$SLURM_GPUS" ]; then exit 0; fi\nsrun torchrun --nproc_per_node=4 t.py\n',
+        "srun torchrun --nproc_per_node=${SLURM_NTASKS_PER_NODE} t.py\n",
+    ],
+)
+def test_a_slurm_variable_the_request_does_not_set(tmp_path: Path, body: str) -> None:
+    found = _lint(tmp_path, "j.sbatch", _GRES_JOB + body)
+    assert [sev for _, sev in found["slurm_variable_unset"]] == ["error"], body
+
+
+@pytest.mark.parametrize(
+    "head, body",
+    [
+        ("#SBATCH --gpus=4\n", "srun torchrun --nproc_per_node=$SLURM_GPUS t.py\n"),
+        ("#SBATCH -G 4\n", "srun torchrun --nproc_per_node=$SLURM_GPUS t.py\n"),
+        ("", "srun torchrun --nproc_per_node=${SLURM_GPUS:-4} t.py\n"),
+        ("", "export SLURM_GPUS=4\nsrun torchrun --nproc_per_node=$SLURM_GPUS t.py\n"),
+        ("", "echo gpus: $SLURM_GPUS\nsrun torchrun --nproc_per_node=$SLURM_GPUS_ON_NODE t.py\n"),
+        ("#SBATCH --ntasks-per-node=1\n", "srun torchrun --nproc_per_node=4 --nnodes=$SLURM_NTASKS_PER_NODE t.py\n"),
+    ],
+)
+def test_a_slurm_variable_the_request_sets_or_the_script_defaults(tmp_path: Path, head: str, body: str) -> None:
+    found = _lint(tmp_path, "j.sbatch", _GRES_JOB + head + body)
+    assert "slurm_variable_unset" not in found, (head, body)
+
+
+def test_gpus_per_node_read_in_a_gres_job_is_only_likely_unset(tmp_path: Path) -> None:
+    found = _lint(tmp_path, "j.sbatch", _GRES_JOB + "srun torchrun --nproc_per_node=$SLURM_GPUS_PER_NODE t.py\n")
+    assert [sev for _, sev in found["slurm_variable_unset"]] == ["warning"]

@@ -97,6 +97,8 @@ class Structural:
     rule: str
     line: int
     context: dict[str, Any] = field(default_factory=dict)
+    severity: str | None = None
+    """Overrides the rule's severity where the structure makes the mistake only likely."""
 
 
 @dataclass

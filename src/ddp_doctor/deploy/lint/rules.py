@@ -684,7 +684,7 @@ def shell_syntax(u: Unit) -> Iterator[Hit]:
 @check
 def structure(u: Unit) -> Iterator[Hit]:
     for found in u.structural:
-        yield Hit(found.rule, found.line, found.context)
+        yield Hit(found.rule, found.line, found.context, found.severity)
 
 
 def severity(hit: Hit) -> str:

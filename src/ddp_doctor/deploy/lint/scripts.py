@@ -24,6 +24,7 @@ from ddp_doctor.deploy.lint.shellparse import (
     commands,
     filled,
 )
+from ddp_doctor.deploy.lint.slurmvars import unset_reads
 
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?-[^}]*)?\}?")
 
@@ -535,6 +536,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
+    u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))
     if held is not None:
         u.idles = At(held, first_line + len(text.rstrip().split("\n")) - 1)
