@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,18 @@ def test_internal_error_is_one_line_with_a_log(
     log = Path(err.split("full log: ")[1].rstrip(")"))
     assert "RuntimeError: kaboom" in log.read_text()
     log.unlink()
+
+
+def test_a_command_imports_no_other_commands_module() -> None:
+    # Before `check` starts torchrun, the other commands' modules are CPU spent on nothing.
+    code = (
+        "import sys\n"
+        "from ddp_doctor.cli import main\n"
+        "try:\n"
+        "    main(['check', '--nproc', '0'])\n"  # refused by its parser: nothing runs
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ddp_doctor.commands.') and m != 'ddp_doctor.commands.options'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "['ddp_doctor.commands.check']", done.stdout + done.stderr
