@@ -249,6 +249,9 @@ def test_a_file_name_gives_the_rank_of_lines_that_carry_none() -> None:
     assert sources.origin_of("rank-2.log") == Origin(rank=2)
     assert sources.origin_of("logs/train_rank5.out") == Origin(rank=5)
     assert sources.origin_of("worker.log") is None
+    # a `ddp-doctor run` directory names the launcher's log by its pid: never a rank
+    assert sources.origin_of("run/proc-787.log") == Origin(pid=787)
+    assert sources.origin_of("logs/process_3.log") == Origin(rank=3)
     by_task = sources.origins(["out/slurm-881_0.out", "out/slurm-881_1.out"])
     assert by_task["out/slurm-881_1.out"] == Origin(rank=1)
     pods = sources.origins(["train-worker-0.log", "train-worker-1.log"])

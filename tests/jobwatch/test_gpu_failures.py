@@ -57,3 +57,10 @@ def test_two_ranks_on_one_gpu_name_the_invalid_ordinal_in_device_setup() -> None
     assert sig is not None and failure["observed"]["diagnosis"] == "diag.invalid_device_ordinal"
     assert failure["cause"] == sig["cause"]
     assert _explained("ordinal-run")["root_cause"] == "diag.invalid_device_ordinal"
+
+
+def test_the_launchers_log_is_named_by_its_pid_not_taken_for_a_rank() -> None:
+    # proc-531.log is torchrun's own output in the run directory: its lines are rank 0's only where torchrun's
+    # summary says so ("rank : 0"), never "rank 531".
+    sigterm = [r for r in _explained("ordinal-run")["results"] if r["id"] == "diag.sigterm"]
+    assert sigterm and all(r["rank"] in (0, 1, None) for r in sigterm), sigterm

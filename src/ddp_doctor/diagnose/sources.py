@@ -20,6 +20,9 @@ from ddp_doctor.diagnose.lines import Origin
 
 _RANKED = (
     re.compile(r"(?:^|/)attempt_\d+/(?P<local>\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),
+    # A `ddp-doctor run` directory names every other Python process of the job by its pid (the launcher,
+    # jobwatch/hook/sitecustomize.py): proc-4242.log is process 4242, never rank 4242.
+    re.compile(r"(?:^|/)proc-(?P<pid>\d+)\.log$"),
     re.compile(r"(?:^|[/_.\-])rank[-_]?(?P<rank>\d+)(?=[/_.\-]|$)", re.IGNORECASE),
     re.compile(r"(?:^|[/_.\-])(?:task|proc|process)[-_]?(?P<rank>\d+)(?=[/_.\-]|$)", re.IGNORECASE),
 )
@@ -35,6 +38,8 @@ def origin_of(path: str) -> Origin | None:
         g = m.groupdict()
         if g.get("local") is not None:
             return Origin(local_rank=int(g["local"]))
+        if g.get("pid") is not None:
+            return Origin(pid=int(g["pid"]))
         return Origin(rank=int(g["rank"]))
     return None
 
