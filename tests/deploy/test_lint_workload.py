@@ -437,3 +437,25 @@ def test_a_slurm_variable_the_request_sets_or_the_script_defaults(tmp_path: Path
 def test_gpus_per_node_read_in_a_gres_job_is_only_likely_unset(tmp_path: Path) -> None:
     found = _lint(tmp_path, "j.sbatch", _GRES_JOB + "srun torchrun --nproc_per_node=$SLURM_GPUS_PER_NODE t.py\n")
     assert [sev for _, sev in found["slurm_variable_unset"]] == ["warning"]
+
+
+_NODE_SCRIPT = """
+#!/bin/bash
+if [ "$ROLE" == "master" ]; then
+  ray start --head --port=6379{flag}
+  ray job submit --address=http://127.0.0.1:8265 -- python train.py
+else
+  ray start --address="$MASTER:6379"{flag}
+  sleep infinity
+fi
+"""
+
+
+def test_a_ray_worker_branch_that_sleeps_forever_holds_its_gpus(tmp_path: Path) -> None:
+    found = _lint(tmp_path, "multi_node.sh", _NODE_SCRIPT.format(flag=""))
+    assert found["gpus_held"] == [(7, "warning")]
+
+
+def test_a_cpu_ray_node_or_a_script_with_no_gpu_work_is_not_holding_gpus(tmp_path: Path) -> None:
+    assert "gpus_held" not in _lint(tmp_path, "a.sh", _NODE_SCRIPT.format(flag=" --num-gpus=0"))
+    assert "gpus_held" not in _lint(tmp_path, "b.sh", "#!/bin/bash\nexport X=1\npython serve.py\nsleep infinity\n")

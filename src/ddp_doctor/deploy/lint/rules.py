@@ -107,7 +107,12 @@ def held_after_work(u: Unit) -> Iterator[Hit]:
     if u.idles is None or u.template:
         return
     w = workload(u)
-    if u.gpus is None and not (u.area in ("slurm", "skypilot") and w.device is not None and w.device.value == "gpu"):
+    # A shell launcher's idles are set only where it started a Ray node or a GPU launcher.
+    if (
+        u.gpus is None
+        and u.area != "shell"
+        and not (u.area in ("slurm", "skypilot") and w.device is not None and w.device.value == "gpu")
+    ):
         return  # holds no GPU: what it keeps is cheap
     yield Hit("gpus_held", u.idles.line, {"what": u.idles.value, "holder": HOLDERS.get(u.area, "container")})
 
@@ -311,7 +316,11 @@ def pinned(u: Unit) -> Iterator[Hit]:
 
 
 # What a path that is on no volume belongs to, and goes with.
-HOLDERS = {"k8s": "pod", "skypilot": "cluster's nodes (sky down, autodown, a managed job's end)"}
+HOLDERS = {
+    "k8s": "pod",
+    "shell": "node (the pod, container or allocation running this script)",
+    "skypilot": "cluster's nodes (sky down, autodown, a managed job's end)",
+}
 
 
 @check

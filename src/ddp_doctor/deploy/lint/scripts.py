@@ -391,6 +391,11 @@ def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, f
         if not out and env.scalars:
             # No launcher here (a wrapper that exports settings, then runs python): its variables are still read.
             out.append(Unit("shell", source, "script", first_line, env=env.flat()))
+        held = _node_held(text, first_line, scan)
+        if held is not None:
+            if not out:
+                out.append(Unit("shell", source, "script", first_line, env=env.flat()))
+            out[-1].idles = held
     if syntax is not None:
         _attach_syntax(out, syntax, text, "slurm" if slurm else "shell", source)
     broken = broken_continuations(text, first_line)
@@ -541,6 +546,26 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     if held is not None:
         u.idles = At(held, first_line + len(text.rstrip().split("\n")) - 1)
     return u
+
+
+_RAY_NODE = re.compile(r"\bray\s+start\b(?![^\n]*--num-gpus[= ]0\b)")
+"""A Ray node takes every GPU its machine shows unless told --num-gpus=0."""
+
+
+def _node_held(text: str, first_line: int, scan: Scan) -> At[str] | None:
+    """A per-node launcher (run in a pod, container or allocation) that ends by waiting forever while it
+    holds GPUs: a Ray node it started, or a GPU launcher it ran. The line is that of the waiting command."""
+    code = _code(text)
+    gpu_work = _RAY_NODE.search(code) is not None or any(
+        launch.tool in ("torchrun", "accelerate", "deepspeed") for launch, _ in scan.bare
+    )
+    held = holds_forever(code) if gpu_work else None
+    if held is None:
+        return None
+    lines = text.rstrip().split("\n")
+    closers = ("fi", "done", "}", "esac", "wait", "")
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip() not in closers), len(lines) - 1)
+    return At(held, first_line + last)
 
 
 def _code(text: str) -> str:
