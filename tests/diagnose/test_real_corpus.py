@@ -40,7 +40,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pyllama-25.log",
         "pytorch-15592.log",
         "pytorch-177472.log",
-        "pytorch-46821.log",  # DDP given device_ids for a model still on the CPU
         "tinyworlds-13.log",
         "ucx-7239.log",
         "unimatch-97.log",
