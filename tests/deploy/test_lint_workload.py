@@ -459,3 +459,13 @@ def test_a_ray_worker_branch_that_sleeps_forever_holds_its_gpus(tmp_path: Path) 
 def test_a_cpu_ray_node_or_a_script_with_no_gpu_work_is_not_holding_gpus(tmp_path: Path) -> None:
     assert "gpus_held" not in _lint(tmp_path, "a.sh", _NODE_SCRIPT.format(flag=" --num-gpus=0"))
     assert "gpus_held" not in _lint(tmp_path, "b.sh", "#!/bin/bash\nexport X=1\npython serve.py\nsleep infinity\n")
+
+
+def test_a_syntax_error_in_a_script_that_runs_docker_is_still_reported(tmp_path: Path) -> None:
+    """The docker run before the error is read (bash runs it) and the error is reported on the script itself."""
+    found = _lint(
+        tmp_path,
+        "run.sh",
+        '#!/bin/bash\ndocker run --rm --gpus all img:1 python t.py\nif [ -n "$X" ]; then\n  echo "open\n',
+    )
+    assert found["syntax_error"] == [(4, "error")] and "gpus_all" in found

@@ -574,8 +574,9 @@ def _code(text: str) -> str:
 
 
 def _attach_syntax(out: list[Unit], syntax: SyntaxProblem, text: str, area: str, source: str) -> None:
-    """bash -n's error goes on the script's last unit, or on a unit of its own when it has none."""
-    target = out[-1] if out else Unit(area, source, "script", 1)
+    """bash -n's error goes on the script's last unit of its own area, or on a new one when it has none (a
+    docker run read from the script is a unit of the docker area, where the rule is not reported)."""
+    target = next((u for u in reversed(out) if u.area == area), None) or Unit(area, source, "script", 1)
     message = syntax.message
     lines = text.split("\n")
     bad = lines[syntax.line - 1] if 0 < syntax.line <= len(lines) else ""
@@ -583,7 +584,7 @@ def _attach_syntax(out: list[Unit], syntax: SyntaxProblem, text: str, area: str,
     if placeholder:  # templates ship `VAR=<fill me in>`, which bash reads as redirections
         message += f" (a placeholder left unfilled: {placeholder.group(0)})"
     target.syntax = At(message, syntax.line)
-    if not out:
+    if not any(u is target for u in out):
         out.append(target)
 
 
