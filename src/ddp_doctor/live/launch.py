@@ -3,7 +3,7 @@
 Generic: the live chain, `bench` and the multi-node check all start their ranks through
 `launch(TorchrunSpec(...))`. The parent never imports torch.
 
-    spec = TorchrunSpec("ddp_doctor.live.worker", ["--phases", "init"], nproc=2, backend="gloo",
+    spec = TorchrunSpec("ddp_doctor.live.worker", rank_config.argv(), nproc=2, backend="gloo",
                       timeout_s=60, env={})
     argv, env = build_command(spec, run_dir)      # pure data: printable, testable
     outcome = launch(spec)                        # RunOutcome; nothing of the run survives it
