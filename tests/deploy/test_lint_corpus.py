@@ -29,7 +29,6 @@ FITTED_GAPS: dict[str, str] = {
     "ai-bench-run_multi_node.sh": (
         "accelerate launch over several machines with no --machine_rank, in a script bash cannot parse: node_rank_missing"
     ),
-    "llm-kd-enroot-train.slurm": "a training run inside enroot start --root from a batch script: runs_as_root",
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
     "llama2-chinese-docker-compose.yml": (

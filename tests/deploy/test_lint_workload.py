@@ -469,3 +469,16 @@ def test_a_syntax_error_in_a_script_that_runs_docker_is_still_reported(tmp_path:
         '#!/bin/bash\ndocker run --rm --gpus all img:1 python t.py\nif [ -n "$X" ]; then\n  echo "open\n',
     )
     assert found["syntax_error"] == [(4, "error")] and "gpus_all" in found
+
+
+@pytest.mark.parametrize(
+    "step, root",
+    [
+        ('enroot start --root --mount=/p:/w img bash -c "torchrun --nproc_per_node=4 t.py"', True),
+        ("srun --container-image=nvcr.io#nvidia/pytorch:24.01-py3 --container-remap-root torchrun t.py", True),
+        ('enroot start --mount=/p:/w img bash -c "torchrun --nproc_per_node=4 t.py"', False),
+    ],
+)
+def test_a_container_remapped_to_root_from_a_batch_script(tmp_path: Path, step: str, root: bool) -> None:
+    found = _lint(tmp_path, "j.sbatch", f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n{step}\n")
+    assert (found.get("run_as_root") == [(4, "warning")]) is root, found

@@ -541,11 +541,23 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
+    u.root = _remapped_root(text, first_line)
     u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))
     if held is not None:
         u.idles = At(held, first_line + len(text.rstrip().split("\n")) - 1)
     return u
+
+
+_REMAP_ROOT = re.compile(r"\benroot\s+start\b[^\n]*\s(?:--root|-r)\b|\bsrun\b[^\n]*\s--container-remap-root\b")
+"""enroot start --root and pyxis's srun --container-remap-root map the user to root inside the container."""
+
+
+def _remapped_root(text: str, first_line: int) -> At[str] | None:
+    for n, line in enumerate(text.split("\n"), start=first_line):
+        if not line.lstrip().startswith("#") and _REMAP_ROOT.search(line):
+            return At("the container is asked to remap the user to root", n)
+    return None
 
 
 _RAY_NODE = re.compile(r"\bray\s+start\b(?![^\n]*--num-gpus[= ]0\b)")
