@@ -184,11 +184,12 @@ CORPUS_SCORES = """\
 | 9f30c85 | 257 | 42/51 (82.4%) | 189/206 (91.7%) | 2, 1 | 0, 0 |
 | 285ea02 (six fixed blind misses moved to the fitted part) | 257 | 37/45 (82.2%) | 195/212 (92.0%) | 2, 1 | 0, 0 |
 
-After that run deepspeed-4257.log (libstdc++ too old, a wording the first pattern missed) moved too: the blind
-part is 36/44 (81.8%) until the corpus's new blind logs are scored. The target is 85% (moonshot 90%): not met.
-The blind failures still called healthy and the fitted log called healthy are listed in
-tests/diagnose/test_never_pass.py (strict xfails; the fitted one, jobset-603.log, holds byte for byte the one
-line of jobset-93.log, whose thread calls it healthy: a c10d retry warning, a WARN from explain, a FAIL once
+| 5c843d0 (deepspeed-4257 moved too; 22 new logs, 7 of them blind) | 279 | 42/51 (82.4%) | 207/228 (90.8%) | 2, 2 | 0, 0 |
+
+The target is 85% of the blind part (moonshot 90%): not met.
+The failures still called healthy are listed in tests/diagnose/test_never_pass.py (strict xfails): two blind
+logs, espresso-8.log (a traceback flattened onto one line) and jobset-603.log, which holds byte for byte the
+one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning: a WARN from explain, a FAIL once
 repeated).
 """
 
