@@ -482,3 +482,27 @@ def test_a_syntax_error_in_a_script_that_runs_docker_is_still_reported(tmp_path:
 def test_a_container_remapped_to_root_from_a_batch_script(tmp_path: Path, step: str, root: bool) -> None:
     found = _lint(tmp_path, "j.sbatch", f"#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\n{step}\n")
     assert (found.get("run_as_root") == [(4, "warning")]) is root, found
+
+
+@pytest.mark.parametrize(
+    "image, path",
+    [
+        ("FlagAlpha/llama2-chinese-7b:gradio", "FlagAlpha/llama2-chinese-7b"),
+        ("ghcr.io/Org/train:v1", "Org/train"),
+        ("Registry.Example.com:5000/team/train:V1", None),
+        ("nvcr.io/nvidia/pytorch:24.01-py3", None),
+        ("localhost:5000/train@sha256:" + "a" * 64, None),
+        ("${IMAGE}", None),
+        ("IMAGE_NAME", None),
+        ("REGISTRY/IMAGE:TAG", None),
+    ],
+)
+def test_capital_letters_only_in_the_repository_path_are_refused(image: str, path: str | None) -> None:
+    from ddp_doctor.deploy.lint.rules import uppercase_path
+
+    assert uppercase_path(image) == path
+
+
+def test_compose_image_with_capitals(tmp_path: Path) -> None:
+    found = _lint(tmp_path, "docker-compose.yml", "services:\n  app:\n    image: FlagAlpha/llama2:gradio\n")
+    assert found["image_reference_invalid"] == [(3, "error")]

@@ -315,6 +315,31 @@ def pinned(u: Unit) -> Iterator[Hit]:
         yield Hit("latest_tag", u.image.line, {"image": u.image.value, "tag_note": note})
 
 
+def uppercase_path(image: str) -> str | None:
+    """The repository path of an image reference when it has capital letters, which the reference grammar
+    refuses (path components are lowercase; only the registry host and the tag may have capitals)."""
+    if "$" in image or "{{" in image or "<" in image or image.split(":", 1)[0] == image.split(":", 1)[0].upper():
+        return None  # filled in later: a variable, a template, a placeholder in capitals (IMAGE_NAME, <IMAGE>)
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name[: len(name) - len(last[-1]) + last[-1].index(":")]
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]  # the registry host
+    path = "/".join(parts)
+    return path if path != path.lower() else None
+
+
+@check
+def image_reference(u: Unit) -> Iterator[Hit]:
+    if u.image is None:
+        return
+    path = uppercase_path(u.image.value)
+    if path is not None:
+        yield Hit("image_reference_invalid", u.image.line, {"image": u.image.value, "path": path})
+
+
 # What a path that is on no volume belongs to, and goes with.
 HOLDERS = {
     "k8s": "pod",
