@@ -24,6 +24,7 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
         "axolotl-494.log",
+        "chatglm-6b-179.log",  # the shell's Killed glued to the end of a progress bar line
         "colossalai-104.log",
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
@@ -31,6 +32,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "espresso-8.log",  # a Slurm allocation turning a one-GPU run into a distributed one
         "examples-1030.log",
         "examples-611.log",
+        "generativemodels-354.log",  # a model's own method called on the DDP wrapper (the reverse of model.module without DDP)
+        "horovod-1647.log",  # a Dockerfile newer than the released Horovod package it installs
         "jobset-603.log",
         "llamafactory-2424.log",  # a watchdog timeout while one rank still preprocesses the dataset
         "mmdetection-4991.log",
@@ -43,6 +46,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "tinyworlds-13.log",
         "ucx-7239.log",
         "unimatch-97.log",
+        "vllm-1726.log",  # a second NCCL library loaded beside the one PyTorch was built with, seen as an invalid config value
+        "volcano-2952.log",  # a pod host name in the hostfile that does not resolve, in DeepSpeed's "not reachable via ssh"
         "zero-nlp-115.log",  # a model spread over several GPUs by device_map, then wrapped in DDP
     }
 )
