@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ddp_doctor.diagnose.catalogue import Signature, load
+from ddp_doctor.words import plural
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "diagnosis.md"
 
@@ -147,7 +148,7 @@ def _entry(sig: Signature) -> str:
     lines = [f'<a id="{sig.id}"></a>', "", f"### `{sig.id}` — {sig.title}", ""]
     lines.append(
         f"**Severity** {sig.severity.value}"
-        + (f" (fail from {sig.fail_after} lines on)" if sig.fail_after else "")
+        + (f" (fail from {plural(sig.fail_after, 'line')} on)" if sig.fail_after else "")
         + f" · **tier** {sig.tier}"
         + (f" · **exit signals** {', '.join(str(s) for s in sig.signals)}" if sig.signals else "")
     )
