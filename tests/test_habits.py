@@ -55,5 +55,5 @@ def test_a_long_function_is_found_unless_it_says_why() -> None:
 def test_the_slow_list_adds_up_each_tests_phases() -> None:
     from tests import tiers
 
-    out = "0.60s setup tests/a.py::t\n0.50s call tests/a.py::t\n0.90s call tests/b.py::u\n1.20s call tests/c.py::v[x]\n"
-    assert tiers.slow_ids(out, threshold_s=1.0) == {"tests/a.py::t", "tests/c.py::v[x]"}
+    out = "0.60s setup tests/a.py::t\n0.50s call     tests/a.py::t\n0.90s call tests/b.py::u\n1.20s call tests/c.py::v[x y]\n"
+    assert tiers.slow_ids(out, threshold_s=1.0) == {"tests/a.py::t", "tests/c.py::v[x y]"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 LIST = Path(__file__).with_name("slow.txt")
 THRESHOLD_S = 0.5
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(tests/\S+)$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(tests/.+?)\s*$")
 HEADER = (
     "# Tests measured slow: 0.5 s or more (setup + call + teardown) in `pytest -m 'not slow' --durations=0` on the 2-core\n"
     "# test machine, loaded as CI is; conftest.py marks them `slow`. Written by `python -m tests.tiers`.\n"
