@@ -153,10 +153,11 @@ CASES = {
             False,
             lambda: ([TORCHRUN, "--standalone", "--nproc-per-node", "2", SCRIPT, "doublefree"], {}),
         ),
-        # torchrun retries an unresolvable master forever; a user sees the warnings and stops it.
+        # torchrun retries an unresolvable master forever; a user sees the warnings and stops it. c10d's retry
+        # warning repeated is the failure (diag.master_retry: a WARN once, a FAIL from its third line on).
         Case(
             "master_unresolvable",
-            "diag.master_unreachable",
+            "diag.master_retry",
             False,
             lambda: (
                 [
