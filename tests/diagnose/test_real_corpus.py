@@ -24,7 +24,6 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
         "axolotl-494.log",
-        "chatglm-6b-179.log",  # the shell's Killed glued to the end of a progress bar line
         "colossalai-104.log",
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",

@@ -184,14 +184,18 @@ CORPUS_SCORES = """\
 | 14d1d59, before the long tail and the never-PASS rule | 155 | 20/30 (66.7%) | 101/125 (80.8%) | 1, 14 | 1, 0 |
 | 9f30c85 | 257 | 42/51 (82.4%) | 189/206 (91.7%) | 2, 1 | 0, 0 |
 | 285ea02 (six fixed blind misses moved to the fitted part) | 257 | 37/45 (82.2%) | 195/212 (92.0%) | 2, 1 | 0, 0 |
-
 | 5c843d0 (deepspeed-4257 moved too; 22 new logs, 7 of them blind) | 279 | 42/51 (82.4%) | 207/228 (90.8%) | 2, 2 | 0, 0 |
+| 46ef5fe (16 more logs, 7 of them blind, collected after every rule above) | 295 | 45/58 (77.6%) | 211/237 (89.0%) | 4, 4 | 0, 0 |
+| the shell's Killed after a progress bar read (before the move) | 295 | 47/58 (81.0%) | 214/237 | 2, 3 | 0, 0 |
+| the same, its two blind misses moved to the fitted part | 295 | 45/56 (80.4%) | 214/239 (89.5%) | 2, 3 | 0, 0 |
 
-The target is 85% of the blind part (moonshot 90%): not met.
+The target is 85% of the blind part (moonshot 90%): not met. The logs collected last, after every rule above
+was written, brought the blind score down from 82.4% to 77.6%: the best estimate of what a user meets next is
+about 78-81%, not the fitted 89%.
 The failures still called healthy are listed in tests/diagnose/test_never_pass.py (strict xfails): two blind
-logs, espresso-8.log (a traceback flattened onto one line) and jobset-603.log, which holds byte for byte the
-one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning: a WARN from explain, a FAIL once
-repeated).
+logs, espresso-8.log (a traceback flattened onto one line), horovod-1647.log (a failed package build) and
+jobset-603.log, which holds byte for byte the one line of jobset-93.log, whose thread calls it healthy (a c10d
+retry warning: a WARN from explain, a FAIL once repeated).
 """
 
 MEASURED = """\
