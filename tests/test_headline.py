@@ -10,7 +10,7 @@ import pytest
 
 from ddp_doctor.render import render
 from ddp_doctor.render.folding import fold_summaries
-from ddp_doctor.render.headline import compose, headline
+from ddp_doctor.render.headline import _first_sentence, compose, headline
 from ddp_doctor.report import Report, Result, Status
 from tests.conftest import FIXTURES, run_cli
 
@@ -212,3 +212,8 @@ def test_a_long_exception_message_ends_at_its_first_sentence_in_the_headline() -
         in line
     ), line
     assert "and by" not in line, line
+
+
+def test_a_long_message_without_spaces_is_cut_not_dropped_a_character() -> None:
+    cut = _first_sentence("OSError: " + "x" * 300)
+    assert cut.startswith("OSError: xxx") and cut.endswith("…") and len(cut) == len("OSError: ") + 160 + 1, cut

@@ -327,7 +327,8 @@ def _first_sentence(what: str) -> str:
     if end > 0:
         body = body[:end]
     elif len(body) > _HEADLINE_EXCEPTION_CHARS:
-        body = body[: body.rfind(" ", 0, _HEADLINE_EXCEPTION_CHARS)].rstrip(",;:") + "…"
+        cut = body.rfind(" ", 0, _HEADLINE_EXCEPTION_CHARS)
+        body = body[: cut if cut > 0 else _HEADLINE_EXCEPTION_CHARS].rstrip(",;:") + "…"
     return f"{head}: {body}" if sep else body
 
 
