@@ -162,3 +162,29 @@ def test_a_rank_s_multi_line_error_is_named_by_its_exception_line_and_its_own_si
     assert line == "AcceleratorError: CUDA error: invalid device ordinal"
     found = results._signature_of(1, [], [line, *tb.splitlines()])
     assert found is not None and found.id == "diag.invalid_device_ordinal"
+
+
+def _frames(*spec: tuple[str, str]) -> tuple[stacks.Frame, ...]:
+    return tuple(stacks.Frame(file, 1, func) for file, func in spec)
+
+
+def test_an_import_is_part_of_what_asked_for_it() -> None:
+    # torch.compile imports inductor lazily: a sample taken inside that import is compiling, not "importing modules"
+    # (a CI run sampled rank 1 there and the quiet rank was called an importer).
+    site = "/venv/lib/python3.12/site-packages/torch"
+    inside_compile = _frames(
+        ("<frozen importlib._bootstrap>", "_call_with_frames_removed"),
+        (f"{site}/_inductor/codegen/cpp.py", "<module>"),
+        ("<frozen importlib._bootstrap>", "_find_and_load"),
+        (f"{site}/_dynamo/eval_frame.py", "__call__"),
+        ("/job/train.py", "slow_compile"),
+        ("/job/train.py", "<module>"),
+    )
+    act = stacks.classify(inside_compile)
+    assert act.kind == "compile" and "compiling" in act.label and "importing" in act.label, act
+    first_call = _frames(
+        ("<frozen importlib._bootstrap>", "_find_and_load"), (f"{site}/__init__.py", "compile"), ("/job/train.py", "f")
+    )
+    assert stacks.classify(first_call).kind == "compile"
+    plain = _frames(("<frozen importlib._bootstrap>", "_find_and_load"), ("/job/train.py", "<module>"))
+    assert stacks.classify(plain).kind == "import" and stacks.classify(plain).label == "importing modules"

@@ -117,6 +117,7 @@ _INIT_FUNCS = frozenset(
 )
 _EVAL_FUNC = re.compile(r"(?i)^(?:_?(?:run_|do_)?(?:eval|evaluate|evaluation|validate|validation|val|test)(?:_.*)?)$")
 """An evaluation loop by its function's name: evaluate(), run_eval(), validation_step(), val_epoch(), test()."""
+_COMPILER_PATHS = ("torch/_dynamo", "torch/_inductor", "torch/fx/", "torch/_functorch", "/triton/")
 _CUDA_SYNC = re.compile(r"\.(item|cpu|tolist|numpy)\(\)|cuda\.synchronize|\.synchronize\(\)|torch\.cuda\._sleep")
 
 
@@ -132,8 +133,14 @@ def classify(frames: tuple[Frame, ...]) -> Activity:
     if not frames:
         return Activity("unknown", "no Python stack", None)
     mine = user_frame(frames)
-    importing = next((f for f in frames if f.file.startswith("<frozen importlib")), None)
-    if importing is not None:
+    imports = [i for i, f in enumerate(frames) if f.file.startswith("<frozen importlib")]
+    if imports:
+        # An import is part of whatever asked for it: torch.compile and dynamo import inductor's modules lazily,
+        # so the frames outside the outermost import say what the rank is doing. Only work kinds take it over: an
+        # import is never waiting, so it must not become "collective" or "init" for the hang judgement.
+        caller = classify(frames[imports[-1] + 1 :])
+        if caller.kind in ("compile", "data", "checkpoint"):
+            return Activity(caller.kind, f"{caller.label}, importing its modules", mine)
         return Activity("import", "importing modules", mine)
     init = next((f for f in frames if f.func in _INIT_FUNCS and "torch/distributed" in f.file.replace("\\", "/")), None)
     if init is not None:
@@ -144,7 +151,7 @@ def classify(frames: tuple[Frame, ...]) -> Activity:
             return Activity("checkpoint", f"saving/loading a checkpoint ({f.func})", mine)
         if "torch/distributed/" in path and "torch/distributed/elastic" not in path:
             return Activity("collective", f"waiting in torch.distributed {f.func}", mine)
-        if any(k in path for k in ("torch/_dynamo", "torch/_inductor", "torch/fx/", "torch/_functorch", "/triton/")):
+        if any(k in path for k in _COMPILER_PATHS) or (path.endswith("torch/__init__.py") and f.func == "compile"):
             return Activity("compile", f"compiling ({f.func} in {_module_of(path)})", mine)
         if "torch/utils/data" in path:
             return Activity("data", f"loading data ({f.func})", mine)
