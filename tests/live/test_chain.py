@@ -139,7 +139,9 @@ def test_rank_that_never_starts(tmp_path: Path) -> None:
     rank0 = run.live("live.init", 0)[0]
     assert rank0["status"] == "fail"
     assert "1 of 2 ranks joined" in rank0["summary"] and "missing: rank 1" in rank0["summary"]
-    assert rank0["duration_s"] <= 0.4 * timeout + 1  # within the init deadline
+    # Rank 0's own init deadline (0.4 of --timeout) ended it, not the parent's overall one; the margin is the rest of
+    # --timeout, so a loaded machine's slow start cannot fail this.
+    assert rank0["duration_s"] < timeout
 
 
 def test_rank_hanging_in_init_leaves_its_stack(tmp_path: Path) -> None:
