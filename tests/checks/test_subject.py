@@ -3,11 +3,18 @@ an error, tags pick units, and the image answers the ids its report lists."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
+import pytest
+
 from ddp_doctor import checks
-from ddp_doctor.checks.facts import UserFacts
+from ddp_doctor.checks import registry
+from ddp_doctor.checks.facts.host import UserFacts
 from ddp_doctor.image import rules
 from ddp_doctor.report import Status
 
@@ -68,3 +75,30 @@ def test_image_torch_is_the_build_when_installed_and_the_install_when_not() -> N
     assert missing is not None and missing.title == "torch installed" and missing.status is Status.FAIL
     # the build's verdict (an image is read as one meant for GPUs), not "torch installed"
     assert present is not None and present.title == "torch build flavour" and "CPU-only torch" in present.summary
+
+
+def _package_of(tmp_path: Path, name: str, units: dict[str, str]) -> ModuleType:
+    root = tmp_path / name
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    for module, order in units.items():
+        (root / f"{module}.py").write_text(
+            "from ddp_doctor.checks.model import Check, Finding\nfrom ddp_doctor.report import Status\n\n"
+            "def judge(f: int) -> Finding:\n    return Finding(Status.PASS, 'fine')\n\n"
+            f"UNIT = Check(name={module!r}, title={module!r}, facts=int, judge=judge, ids={{'env': 'env.{module}'}}, "
+            f"order={order})\n"
+        )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_the_registry_finds_every_unit_in_order_and_refuses_two_at_one_place(tmp_path: Path) -> None:
+    assert [u.order for u in checks.ALL] == sorted(u.order for u in checks.ALL)
+    assert len({u.order for u in checks.ALL}) == len(checks.ALL)
+    found = registry.discover(_package_of(tmp_path, "units_ok", {"zeta": 1, "alpha": 2}))
+    assert [u.name for u in found] == ["zeta", "alpha"], "order, not the file names, places them"
+    with pytest.raises(ValueError, match="both have order 7"):
+        registry.discover(_package_of(tmp_path, "units_clash", {"one": 7, "two": 7}))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ddp_doctor.checks import ALL, shm, table, user
+from ddp_doctor.checks import ALL, table
 from ddp_doctor.checks.docs import render
-from ddp_doctor.checks.facts import ShmFacts, UserFacts
+from ddp_doctor.checks.facts.host import ShmFacts, UserFacts
+from ddp_doctor.checks.units import shm, user
 from ddp_doctor.report import Status
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -109,8 +110,8 @@ def test_one_gpu_runtime_remedy_for_a_container_started_without_gpus() -> None:
 
 
 def test_busy_thresholds_come_from_the_table() -> None:
-    from ddp_doctor.checks import gpus_busy
-    from ddp_doctor.checks.gpufacts import BusyFacts
+    from ddp_doctor.checks.facts.gpu import BusyFacts
+    from ddp_doctor.checks.units import gpus_busy
 
     rule = table.gpu_busy()
     gpu = {"index": 0, "name": "H200", "util_pct": 0.0, "processes": []}
@@ -127,8 +128,8 @@ def test_busy_thresholds_come_from_the_table() -> None:
 def test_env_vars_same_rules_on_a_host_and_in_an_image() -> None:
     """image.env used to apply only the warn rules to NCCL_*/TORCH_* names, so an image baking
     CUDA_LAUNCH_BLOCKING=1 or RANK=0 passed there and warned under `check`; both run the env_vars unit now."""
-    from ddp_doctor.checks import env_vars
-    from ddp_doctor.checks.hostfacts import EnvVarsFacts
+    from ddp_doctor.checks.facts.host import EnvVarsFacts
+    from ddp_doctor.checks.units import env_vars
 
     baked = {"CUDA_LAUNCH_BLOCKING": "1", "RANK": "0", "WORLD_SIZE": "2", "PATH": "/usr/bin"}
     host = env_vars.CHECK.run(EnvVarsFacts.from_env({"env": {k: v for k, v in baked.items() if k != "PATH"}}), "env")

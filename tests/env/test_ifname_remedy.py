@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor.checks.facts.host import EnvVarsFacts
 from ddp_doctor.checks.interfaces import ifname_remedy
 from tests.conftest import ROOT
 from tests.env.factsbuilder import make_facts

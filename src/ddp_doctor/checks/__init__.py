@@ -1,8 +1,8 @@
 """The checks: declared units over typed facts, shared by `check`, `image` and `lint`.
 
-Adding a check: one module here with its judge and its Check declaration, one line in
-registry.ALL, its facts in checks.facts, its test. docs/checks.md is generated from ALL
-(checks/docs.py); `registry.evaluate(subject)` runs them on a host, an image or a config.
+Adding a check: one module in checks/units/ declaring its `Check` (with its `order` in the report)
+and its test; the registry finds it, docs/checks.md is generated from it (checks/docs.py), and
+`registry.evaluate(subject)` runs it on a host, an image or a config.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts import InstallTarget
+from ddp_doctor.checks.facts.software import InstallTarget
 
 
 def py_fits(rel: Mapping[str, Any], py: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ddp_doctor.checks.hostfacts import Interface, NetworkFacts, Route
+from ddp_doctor.checks.facts.host import Interface, NetworkFacts, Route
 
 
 def selected(var: str, value: str, names: Sequence[str]) -> list[str]:

@@ -45,6 +45,9 @@ class Check(Generic[F]):
     ids: Mapping[str, str]
     """Subject -> Result id (`{"env": "env.shm"}`): the ids are the public, grep-able contract. A unit
     runs on the subjects named here and on no other."""
+    order: int
+    """Where its Result stands in a report, ascending; unique across the units (the registry refuses
+    two alike). Gaps leave room for a new unit between two others."""
     tags: frozenset[str] = frozenset()
     """Groups a caller can ask for or a subject can skip: `torch_build` (the build of torch alone),
     `environment` (about the training environment's own packages)."""

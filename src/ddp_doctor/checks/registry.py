@@ -1,64 +1,49 @@
-"""The one registry of checks and `evaluate(subject)` over it."""
+"""The one registry of checks, found in checks.units, and `evaluate(subject)` over it."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from types import ModuleType
 from typing import Any
 
-from ddp_doctor.checks import (
-    container,
-    dist_vars,
-    distributed,
-    driver_cuda,
-    env_vars,
-    gpu_arch,
-    gpu_topology,
-    gpus,
-    gpus_busy,
-    gpus_expected,
-    nccl,
-    network,
-    numpy_import,
-    official_build,
-    python,
-    shm,
-    torch_build,
-    torch_import,
-    torchrun,
-    ulimits,
-    user,
-)
+from ddp_doctor.checks import units as units_package
 from ddp_doctor.checks.model import Check, Subject
 from ddp_doctor.report import Result, Status
 
-ALL: tuple[Check[Any], ...] = (
-    python.CHECK,
-    torch_build.INSTALLED,
-    torch_import.CHECK,
-    torch_build.BUILD,
-    numpy_import.CHECK,
-    official_build.CHECK,
-    distributed.CHECK,
-    nccl.CHECK,
-    torchrun.CHECK,
-    gpus.CHECK,
-    driver_cuda.CHECK,
-    gpu_arch.CHECK,
-    gpu_topology.CHECK,
-    shm.CHECK,
-    ulimits.CHECK,
-    container.CHECK,
-    user.CHECK,
-    env_vars.CHECK,
-    network.CHECK,
-    gpus_expected.CHECK,
-    gpus_busy.CHECK,
-    dist_vars.CHECK,
-)
+
+def discover(package: ModuleType = units_package) -> tuple[Check[Any], ...]:
+    """Every `Check` a module of `package` exports at its top level, in `order`.
+
+    Two units with one `order` or one name are refused at import: the report's order and the docs'
+    anchors would depend on file names.
+    """
+    found: dict[int, Check[Any]] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if not isinstance(value, Check) or any(value is unit for unit in found.values()):
+                continue
+            if value.order in found:
+                raise ValueError(f"checks {found[value.order].name!r} and {value.name!r} both have order {value.order}")
+            found[value.order] = value
+    ordered = tuple(found[order] for order in sorted(found))
+    names = [unit.name for unit in ordered]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two checks share a name: {sorted(n for n in names if names.count(n) > 1)}")
+    return ordered
 
 
-def evaluate(subject: Subject, tags: AbstractSet[str] | None = None) -> list[Result]:
-    """Every unit of ALL that runs on `subject` (and has one of `tags`, when given), in ALL's order.
+ALL: tuple[Check[Any], ...] = discover()
+
+
+def evaluate(
+    subject: Subject, tags: AbstractSet[str] | None = None, units: Iterable[Check[Any]] | None = None
+) -> list[Result]:
+    """Every unit (of ALL unless `units` is given) that runs on `subject` and has one of `tags`, when
+    given, in order.
 
     A unit the subject has no facts for is left out; one whose facts are malformed or whose judge
     breaks is an `error` Result, never a pass. One Result per id: two units may answer one id on a
@@ -66,7 +51,7 @@ def evaluate(subject: Subject, tags: AbstractSet[str] | None = None) -> list[Res
     skips leaves the earlier verdict in place.
     """
     results: dict[str, Result] = {}
-    for unit in ALL:
+    for unit in ALL if units is None else units:
         if subject.name not in unit.ids or (tags is not None and not unit.tags & tags):
             continue
         rid = unit.id_for(subject.name)

@@ -19,8 +19,8 @@ from typing import Any
 
 from ddp_doctor import knowledge
 from ddp_doctor.checks import interfaces as interfaces_mod
-from ddp_doctor.checks.facts import typed
-from ddp_doctor.checks.hostfacts import NetworkFacts
+from ddp_doctor.checks.facts.fields import typed
+from ddp_doctor.checks.facts.host import NetworkFacts
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
 """The names env.dist_vars judges (those of NCCL, torch.distributed and gloo); *_SOCKET_IFNAME and

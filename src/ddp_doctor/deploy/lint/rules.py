@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from ddp_doctor.checks import shm as shm_check
 from ddp_doctor.checks import table
 from ddp_doctor.checks import variables as variables_check
-from ddp_doctor.checks.facts import ShmFacts
+from ddp_doctor.checks.facts.host import ShmFacts
+from ddp_doctor.checks.units import shm as shm_check
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Unit

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ddp_doctor.checks.hostfacts import dist_env
+from ddp_doctor.checks.facts.host import dist_env
 from ddp_doctor.env.probes import interp_child
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 
@@ -118,7 +118,7 @@ def user() -> dict[str, Any]:
 
 
 def env_vars() -> dict[str, str]:
-    """The variables that steer torchrun / torch.distributed / NCCL / CUDA (checks.hostfacts.dist_env)."""
+    """The variables that steer torchrun / torch.distributed / NCCL / CUDA (checks.facts.host.dist_env)."""
     return dist_env(os.environ)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts import NcclFacts
+from ddp_doctor.checks.facts.software import NcclFacts
 from ddp_doctor.checks.install import install_for
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
@@ -100,5 +100,6 @@ CHECK = Check(
     facts=NcclFacts,
     judge=judge,
     ids={"env": "env.nccl", "image": "image.nccl"},
+    order=80,
     tags=frozenset({"environment", "torch_build"}),
 )

@@ -8,7 +8,7 @@ and gloo, so no variable is judged twice.
 from __future__ import annotations
 
 from ddp_doctor.checks import variables
-from ddp_doctor.checks.hostfacts import EnvVarsFacts
+from ddp_doctor.checks.facts.host import EnvVarsFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 
@@ -70,4 +70,5 @@ CHECK = Check(
     facts=EnvVarsFacts,
     judge=judge,
     ids={"env": "env.env_vars", "image": "image.env"},
+    order=180,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts import TorchFacts
+from ddp_doctor.checks.facts.software import TorchFacts
 from ddp_doctor.checks.install import install_for
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
@@ -55,5 +55,6 @@ CHECK = Check(
     facts=TorchFacts,
     judge=judge,
     ids={"env": "env.torch.import"},
+    order=30,
     tags=frozenset({"environment"}),
 )

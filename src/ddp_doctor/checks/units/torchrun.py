@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.facts import TorchrunFacts
+from ddp_doctor.checks.facts.software import TorchrunFacts
 from ddp_doctor.checks.install import install_for
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
@@ -86,5 +86,6 @@ CHECK = Check(
     facts=TorchrunFacts,
     judge=judge,
     ids={"env": "env.torchrun", "image": "image.torchrun"},
+    order=90,
     tags=frozenset({"environment"}),
 )

@@ -1,8 +1,10 @@
-"""Typed facts about this host's limits, container, network and environment variables, read from
-the report's `ulimits`, `container`, `network` and `env` sections. Only `check` on a host has them.
+"""Typed facts about the machine and the process that runs the job: /dev/shm, the user, limits,
+container, network and environment variables, read from the report's `shm`, `user`, `ulimits`,
+`container`, `network` and `env` sections. Only /dev/shm's size is unknown to an image, and only the
+user is known to one (its config's User).
 
-As in checks.facts, the `from_env` adapters are the only code that knows the JSON shape, and a
-field of the wrong type raises (`typed`), so the checks reading it end as `error` Results.
+As in facts.software, the `from_env` / `from_image` adapters are the only code that knows the JSON
+shape, and a field of the wrong type raises (`typed`), so the checks reading it end as `error` Results.
 """
 
 from __future__ import annotations
@@ -11,13 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddp_doctor.checks.facts import typed
-from ddp_doctor.checks.gpufacts import GpuFacts
-
-
-def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = facts.get(key)
-    return value if isinstance(value, Mapping) else {}
+from ddp_doctor.checks.facts.fields import bool_at, int_at, section, str_at, typed
+from ddp_doctor.checks.facts.gpu import GpuFacts
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...] | None:
@@ -75,7 +72,7 @@ class NetworkFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> NetworkFacts:
-        net = _section(facts, "network")
+        net = section(facts, "network")
         ib = typed(net.get("infiniband"), Mapping, "network.infiniband") or {}
         ifaces = typed(net.get("interfaces"), list, "network.interfaces") or []
         return cls(
@@ -99,7 +96,7 @@ class UlimitsFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> UlimitsFacts:
-        u = _section(facts, "ulimits")
+        u = section(facts, "ulimits")
         return cls(
             memlock_soft_bytes=typed(u.get("memlock_soft_bytes"), int, "ulimits.memlock_soft_bytes"),
             nofile_soft=typed(u.get("nofile_soft"), int, "ulimits.nofile_soft"),
@@ -118,7 +115,7 @@ class ContainerFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> ContainerFacts:
-        c = _section(facts, "container")
+        c = section(facts, "container")
         kubernetes = typed(c.get("kubernetes"), bool, "container.kubernetes")
         return cls(
             in_container=bool(c.get("in_container")),
@@ -188,7 +185,59 @@ class EnvVarsFacts:
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
-        img = _section(facts, "image")
+        img = section(facts, "image")
         if img.get("config") is None:
             return cls(None, None, baked=True, unknown_why="a rootfs has no config Env")
         return cls(dist_env(typed(img.get("env"), Mapping, "image.env") or {}), None, baked=True)
+
+
+@dataclass(frozen=True)
+class ShmFacts:
+    size_bytes: int | None
+    """None: /dev/shm is not there (or could not be read, see `error`)."""
+    free_bytes: int | None
+    error: str | None = None
+    gpus: int | None = None
+    """Visible GPUs (one rank each); None when the subject cannot know (sizes for a full node)."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> ShmFacts:
+        s = section(facts, "shm")
+        visible = section(facts, "gpus").get("visible")
+        return cls(
+            size_bytes=int_at(s, "size_bytes", "shm"),
+            free_bytes=int_at(s, "free_bytes", "shm"),
+            error=str_at(s, "error", "shm"),
+            gpus=len(visible) if isinstance(visible, list) and visible else None,
+        )
+
+
+@dataclass(frozen=True)
+class UserFacts:
+    subject: str
+    """Who runs: 'this process', 'the image'."""
+    root: bool | None
+    """None: not known from this subject (a rootfs has no config)."""
+    how: str
+    """What shows it: 'uid 0', "User='' in the image config"."""
+    observed: Mapping[str, Any] = field(default_factory=dict)
+    unknown_why: str = ""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> UserFacts:
+        u = section(facts, "user")
+        uid = int_at(u, "uid", "user")
+        flag = bool_at(u, "root", "user")
+        root = flag if flag is not None else (uid == 0 if uid is not None else None)
+        name = str_at(u, "name", "user")
+        how = f"uid {uid}" if root else f"{name or 'uid'} (uid {uid})"
+        return cls("this process", root, how, {"uid": 0 if root else uid})
+
+    @classmethod
+    def from_image(cls, facts: Mapping[str, Any]) -> UserFacts:
+        cfg = section(facts, "image").get("config")
+        if not isinstance(cfg, Mapping):
+            return cls("the image", None, "", unknown_why="a rootfs has no config: the user comes from the run command")
+        user = str(cfg.get("User") or "")
+        root = user.split(":")[0] in ("", "root", "0")
+        return cls("the image", root, f"User={user!r} in the image config" if root else user, {"User": user})

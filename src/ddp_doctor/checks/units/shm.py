@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts import ShmFacts
+from ddp_doctor.checks.facts.host import ShmFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
@@ -56,4 +56,4 @@ def judge(f: ShmFacts) -> Finding:
     return Finding(Status.PASS, f"/dev/shm is {size_text} ({free_text} free)", observed=observed, metrics=metrics)
 
 
-CHECK = Check(name="shm", title="/dev/shm size", facts=ShmFacts, judge=judge, ids={"env": "env.shm"})
+CHECK = Check(name="shm", title="/dev/shm size", facts=ShmFacts, judge=judge, ids={"env": "env.shm"}, order=140)

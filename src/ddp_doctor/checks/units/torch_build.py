@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.facts import TorchFacts
+from ddp_doctor.checks.facts.software import TorchFacts
 from ddp_doctor.checks.install import install_for
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
@@ -91,6 +91,7 @@ INSTALLED = Check(
     facts=TorchFacts,
     judge=installed,
     ids={"env": "env.torch.installed", "image": "image.torch"},
+    order=20,
     tags=frozenset({"environment"}),
 )
 BUILD = Check(
@@ -99,5 +100,6 @@ BUILD = Check(
     facts=TorchFacts,
     judge=build,
     ids={"env": "env.torch.build", "image": "image.torch"},
+    order=40,
     tags=frozenset({"environment", "torch_build"}),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.hostfacts import ContainerFacts
+from ddp_doctor.checks.facts.host import ContainerFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
@@ -46,4 +46,5 @@ CHECK = Check(
     facts=ContainerFacts,
     judge=judge,
     ids={"env": "env.container"},
+    order=160,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.gpufacts import BusyFacts, GpuFacts, GpuProcess
+from ddp_doctor.checks.facts.gpu import BusyFacts, GpuFacts, GpuProcess
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
@@ -81,5 +81,10 @@ def judge(f: BusyFacts) -> Finding:
 
 
 CHECK = Check(
-    name="gpus.busy", title="GPUs free of other work", facts=BusyFacts, judge=judge, ids={"env": "env.gpus.busy"}
+    name="gpus.busy",
+    title="GPUs free of other work",
+    facts=BusyFacts,
+    judge=judge,
+    ids={"env": "env.gpus.busy"},
+    order=210,
 )

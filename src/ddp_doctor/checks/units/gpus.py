@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.gpufacts import GpuDevice, GpuFacts, GpusFacts
+from ddp_doctor.checks.facts.gpu import GpuDevice, GpuFacts, GpusFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Status
@@ -111,4 +111,4 @@ def judge(f: GpusFacts) -> Finding:
     )
 
 
-CHECK = Check(name="gpus", title="GPUs (NVML)", facts=GpusFacts, judge=judge, ids={"env": "env.gpus"})
+CHECK = Check(name="gpus", title="GPUs (NVML)", facts=GpusFacts, judge=judge, ids={"env": "env.gpus"}, order=100)

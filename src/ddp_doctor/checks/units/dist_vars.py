@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.checks import variables
-from ddp_doctor.checks.facts import typed
+from ddp_doctor.checks.facts.fields import typed
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
@@ -72,4 +72,5 @@ CHECK = Check(
     facts=DistVarsFacts,
     judge=judge,
     ids={"env": "env.dist_vars"},
+    order=220,
 )

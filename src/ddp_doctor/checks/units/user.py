@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts import UserFacts
+from ddp_doctor.checks.facts.host import UserFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 
@@ -30,4 +30,6 @@ def judge(f: UserFacts) -> Finding:
     return Finding(Status.PASS, f"{f.subject} runs as {f.how}", observed=f.observed)
 
 
-CHECK = Check(name="user", title="user", facts=UserFacts, judge=judge, ids={"env": "env.user", "image": "image.user"})
+CHECK = Check(
+    name="user", title="user", facts=UserFacts, judge=judge, ids={"env": "env.user", "image": "image.user"}, order=170
+)

@@ -1,6 +1,7 @@
-"""Typed facts the checks read. Each subject builds them its own way (env.facts on a host,
-image.findings from a rootfs); the `from_*` adapters are the only code that knows the JSON shapes
-of the report's `facts` section, which stays the documented contract (docs/report-schema.md).
+"""Typed facts of the training software: the interpreter, torch's build, NCCL, torchrun, and where an
+install remedy points. Each subject reads them its own way (`from_env` on a host, `from_image` from a
+rootfs); these readers are the only code that knows the JSON shapes of the report's `facts` section,
+which stays the documented contract (docs/report-schema.md).
 """
 
 from __future__ import annotations
@@ -10,109 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.checks.facts.fields import bool_at, float_of, int_at, nonempty, section, str_at, typed
 from ddp_doctor.words import plural
-
-
-def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = facts.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-def typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    """`value` when it is None or of `kind`; else a TypeError naming the field.
-
-    A facts file written by another version or edited by hand can hold anything; a check reading a
-    wrong-typed field must end as an `error` Result (Check.run / env.checks.evaluate), never be
-    coerced into a value that passes.
-    """
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if value is None or (isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)):
-        return value
-    names = " or ".join(k.__name__ for k in kinds)
-    raise TypeError(f"facts field {what} is {type(value).__name__} {value!r:.60}; expected {names}")
-
-
-def required(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    """Like `typed`, and None (absent) is malformed too: a record without its key field."""
-    if value is None:
-        raise TypeError(f"facts field {what} is missing")
-    return typed(value, kind, what)
-
-
-def _s(section: Mapping[str, Any], key: str, where: str) -> str | None:
-    """A string field of a host facts section ('' reads as absent); a wrong type raises."""
-    return _str(typed(section.get(key), str, f"{where}.{key}"))
-
-
-def _i(section: Mapping[str, Any], key: str, where: str) -> int | None:
-    value: int | None = typed(section.get(key), int, f"{where}.{key}")
-    return value
-
-
-def _b(section: Mapping[str, Any], key: str, where: str) -> bool | None:
-    value: bool | None = typed(section.get(key), bool, f"{where}.{key}")
-    return value
-
-
-def _float(value: Any, what: str) -> float | None:
-    n = typed(value, (int, float), what)
-    return None if n is None else float(n)
-
-
-@dataclass(frozen=True)
-class ShmFacts:
-    size_bytes: int | None
-    """None: /dev/shm is not there (or could not be read, see `error`)."""
-    free_bytes: int | None
-    error: str | None = None
-    gpus: int | None = None
-    """Visible GPUs (one rank each); None when the subject cannot know (sizes for a full node)."""
-
-    @classmethod
-    def from_env(cls, facts: Mapping[str, Any]) -> ShmFacts:
-        s = _section(facts, "shm")
-        visible = _section(facts, "gpus").get("visible")
-        return cls(
-            size_bytes=_i(s, "size_bytes", "shm"),
-            free_bytes=_i(s, "free_bytes", "shm"),
-            error=_s(s, "error", "shm"),
-            gpus=len(visible) if isinstance(visible, list) and visible else None,
-        )
-
-
-@dataclass(frozen=True)
-class UserFacts:
-    subject: str
-    """Who runs: 'this process', 'the image'."""
-    root: bool | None
-    """None: not known from this subject (a rootfs has no config)."""
-    how: str
-    """What shows it: 'uid 0', "User='' in the image config"."""
-    observed: Mapping[str, Any] = field(default_factory=dict)
-    unknown_why: str = ""
-
-    @classmethod
-    def from_env(cls, facts: Mapping[str, Any]) -> UserFacts:
-        u = _section(facts, "user")
-        uid = _i(u, "uid", "user")
-        flag = _b(u, "root", "user")
-        root = flag if flag is not None else (uid == 0 if uid is not None else None)
-        name = _s(u, "name", "user")
-        how = f"uid {uid}" if root else f"{name or 'uid'} (uid {uid})"
-        return cls("this process", root, how, {"uid": 0 if root else uid})
-
-    @classmethod
-    def from_image(cls, facts: Mapping[str, Any]) -> UserFacts:
-        cfg = _section(facts, "image").get("config")
-        if not isinstance(cfg, Mapping):
-            return cls("the image", None, "", unknown_why="a rootfs has no config: the user comes from the run command")
-        user = str(cfg.get("User") or "")
-        root = user.split(":")[0] in ("", "root", "0")
-        return cls("the image", root, f"User={user!r} in the image config" if root else user, {"User": user})
 
 
 @dataclass(frozen=True)
@@ -128,17 +28,17 @@ class InstallTarget:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> InstallTarget:
-        py, gpus = _section(facts, "python"), _section(facts, "gpus")
+        py, gpus = section(facts, "python"), section(facts, "gpus")
         return cls(
-            python=_s(py, "executable", "python") or sys.executable,
-            python_version=_s(py, "version", "python"),
-            driver_cuda=_s(gpus, "cuda_driver_version", "gpus"),
+            python=str_at(py, "executable", "python") or sys.executable,
+            python_version=str_at(py, "version", "python"),
+            driver_cuda=str_at(gpus, "cuda_driver_version", "gpus"),
             has_gpus=bool(gpus.get("driver_loaded") and gpus.get("physical_count")),
         )
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> InstallTarget:
-        py = _section(facts, "python")
+        py = section(facts, "python")
         interpreters = py.get("interpreters") or []
         executable = py.get("executable") or (interpreters[0] if interpreters else None)
         # An image is built for GPU nodes whose driver it cannot know.
@@ -160,8 +60,8 @@ class PythonFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> PythonFacts:
-        py, t = _section(facts, "python"), _section(facts, "torch")
-        chosen = _section(facts, "target")
+        py, t = section(facts, "python"), section(facts, "torch")
+        chosen = section(facts, "target")
         if py.get("conda_env"):
             where = f"conda env {py['conda_env']}"
         elif py.get("venv"):
@@ -173,7 +73,7 @@ class PythonFacts:
             implementation=typed(py.get("implementation", "CPython"), str, "python.implementation"),
             executable=typed(py.get("executable"), str, "python.executable"),
             environment=where,
-            torch_version=_str(t.get("version")),
+            torch_version=nonempty(t.get("version")),
             found=chosen.get("source") != "none",
         )
 
@@ -224,11 +124,11 @@ class TorchFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> TorchFacts:
-        t, gpus = _section(facts, "torch"), _section(facts, "gpus")
-        count = _i(gpus, "count", "gpus") or 0
+        t, gpus = section(facts, "torch"), section(facts, "gpus")
+        count = int_at(gpus, "count", "gpus") or 0
 
         def text(key: str) -> str | None:
-            return _str(typed(t.get(key), str, f"torch.{key}"))
+            return nonempty(typed(t.get(key), str, f"torch.{key}"))
 
         return cls(
             installed=bool(t.get("installed")),
@@ -247,7 +147,7 @@ class TorchFacts:
             nccl_version=text("nccl_version"),
             run_module=typed(t.get("run_module"), bool, "torch.run_module"),
             gpus_expected=f"on a machine with {plural(count, 'visible GPU')}" if count else None,
-            import_s=_float(t.get("import_s"), "torch.import_s"),
+            import_s=float_of(t.get("import_s"), "torch.import_s"),
             import_error=typed(t.get("import_error"), str, "torch.import_error"),
             import_stderr_tail=typed(t.get("import_stderr_tail"), str, "torch.import_stderr_tail"),
             numpy_probed="numpy" in t,
@@ -257,17 +157,17 @@ class TorchFacts:
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> TorchFacts:
-        t = _section(facts, "torch")
+        t = section(facts, "torch")
         return cls(
             installed=bool(t.get("installed")),
-            version=_str(t.get("version")),
+            version=nonempty(t.get("version")),
             install=InstallTarget.from_image(facts),
-            location=_str(t.get("location")),
-            flavour=_str(t.get("flavour")),
-            cuda=_str(t.get("cuda")),
-            hip=_str(t.get("hip")),
-            backends=dict(_section(t, "backends")),
-            nccl_version=_str(t.get("nccl_version")),
+            location=nonempty(t.get("location")),
+            flavour=nonempty(t.get("flavour")),
+            cuda=nonempty(t.get("cuda")),
+            hip=nonempty(t.get("hip")),
+            backends=dict(section(t, "backends")),
+            nccl_version=nonempty(t.get("nccl_version")),
             requires=tuple(str(r) for r in t.get("requires") or []),
             gpus_expected="in an image for GPU training",
         )
@@ -287,26 +187,26 @@ class NcclFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> NcclFacts:
-        n = _section(facts, "nccl")
+        n = section(facts, "nccl")
         return cls(
             torch=TorchFacts.from_env(facts),
-            library=_s(n, "library", "nccl"),
-            source=_s(n, "source", "nccl"),
-            version=_s(n, "version", "nccl"),
-            loadable=_b(n, "loadable", "nccl"),
-            error=_s(n, "error", "nccl"),
+            library=str_at(n, "library", "nccl"),
+            source=str_at(n, "source", "nccl"),
+            version=str_at(n, "version", "nccl"),
+            loadable=bool_at(n, "loadable", "nccl"),
+            error=str_at(n, "error", "nccl"),
         )
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> NcclFacts:
-        n = _section(facts, "nccl")
+        n = section(facts, "nccl")
         package = n.get("package")
         return cls(
             torch=TorchFacts.from_image(facts),
-            library=_str(n.get("library")),
-            source=_str(n.get("source")),
-            version=_str(n.get("version")),
-            package=_str(package.get("name")) if isinstance(package, Mapping) else _str(package),
+            library=nonempty(n.get("library")),
+            source=nonempty(n.get("source")),
+            version=nonempty(n.get("version")),
+            package=nonempty(package.get("name")) if isinstance(package, Mapping) else nonempty(package),
         )
 
 
@@ -329,30 +229,30 @@ class TorchrunFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> TorchrunFacts:
-        r = _section(facts, "torchrun")
+        r = section(facts, "torchrun")
         torch = TorchFacts.from_env(facts)
         return cls(
             torch=torch,
             bin_dir=torch.install.python.rsplit("/", 1)[0],
-            on_path=_s(r, "path", "torchrun"),
-            script=_s(r, "env_script", "torchrun") or _s(r, "path", "torchrun"),
-            shebang_python=_s(r, "shebang_python", "torchrun"),
-            same_env=_b(r, "same_env", "torchrun"),
+            on_path=str_at(r, "path", "torchrun"),
+            script=str_at(r, "env_script", "torchrun") or str_at(r, "path", "torchrun"),
+            shebang_python=str_at(r, "shebang_python", "torchrun"),
+            same_env=bool_at(r, "same_env", "torchrun"),
         )
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> TorchrunFacts:
-        r = _section(facts, "torchrun")
+        r = section(facts, "torchrun")
         torch = TorchFacts.from_image(facts)
-        expected = _str(r.get("expected"))
+        expected = nonempty(r.get("expected"))
         return cls(
             torch=torch,
             bin_dir=expected.rsplit("/", 1)[0] if expected else torch.install.python.rsplit("/", 1)[0],
-            on_path=_str(r.get("on_path")),
-            script=_str(r.get("path")),
-            shebang_python=_str(r.get("shebang_python")),
+            on_path=nonempty(r.get("on_path")),
+            script=nonempty(r.get("path")),
+            shebang_python=nonempty(r.get("shebang_python")),
             shebang_exists=r.get("shebang_exists") if isinstance(r.get("shebang_exists"), bool) else None,
             same_env=r.get("same_env") if isinstance(r.get("same_env"), bool) else None,
-            path_var=_str(_section(facts, "image").get("path_env")),
+            path_var=nonempty(section(facts, "image").get("path_env")),
             path_fixed=True,
         )

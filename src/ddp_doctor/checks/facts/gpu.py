@@ -1,7 +1,7 @@
 """Typed facts about this host's GPUs (NVML), read from the report's `gpus` / `gpu_baseline` /
 `topology` sections. Only `check` on a host has them: an image or a config has no GPU to ask.
 
-As in checks.facts, the `from_*` adapters are the only code that knows the JSON shape, and a
+As in facts.software, the `from_*` adapters are the only code that knows the JSON shape, and a
 field of the wrong type raises (`typed`), so the checks reading it end as `error` Results.
 """
 
@@ -11,12 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_doctor.checks.facts import InstallTarget, TorchFacts, required, typed
-
-
-def _section(facts: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = facts.get(key)
-    return value if isinstance(value, Mapping) else {}
+from ddp_doctor.checks.facts.fields import required, section, typed
+from ddp_doctor.checks.facts.software import InstallTarget, TorchFacts
 
 
 def _records(value: Any, what: str) -> list[Mapping[str, Any]]:
@@ -134,8 +130,8 @@ class GpuFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> GpuFacts:
-        g = _section(facts, "gpus")
-        return cls.from_section(g, _section(facts, "topology").get("pairs") or g.get("topology") or [])
+        g = section(facts, "gpus")
+        return cls.from_section(g, section(facts, "topology").get("pairs") or g.get("topology") or [])
 
     @property
     def numbered_nodes(self) -> tuple[str, ...]:
@@ -180,10 +176,10 @@ class ExpectedGpusFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> ExpectedGpusFacts:
-        env = _section(facts, "env")
+        env = section(facts, "env")
         return cls(
             gpus=GpuFacts.from_env(facts),
-            in_container=bool(_section(facts, "container").get("in_container")),
+            in_container=bool(section(facts, "container").get("in_container")),
             nvidia_visible_devices=typed(env.get("NVIDIA_VISIBLE_DEVICES"), str, "env.NVIDIA_VISIBLE_DEVICES"),
             expect_gpus=typed(facts.get("expect_gpus"), int, "expect_gpus"),
         )
@@ -199,5 +195,5 @@ class BusyFacts:
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> BusyFacts:
-        before = _section(facts, "gpu_baseline") or _section(facts, "gpus")
+        before = section(facts, "gpu_baseline") or section(facts, "gpus")
         return cls(GpuFacts.from_section(before), "before the chain" if facts.get("gpu_baseline") else "now")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.gpufacts import GpuDevice, TorchOnGpuFacts
+from ddp_doctor.checks.facts.gpu import GpuDevice, TorchOnGpuFacts
 from ddp_doctor.checks.install import fits_driver
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.knowledge import arch
@@ -69,5 +69,6 @@ CHECK = Check(
     facts=TorchOnGpuFacts,
     judge=judge,
     ids={"env": "env.gpu_arch"},
+    order=120,
     tags=frozenset({"environment"}),
 )

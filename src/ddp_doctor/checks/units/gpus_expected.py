@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.gpufacts import ExpectedGpusFacts
+from ddp_doctor.checks.facts.gpu import ExpectedGpusFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
@@ -151,4 +151,5 @@ CHECK = Check(
     facts=ExpectedGpusFacts,
     judge=judge,
     ids={"env": "env.gpus.expected"},
+    order=200,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts import PythonFacts
+from ddp_doctor.checks.facts.software import PythonFacts
 from ddp_doctor.checks.install import py_fits
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
@@ -51,4 +51,6 @@ def judge(f: PythonFacts) -> Finding:
     return Finding(Status.PASS, summary, observed=observed)
 
 
-CHECK = Check(name="python", title="Python interpreter", facts=PythonFacts, judge=judge, ids={"env": "env.python"})
+CHECK = Check(
+    name="python", title="Python interpreter", facts=PythonFacts, judge=judge, ids={"env": "env.python"}, order=10
+)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.hostfacts import UlimitsFacts
+from ddp_doctor.checks.facts.host import UlimitsFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
@@ -44,5 +44,10 @@ def judge(f: UlimitsFacts) -> Finding:
 
 
 CHECK = Check(
-    name="ulimits", title="ulimits (memlock, nofile)", facts=UlimitsFacts, judge=judge, ids={"env": "env.ulimits"}
+    name="ulimits",
+    title="ulimits (memlock, nofile)",
+    facts=UlimitsFacts,
+    judge=judge,
+    ids={"env": "env.ulimits"},
+    order=150,
 )

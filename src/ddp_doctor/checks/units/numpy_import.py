@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.facts import TorchFacts
+from ddp_doctor.checks.facts.software import TorchFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 
@@ -36,5 +36,6 @@ CHECK = Check(
     facts=TorchFacts,
     judge=judge,
     ids={"env": "env.numpy"},
+    order=50,
     tags=frozenset({"environment"}),
 )

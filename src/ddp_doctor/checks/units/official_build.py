@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts import TorchFacts
+from ddp_doctor.checks.facts.software import TorchFacts
 from ddp_doctor.checks.install import suggest_variant
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
@@ -65,5 +65,6 @@ CHECK = Check(
     facts=TorchFacts,
     judge=judge,
     ids={"env": "env.official_build", "image": "image.official_build"},
+    order=60,
     tags=frozenset({"environment", "torch_build"}),
 )

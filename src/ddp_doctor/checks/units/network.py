@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.hostfacts import NetworkFacts
+from ddp_doctor.checks.facts.host import NetworkFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
@@ -46,4 +46,5 @@ CHECK = Check(
     facts=NetworkFacts,
     judge=judge,
     ids={"env": "env.network"},
+    order=190,
 )

@@ -1,0 +1,7 @@
+"""The typed facts the checks read, and their readers: each record is frozen and has a `from_env` (a
+host's facts dict) and, where an image can say it, a `from_image` (an image's facts dict). The readers
+are the only code that knows the JSON shapes of the report's `facts` section.
+
+fields: the typed field readers; software: interpreter, torch, NCCL, torchrun; gpu: NVML;
+host: /dev/shm, user, limits, container, network, environment variables.
+"""
