@@ -213,13 +213,14 @@ def test_the_parents_config_is_the_ranks_frozen_record() -> None:
     (a key one side renames fails here, not in a rank's error file)."""
     import dataclasses
 
+    from ddp_doctor.bench.records import RankSweep
     from ddp_doctor.bench.run import SweepSpec
-    from ddp_doctor.bench.worker import RankSweep
 
     spec = SweepSpec(("all_reduce",), ("bf16",), 1024, 4096, (True,), 7, 2, False, 2, "gloo", 60.0, gpu_health=True)
     sent = spec.worker_config()
-    got = RankSweep.from_json(json.dumps(sent))
-    assert set(sent) == {f.name for f in dataclasses.fields(RankSweep)}
+    got = RankSweep.from_json(sent.to_json())
+    assert got == sent
+    assert set(json.loads(sent.to_json())) == {f.name for f in dataclasses.fields(RankSweep)}
     assert (got.ops, got.dtypes, got.sizes, got.modes) == (("all_reduce",), ("bf16",), (1024, 2048, 4096), (True,))
     assert (got.iters, got.warmup_iters, got.check, got.backend, got.gpu_health) == (7, 2, False, "gloo", True)
     assert got.pg_timeout_s == 48.0

@@ -9,8 +9,9 @@ regression at the sizes that matter for training shows in the peak. Barrier comp
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from ddp_doctor.bench import nccl_tests_import
+from ddp_doctor.bench.records import Point
 from ddp_doctor.bench.results import human_bytes, is_op_result, points_of
 from ddp_doctor.errors import InputError
 from ddp_doctor.inputfile import read_bounded
@@ -22,9 +23,7 @@ _EXPECTED = "the JSON of an earlier `ddp-doctor bench --format json` or an nccl-
 
 
 def load(path: str) -> Report:
-    from ddp_doctor.bench.nccl_tests_import import MAX_BYTES
-
-    text = read_bounded(path, MAX_BYTES, _EXPECTED, label="baseline ").decode("utf-8", "replace")
+    text = read_bounded(path, nccl_tests_import.MAX_BYTES, _EXPECTED, label="baseline ").decode("utf-8", "replace")
     if text.lstrip().startswith("{"):
         try:
             report = Report.from_dict(json.loads(text))
@@ -38,8 +37,6 @@ def load(path: str) -> Report:
                 "expected the JSON of an earlier `ddp-doctor bench --format json`"
             )
         return report
-    from ddp_doctor.bench import nccl_tests_import
-
     return nccl_tests_import.import_report(path)
 
 
@@ -47,7 +44,7 @@ def _key(result: Result) -> tuple[str, str]:
     return str(result.observed.get("op")), str(result.observed.get("dtype"))
 
 
-def _peak(points: list[dict[str, Any]], keys: set[tuple[int, bool]]) -> dict[str, Any] | None:
+def _peak(points: list[Point], keys: set[tuple[int, bool]]) -> Point | None:
     chosen = [p for p in points if (int(p["bytes"]), bool(p.get("inplace"))) in keys]
     return max(chosen, key=lambda p: float(p["busbw_gbps"])) if chosen else None
 
@@ -92,8 +89,8 @@ def compare(
 def _bandwidth(
     rid: str,
     title: str,
-    now_points: list[dict[str, Any]],
-    base_points: list[dict[str, Any]],
+    now_points: list[Point],
+    base_points: list[Point],
     keys: set[tuple[int, bool]],
     path: str,
     max_regression: float,
@@ -147,8 +144,8 @@ def _bandwidth(
 def _barrier(
     rid: str,
     title: str,
-    now_points: list[dict[str, Any]],
-    base_points: list[dict[str, Any]],
+    now_points: list[Point],
+    base_points: list[Point],
     keys: set[tuple[int, bool]],
     path: str,
     max_regression: float,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.bench.records import OpEntry, Point
 from ddp_doctor.bench.results import op_result
 from ddp_doctor.errors import InputError
 from ddp_doctor.inputfile import read_bounded
@@ -40,7 +40,7 @@ class Table:
     groups: int
     wrong_kind: str  # "#wrong" or "error"
     line: int
-    points: list[dict[str, Any]] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
     avg_busbw: float | None = None
     out_of_bounds: int | None = None
     out_of_bounds_failed: bool = False
@@ -82,14 +82,15 @@ def _wrong(token: str, kind: str) -> tuple[int | None, bool | None, float | None
     return None, False if flagged else None, err
 
 
-def _row(tokens: list[str], table: Table) -> dict[str, Any] | None:
+def _row(tokens: list[str], table: Table) -> list[Point] | None:
+    """The points of one table row (one per group: out of place, in place), or None for another line."""
     need = 4 * table.groups
     if len(tokens) < 3 + need or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
     params, cells = tokens[:-need], tokens[-need:]
     raw_type = params[2]
     dtype = formulas.FROM_NCCL_TYPE.get(raw_type, raw_type)
-    points = []
+    points: list[Point] = []
     for g in range(table.groups):
         time_s, algbw_s, busbw_s, wrong_s = cells[4 * g : 4 * g + 4]
         try:
@@ -97,21 +98,21 @@ def _row(tokens: list[str], table: Table) -> dict[str, Any] | None:
         except ValueError:
             return None
         wrong, ok, err = _wrong(wrong_s, table.wrong_kind)
-        point = {
-            "bytes": int(params[0]),
-            "count": int(params[1]),
-            "dtype": dtype,
-            "inplace": g == 1,
-            "time_us": time_us,
-            "algbw_gbps": algbw,
-            "busbw_gbps": busbw,
-            "wrong": wrong,
-            "check_ok": ok,
-        }
+        point = Point(
+            bytes=int(params[0]),
+            count=int(params[1]),
+            dtype=dtype,
+            inplace=g == 1,
+            time_us=time_us,
+            algbw_gbps=algbw,
+            busbw_gbps=busbw,
+            wrong=wrong,
+            check_ok=ok,
+        )
         if err is not None:
             point["max_error"] = err
         points.append(point)
-    return {"points": points, "redop": params[3] if len(params) > 3 and table.columns[3:4] == ["redop"] else None}
+    return points
 
 
 def parse(text: str, op_hint: str | None = None, default_op: str | None = None) -> Parsed:
@@ -163,7 +164,7 @@ def parse(text: str, op_hint: str | None = None, default_op: str | None = None) 
         if current is not None and not stripped.startswith("#"):
             row = _row(stripped.split(), current)
             if row:
-                current.points.extend(row["points"])
+                current.points.extend(row)
     return Parsed([t for t in tables if t.points], devices, params)
 
 
@@ -211,7 +212,7 @@ def to_results(parsed: Parsed, path: str) -> list[Result]:
             r = op_result(
                 op,
                 dtype,
-                {"status": "ok", "points": points},
+                OpEntry(status="ok", points=points),
                 several_dtypes=several,
                 world_size=world,
                 backend="nccl",

@@ -6,9 +6,12 @@ Used for our own ranks' payloads and for imported nccl-tests logs alike, so both
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
+
+import yaml
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.bench.records import OpEntry, Point
 from ddp_doctor.report import Result, Status
 from ddp_doctor.words import gbps, plural
 
@@ -24,6 +27,14 @@ TITLES = {
 }
 
 
+class LinkLimit(TypedDict):
+    """One backend's entry of link_limits.yaml."""
+
+    gbps: float
+    what: str
+    source: str
+
+
 def result_id(op: str, dtype: str, several_dtypes: bool) -> str:
     return f"bench.{op}.{dtype}" if several_dtypes and op != "barrier" else f"bench.{op}"
 
@@ -35,7 +46,7 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def summary_metrics(op: str, points: list[dict[str, Any]]) -> dict[str, float]:
+def summary_metrics(op: str, points: list[Point]) -> dict[str, float]:
     if not points:
         return {}
     if op == "barrier":
@@ -54,7 +65,7 @@ def summary_metrics(op: str, points: list[dict[str, Any]]) -> dict[str, float]:
 def op_result(
     op: str,
     dtype: str,
-    entry: dict[str, Any],
+    entry: OpEntry,
     *,
     several_dtypes: bool,
     world_size: int | None,
@@ -89,9 +100,6 @@ def op_result(
         )
     if world_size == 1 and op != "barrier" and points:
         return _one_rank(rid, title, op, points, observed)
-    metrics = summary_metrics(op, points)
-    where = f"{plural(world_size, 'rank')}, {backend}" if world_size else (backend or "")
-    wrong = [p for p in points if p.get("check_ok") is False]
     if not points:
         return Result(
             rid,
@@ -100,6 +108,32 @@ def op_result(
             "no size in the sweep fits this op (sizes smaller than one element per rank)",
             observed=observed,
         )
+    return _measured(rid, title, op, points, observed, world_size, backend)
+
+
+def _wrong_values(op: str, points: list[Point], wrong: list[Point]) -> str:
+    first = min(wrong, key=lambda p: int(p["bytes"]))
+    n_wrong = sum(int(p.get("wrong") or 0) for p in wrong)
+    return (
+        f"{op} returned wrong values at {len(wrong)} of {plural(len(points), 'point')} (first at {human_bytes(int(first['bytes']))}"
+        f", {'in-place' if first.get('inplace') else 'out-of-place'}; {n_wrong} wrong elements in all); "
+        f"expected exact results"
+    )
+
+
+def _measured(
+    rid: str,
+    title: str,
+    op: str,
+    points: list[Point],
+    observed: dict[str, Any],
+    world_size: int | None,
+    backend: str | None,
+) -> Result:
+    """An op that ran at one size or more: wrong values, an impossible bandwidth, or its numbers."""
+    metrics = summary_metrics(op, points)
+    where = f"{plural(world_size, 'rank')}, {backend}" if world_size else (backend or "")
+    wrong = [p for p in points if p.get("check_ok") is False]
     if op == "barrier":
         summary = f"{metrics['latency_us']:.1f} us per barrier ({where})"
     else:
@@ -109,15 +143,11 @@ def op_result(
         )
     checked = [p for p in points if p.get("check_ok") is not None]
     if wrong:
-        first = min(wrong, key=lambda p: int(p["bytes"]))
-        n_wrong = sum(int(p.get("wrong") or 0) for p in wrong)
         return Result(
             rid,
             title,
             Status.FAIL,
-            f"{op} returned wrong values at {len(wrong)} of {plural(len(points), 'point')} (first at {human_bytes(int(first['bytes']))}"
-            f", {'in-place' if first.get('inplace') else 'out-of-place'}; {n_wrong} wrong elements in all); "
-            f"expected exact results",
+            _wrong_values(op, points, wrong),
             cause="the collective delivered corrupted data: a broken transport (P2P/SHM/network), faulty GPU memory "
             "or a library bug; training on it silently diverges",
             remedy="rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 and then NCCL_SHM_DISABLE=1 to find the "
@@ -152,21 +182,23 @@ def op_result(
     return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
 
 
-def link_limit(backend: str | None) -> dict[str, Any] | None:
+def link_limit(backend: str | None) -> LinkLimit | None:
     """The fastest any link of this backend moves data (bench/link_limits.yaml), or None."""
-    import yaml
-
     text = resources.files(__package__).joinpath("link_limits.yaml").read_text(encoding="utf-8")
     limits = (yaml.safe_load(text) or {}).get("limits") or {}
     found = limits.get(backend or "")
-    return dict(found) if isinstance(found, dict) else None
+    return (
+        LinkLimit(gbps=float(found["gbps"]), what=str(found["what"]), source=str(found["source"]))
+        if isinstance(found, dict)
+        else None
+    )
 
 
-def _one_rank(rid: str, title: str, op: str, points: list[dict[str, Any]], observed: dict[str, Any]) -> Result:
+def _one_rank(rid: str, title: str, op: str, points: list[Point], observed: dict[str, Any]) -> Result:
     """With one rank no byte crosses a link (an in-place all_reduce returns its input): a bandwidth
     figure would be a division by a call that did nothing, so none is reported."""
-    times = [{"bytes": p["bytes"], "time_us": p["time_us"], "inplace": p.get("inplace")} for p in points]
-    slowest = max(times, key=lambda p: float(p["time_us"]))
+    times = [Point(bytes=p["bytes"], time_us=p["time_us"], inplace=p.get("inplace", False)) for p in points]
+    slowest = max(times, key=lambda p: p["time_us"])
     return Result(
         rid,
         title,
@@ -177,7 +209,7 @@ def _one_rank(rid: str, title: str, op: str, points: list[dict[str, Any]], obser
     )
 
 
-def points_of(result: Result) -> list[dict[str, Any]]:
+def points_of(result: Result) -> list[Point]:
     points = result.observed.get("points") if isinstance(result.observed, dict) else None
     return list(points) if isinstance(points, list) else []
 

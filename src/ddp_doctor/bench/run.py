@@ -9,11 +9,14 @@ import json
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.bench.records import RankPayload, RankSweep
 from ddp_doctor.bench.results import TITLES, op_result, result_id
+from ddp_doctor.diagnose import diagnose
 from ddp_doctor.health import gpu as health
+from ddp_doctor.live.launch import RunOutcome, TorchrunSpec, launch
 from ddp_doctor.report import Evidence, Report, Result, Status
 
 
@@ -35,28 +38,26 @@ class SweepSpec:
     python: str | None = None
     """The target interpreter (env/target.py) whose torchrun runs the ranks."""
 
-    def worker_config(self) -> dict[str, Any]:
-        return {
-            "ops": list(self.ops),
-            "dtypes": list(self.dtypes),
-            "sizes": formulas.sizes(self.min_bytes, self.max_bytes),
-            "modes": list(self.modes),
-            "iters": self.iters,
-            "warmup_iters": self.warmup_iters,
-            "check": self.check,
-            "backend": self.backend,
-            "gpu_health": self.gpu_health,
+    def worker_config(self) -> RankSweep:
+        return RankSweep(
+            ops=self.ops,
+            dtypes=self.dtypes,
+            sizes=tuple(formulas.sizes(self.min_bytes, self.max_bytes)),
+            modes=self.modes,
+            iters=self.iters,
+            warmup_iters=self.warmup_iters,
+            check=self.check,
+            backend=self.backend,
+            gpu_health=self.gpu_health,
             # Below the launch deadline so a stuck collective raises in the rank before it is killed.
-            "pg_timeout_s": max(10.0, min(120.0, self.timeout_s * 0.8)),
-        }
+            pg_timeout_s=max(10.0, min(120.0, self.timeout_s * 0.8)),
+        )
 
 
-def launch_spec(spec: SweepSpec) -> Any:
-    from ddp_doctor.live.launch import TorchrunSpec
-
+def launch_spec(spec: SweepSpec) -> TorchrunSpec:
     return TorchrunSpec(
         entry_module="ddp_doctor.bench.worker",
-        entry_args=["--config", json.dumps(spec.worker_config(), separators=(",", ":"))],
+        entry_args=["--config", spec.worker_config().to_json()],
         nproc=spec.nproc,
         backend=spec.backend,
         timeout_s=spec.timeout_s,
@@ -66,20 +67,25 @@ def launch_spec(spec: SweepSpec) -> Any:
 
 
 def run(spec: SweepSpec, report: Report, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> Report:
-    from ddp_doctor.live.launch import launch
-
     outcome = launch(launch_spec(spec), on_poll=on_poll)
     return merge(spec, outcome, report)
 
 
-def _primary(ranks: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+def _with_rank(rank: int, numbers: health.GpuHealth) -> health.GpuHealth:
+    tagged = health.GpuHealth(rank=rank)
+    tagged.update(numbers)
+    return tagged
+
+
+def _primary(ranks: dict[int, RankPayload]) -> RankPayload | None:
     if not ranks:
         return None
     return ranks[min(ranks)]
 
 
-def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
-    ranks: dict[int, dict[str, Any]] = dict(outcome.ranks)
+def merge(spec: SweepSpec, outcome: RunOutcome, report: Report) -> Report:
+    # The rank files are the JSON bench/worker.py wrote: RankPayload is their shape.
+    ranks = {r: cast(RankPayload, p) for r, p in outcome.ranks.items()}
     primary = _primary(ranks)
     world = int(primary["world_size"]) if primary else spec.nproc
     report.facts = {
@@ -87,7 +93,7 @@ def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
         "backend": spec.backend,
         "world_size": world,
         "devices": [{"rank": r, **(p.get("facts") or {})} for r, p in sorted(ranks.items())],
-        "sweep": {k: v for k, v in spec.worker_config().items() if k != "pg_timeout_s"},
+        "sweep": {k: v for k, v in json.loads(spec.worker_config().to_json()).items() if k != "pg_timeout_s"},
         "launch": {
             "argv": outcome.argv[:-1] + ["<config>"] if outcome.argv else [],
             "returncode": outcome.returncode,
@@ -97,17 +103,18 @@ def merge(spec: SweepSpec, outcome: Any, report: Report) -> Report:
         },
     }
     if primary:
-        report.facts["torch"] = (primary.get("facts") or {}).get("torch")
-        report.facts["nccl"] = (primary.get("facts") or {}).get("nccl")
+        facts = primary.get("facts") or {}
+        report.facts["torch"] = facts.get("torch")
+        report.facts["nccl"] = facts.get("nccl")
     several = len(spec.dtypes) > 1
     if spec.gpu_health:
         per_gpu = [
-            {"rank": r, **(p.get("health") or {"error": "this rank wrote no health numbers"})}
+            _with_rank(r, p.get("health") or {"error": "this rank wrote no health numbers"})
             for r, p in sorted(ranks.items())
         ]
         report.extend(health.evaluate(per_gpu))
     done: set[tuple[str, str]] = set()
-    for entry in (primary or {}).get("ops", []):
+    for entry in (primary or RankPayload()).get("ops", []):
         report.add(
             op_result(
                 entry["op"], entry["dtype"], entry, several_dtypes=several, world_size=world, backend=spec.backend
@@ -152,12 +159,8 @@ def _how_it_ended(code: int) -> str:
     return f"exited with {code}"
 
 
-def _launch_failure(
-    spec: SweepSpec, outcome: Any, ranks: dict[int, dict[str, Any]], done: set[tuple[str, str]]
-) -> list[Result]:
-    unfinished = sorted(set(range(spec.nproc)) - {r for r, p in ranks.items() if p.get("finished")})
-    if not outcome.preflight_error and not outcome.timed_out and outcome.returncode == 0 and not unfinished:
-        return []
+def _failure_summary(spec: SweepSpec, outcome: RunOutcome, unfinished: list[int], done: set[tuple[str, str]]) -> str:
+    """How the run ended, where the unfinished ranks were, and what was not measured."""
     where = (
         ", ".join(
             f"rank {r}: {b.get('phase')}" + (f" ({b.get('step')})" if b.get("step") else "")
@@ -168,24 +171,27 @@ def _launch_failure(
     )
     missing = [f"{op} {dt}" for op in spec.ops for dt in spec.dtypes if (op, dt) not in done]
     if outcome.preflight_error:
-        summary = f"the ranks were not started: {outcome.preflight_error}"
-    elif outcome.timed_out:
-        summary = (
+        return f"the ranks were not started: {outcome.preflight_error}"
+    if outcome.timed_out:
+        return (
             f"the sweep did not finish within --timeout {spec.timeout_s:g} s; {where}; "
             f"not measured: {', '.join(missing) or 'none'}"
         )
-    else:
-        ended = "; ".join(
-            f"{name} {_how_it_ended(code)}"
-            for name, code in sorted(outcome.exit_codes.items())
-            if name.startswith("rank ") and code != 0
-        )
-        summary = (
-            f"torchrun exited with {outcome.returncode}"
-            + (f"; {ended}" if ended else "")
-            + f"; unfinished ranks {unfinished or 'none'} ({where})"
-            + (f"; not measured: {', '.join(missing)}" if missing else "")
-        )
+    ended = "; ".join(
+        f"{name} {_how_it_ended(code)}"
+        for name, code in sorted(outcome.exit_codes.items())
+        if name.startswith("rank ") and code != 0
+    )
+    return (
+        f"torchrun exited with {outcome.returncode}"
+        + (f"; {ended}" if ended else "")
+        + f"; unfinished ranks {unfinished or 'none'} ({where})"
+        + (f"; not measured: {', '.join(missing)}" if missing else "")
+    )
+
+
+def _failure_evidence(outcome: RunOutcome) -> list[Evidence]:
+    """The last frame of each stuck rank's stack, then the last lines of each log."""
     evidence = [
         Evidence(f"rank-{r}.stack", text.strip().splitlines()[-1][:300])
         for r, text in sorted(outcome.stacks.items())
@@ -194,6 +200,16 @@ def _launch_failure(
     for name, lines in sorted(outcome.logs.items()):
         tail = [ln for ln in lines if ln.strip()][-3:]
         evidence.extend(Evidence(name, ln[:300]) for ln in tail)
+    return evidence
+
+
+def _launch_failure(
+    spec: SweepSpec, outcome: RunOutcome, ranks: dict[int, RankPayload], done: set[tuple[str, str]]
+) -> list[Result]:
+    unfinished = sorted(set(range(spec.nproc)) - {r for r, p in ranks.items() if p.get("finished")})
+    if not outcome.preflight_error and not outcome.timed_out and outcome.returncode == 0 and not unfinished:
+        return []
+    summary = _failure_summary(spec, outcome, unfinished, done)
     results = [
         Result(
             "bench.launch",
@@ -209,10 +225,8 @@ def _launch_failure(
                 "heartbeats": outcome.heartbeats,
                 "exit_codes": outcome.exit_codes,
             },
-            evidence=evidence[:12],
+            evidence=_failure_evidence(outcome)[:12],
         )
     ]
-    from ddp_doctor.diagnose import diagnose
-
     results.extend(diagnose(outcome.logs, outcome.exit_codes))
     return results

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.bench.records import Point
 
 TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Largest integer a dtype holds exactly: reduced values up to this compare exactly.
@@ -63,7 +63,6 @@ class Buffers:
     call: Callable[[], None]
     fill: Callable[[], None]
     wrong: Callable[[], int]
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _idx(n: int, ctx: Ctx, offset: int = 0) -> torch.Tensor:
@@ -325,9 +324,9 @@ def sweep_op(
     check: bool,
     ctx: Ctx,
     progress: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Point]:
     """One op over all sizes and modes; every rank returns the same (averaged) points."""
-    points: list[dict[str, Any]] = []
+    points: list[Point] = []
     elem = formulas.DTYPE_SIZE[dtype]
     op_sizes = [0] if op == "barrier" else sizes
     if op != "barrier" and sizes and modes and warmup > 0:
@@ -344,19 +343,17 @@ def sweep_op(
             wrong = check_point(bufs, ctx) if check else None
             size = lay.size_bytes
             points.append(
-                {
-                    "bytes": size,
-                    "count": lay.count,
-                    "dtype": dtype,
-                    "inplace": inplace,
-                    "time_us": round(seconds * 1e6, 3),
-                    "algbw_gbps": round(formulas.algbw_gbps(size, seconds), 4) if op != "barrier" else 0.0,
-                    "busbw_gbps": round(formulas.busbw_gbps(op, size, seconds, ctx.world), 4)
-                    if op != "barrier"
-                    else 0.0,
-                    "wrong": wrong,
-                    "check_ok": None if wrong is None else wrong == 0,
-                }
+                Point(
+                    bytes=size,
+                    count=lay.count,
+                    dtype=dtype,
+                    inplace=inplace,
+                    time_us=round(seconds * 1e6, 3),
+                    algbw_gbps=round(formulas.algbw_gbps(size, seconds), 4) if op != "barrier" else 0.0,
+                    busbw_gbps=round(formulas.busbw_gbps(op, size, seconds, ctx.world), 4) if op != "barrier" else 0.0,
+                    wrong=wrong,
+                    check_ok=None if wrong is None else wrong == 0,
+                )
             )
             del bufs
     return points

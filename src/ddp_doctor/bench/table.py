@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from ddp_doctor.bench import formulas
+from ddp_doctor.bench.records import Point
 from ddp_doctor.bench.results import is_op_result, points_of
 from ddp_doctor.report import Report, Result
 from ddp_doctor.words import gbps, plural
@@ -22,7 +22,7 @@ def _time(us: float) -> str:
     return f"{us:7.2f}"
 
 
-def _cells(point: dict[str, Any] | None) -> str:
+def _cells(point: Point | None) -> str:
     if point is None:
         return f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>5}"
     wrong = point.get("wrong")
@@ -102,7 +102,7 @@ def render_result(result: Result, width: int = FULL_WIDTH) -> str:
         lines.extend(_wrap(f"#   {result.summary}", width))
         return "\n".join(lines)
     lines.extend(_fit(line, width) for line in HEADER.splitlines())
-    rows: dict[int, dict[bool, dict[str, Any]]] = {}
+    rows: dict[int, dict[bool, Point]] = {}
     for p in points:
         rows.setdefault(int(p["bytes"]), {})[bool(p.get("inplace"))] = p
     type_name = formulas.NCCL_TYPE_NAME.get(dtype, dtype)

@@ -10,17 +10,20 @@ from __future__ import annotations
 import argparse
 import datetime
 import faulthandler
-import json
 import os
 import signal
 import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ddp_doctor.bench.records import DeviceFacts, OpEntry, RankPayload, RankSweep
+from ddp_doctor.health import gpu as health
+from ddp_doctor.health.gpu import GpuHealth
+from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import rankio
+from ddp_doctor.live import worker as live_worker
 
 
 def _stack_dumps_on_sigusr1() -> None:
@@ -32,12 +35,14 @@ def _stack_dumps_on_sigusr1() -> None:
         pass
 
 
-def _device_facts(torch: Any, device: Any) -> dict[str, Any]:
-    facts: dict[str, Any] = {"torch": torch.__version__, "device": str(device)}
+def _device_facts(torch: Any, device: Any) -> DeviceFacts:
+    facts = DeviceFacts(torch=torch.__version__, device=str(device))
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts.update(
-            name=props.name, memory_bytes=int(props.total_memory), compute_capability=f"{props.major}.{props.minor}"
+            DeviceFacts(
+                name=props.name, memory_bytes=int(props.total_memory), compute_capability=f"{props.major}.{props.minor}"
+            )
         )
         try:
             facts["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
@@ -48,68 +53,31 @@ def _device_facts(torch: Any, device: Any) -> dict[str, Any]:
     return facts
 
 
-@dataclass(frozen=True)
-class RankSweep:
-    """One rank's sweep: the --config JSON (bench/run.py SweepSpec.worker_config) as a frozen record,
-    read once at the top of main()."""
-
-    ops: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    sizes: tuple[int, ...]
-    modes: tuple[bool, ...]
-    """True = in place, False = out of place."""
-    iters: int
-    warmup_iters: int
-    check: bool
-    backend: str
-    gpu_health: bool = False
-    pg_timeout_s: float = 120.0
-    """The process group's timeout, below the launch deadline."""
-
-    @classmethod
-    def from_json(cls, text: str) -> RankSweep:
-        data = json.loads(text)
-        for name in ("ops", "dtypes", "sizes", "modes"):
-            data[name] = tuple(data[name])
-        return cls(**data)
-
-
-def run(cfg: RankSweep) -> dict[str, Any]:
+def run(cfg: RankSweep) -> RankPayload:
     rankio.heartbeat("init")
     import torch
     import torch.distributed as dist
 
+    # Imports torch at its top: only once this rank has said it is starting and its output goes to its log.
     from ddp_doctor.bench import sweep
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    backend = cfg.backend
-    timeout = datetime.timedelta(seconds=cfg.pg_timeout_s)
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        # device_id: the communicator is created now, not inside the first timed call.
-        dist.init_process_group("nccl", timeout=timeout, device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group(backend, timeout=timeout)
+    device = _init_process_group(cfg, torch, dist, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
     ctx = sweep.Ctx(rank=rank, world=world, device=device)
-    payload: dict[str, Any] = {
-        "rank": rank,
-        "world_size": world,
-        "pid": os.getpid(),
-        "backend": backend,
-        "facts": _device_facts(torch, device),
-        "ops": [],
-        "finished": False,
-    }
+    payload = RankPayload(
+        rank=rank,
+        world_size=world,
+        pid=os.getpid(),
+        backend=cfg.backend,
+        facts=_device_facts(torch, device),
+        ops=[],
+        finished=False,
+    )
     dist.barrier()
 
     if cfg.gpu_health:
         rankio.heartbeat("gpu_health")
-        payload["health"] = _health(ctx, torch, dist)
-
-    from ddp_doctor.live import faults as faults_mod
+        payload["health"] = _health(ctx, dist)
 
     # The live chain's test-only fault switch (DDP_DOCTOR_FAULT), with the op names as phases.
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
@@ -118,58 +86,76 @@ def run(cfg: RankSweep) -> dict[str, Any]:
         # A barrier moves no data: once, whatever the dtypes.
         for dtype in cfg.dtypes[:1] if op == "barrier" else cfg.dtypes:
             rankio.heartbeat("bench", step=f"{op} {dtype}")
-            entry: dict[str, Any] = {"op": op, "dtype": dtype}
-            reason = sweep.unsupported_reason(op, world)
-            # A barrier has no buffers, hence no in-place question.
-            modes = sweep.MODES[op] if op == "barrier" else tuple(m for m in sweep.MODES[op] if m in cfg.modes)
-            if reason is None and not modes:
-                wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg.modes)
-                reason = f"torch.distributed has no {wanted} form of {op}"
-            if reason:
-                entry.update(status="unsupported", reason=reason, points=[])
-            else:
-                started = time.monotonic()
-                try:
-                    points = sweep.sweep_op(
-                        op,
-                        dtype,
-                        list(cfg.sizes),
-                        modes,
-                        cfg.iters,
-                        cfg.warmup_iters,
-                        cfg.check,
-                        ctx,
-                        progress=lambda s: rankio.heartbeat("bench", step=s),
-                    )
-                    entry.update(status="ok", points=points)
-                except Exception as exc:  # noqa: BLE001 - one op failing must not lose the others
-                    entry.update(
-                        status="error",
-                        points=[],
-                        error=f"{type(exc).__name__}: {exc}".strip()[:2000],
-                        traceback=traceback.format_exc()[-4000:],
-                    )
-                entry["duration_s"] = round(time.monotonic() - started, 3)
-            payload["ops"].append(entry)
-            rankio.write_result(payload)  # partial results survive a later hang
+            payload["ops"].append(_sweep_op(cfg, op, dtype, sweep, ctx))
+            rankio.write_result(dict(payload))  # partial results survive a later hang
 
     payload["finished"] = True
-    rankio.write_result(payload)
+    rankio.write_result(dict(payload))
     rankio.heartbeat("done")
     dist.destroy_process_group()
     return payload
 
 
-def _health(ctx: Any, torch: Any, dist: Any) -> dict[str, Any]:
-    from ddp_doctor.health import gpu as health
+def _init_process_group(cfg: RankSweep, torch: Any, dist: Any, local_rank: int) -> Any:
+    """The process group, and the device this rank measures on."""
+    timeout = datetime.timedelta(seconds=cfg.pg_timeout_s)
+    if cfg.backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        # device_id: the communicator is created now, not inside the first timed call.
+        dist.init_process_group("nccl", timeout=timeout, device_id=device)
+        return device
+    dist.init_process_group(cfg.backend, timeout=timeout)
+    return torch.device("cpu")
 
+
+def _sweep_op(cfg: RankSweep, op: str, dtype: str, sweep: Any, ctx: Any) -> OpEntry:
+    """One op in one dtype over every size; a failure is the entry's error, never the rank's end."""
+    entry = OpEntry(op=op, dtype=dtype)
+    reason = sweep.unsupported_reason(op, ctx.world)
+    # A barrier has no buffers, hence no in-place question.
+    modes = sweep.MODES[op] if op == "barrier" else tuple(m for m in sweep.MODES[op] if m in cfg.modes)
+    if reason is None and not modes:
+        wanted = " and ".join("in-place" if m else "out-of-place" for m in cfg.modes)
+        reason = f"torch.distributed has no {wanted} form of {op}"
+    if reason:
+        entry.update(OpEntry(status="unsupported", reason=reason, points=[]))
+        return entry
+    started = time.monotonic()
+    try:
+        points = sweep.sweep_op(
+            op,
+            dtype,
+            list(cfg.sizes),
+            modes,
+            cfg.iters,
+            cfg.warmup_iters,
+            cfg.check,
+            ctx,
+            progress=lambda s: rankio.heartbeat("bench", step=s),
+        )
+        entry.update(OpEntry(status="ok", points=points))
+    except Exception as exc:  # noqa: BLE001 - one op failing must not lose the others
+        entry.update(
+            OpEntry(
+                status="error",
+                points=[],
+                error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+                traceback=traceback.format_exc()[-4000:],
+            )
+        )
+    entry["duration_s"] = round(time.monotonic() - started, 3)
+    return entry
+
+
+def _health(ctx: Any, dist: Any) -> GpuHealth:
     if ctx.device.type != "cuda":
-        return {"skipped": "no CUDA device in this rank"}
-    result: dict[str, Any] = {}
+        return GpuHealth(skipped="no CUDA device in this rank")
+    result: GpuHealth
     try:
         result = health.run_device_local(ctx.device.index)
     except Exception as exc:  # noqa: BLE001 - reported as an error result, not a crash
-        result = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        result = GpuHealth(error=f"{type(exc).__name__}: {exc}"[:2000])
     # Host<->device copies share PCIe root ports and host memory: one GPU at a time. Every rank
     # takes part in every barrier, whatever failed, so none is left waiting.
     for turn in range(ctx.world):
@@ -185,8 +171,6 @@ def _health(ctx: Any, torch: Any, dist: Any) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     # The live chain's rank plumbing: started by torchrun, output into rank-N.log (read back by the
     # launcher for diagnosis), dies with torchrun, uncaught errors into rank-N.error.json.
-    from ddp_doctor.live import worker as live_worker
-
     parser = argparse.ArgumentParser(prog="ddp_doctor.bench.worker")
     parser.add_argument("--config", required=True, help="the sweep as JSON")
     args = parser.parse_args(argv)

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -26,6 +28,72 @@ MATMUL_N = 8192
 MATMUL_DTYPES = ("bf16", "fp16", "tf32", "fp32")
 COPY_BYTES = 1 << 30
 HOST_COPY_BYTES = 256 << 20
+
+
+class GpuHealth(TypedDict, total=False):
+    """One GPU's numbers as a rank writes them into its result file (JSON), read back by the parent."""
+
+    rank: int
+    device_index: int
+    name: str
+    memory_bytes: int
+    uuid: str
+    matmul_n: int
+    matmul_tflops: dict[str, float]
+    copy_gbps: float
+    h2d_gbps: float
+    d2h_gbps: float
+    error: str
+    """The micro-benchmark broke; the GPU's health is unknown."""
+    skipped: str
+    """Why it was not measured (no CUDA GPU in this rank)."""
+
+
+class GpuSpec(TypedDict, total=False):
+    """One entry of gpu_specs.yaml: a data sheet's dense peaks, with its source."""
+
+    name: str
+    match: str
+    source: str
+    bf16: float
+    fp16: float
+    tf32: float
+    fp32: float
+    memory_gbps: float
+    host_link_gbps: float
+
+
+class Specs(TypedDict):
+    thresholds: dict[str, float]
+    gpus: list[GpuSpec]
+
+
+@dataclass(frozen=True)
+class SpecRow:
+    """One GPU's value of one metric against its data sheet (a result's `observed.per_gpu` entry)."""
+
+    device_index: int | None
+    name: str | None
+    value: float
+    spec: float | None
+    spec_name: str | None
+    ratio: float | None
+    spec_source: str | None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """One GPU's metric that fell below its peers' median (a result's `observed.stragglers` entry)."""
+
+    device_index: int | None
+    name: str | None
+    rank: int | None
+    metric: str
+    label: str
+    value: float
+    median: float
+    unit: str
+    below_pct: float
 
 
 # ---- measuring (in a rank) ----------------------------------------------------------------
@@ -106,18 +174,18 @@ def host_copy_gbps(device_index: int, direction: str, nbytes: int = HOST_COPY_BY
     return nbytes / (ms / 1e3) / 1e9
 
 
-def _identity(device_index: int) -> dict[str, Any]:
+def _identity(device_index: int) -> GpuHealth:
     import torch
 
     props = torch.cuda.get_device_properties(device_index)
-    info: dict[str, Any] = {"device_index": device_index, "name": props.name, "memory_bytes": int(props.total_memory)}
+    info: GpuHealth = {"device_index": device_index, "name": props.name, "memory_bytes": int(props.total_memory)}
     uuid = getattr(props, "uuid", None)
     if uuid is not None:
         info["uuid"] = str(uuid)
     return info
 
 
-def run_device_local(device_index: int) -> dict[str, Any]:
+def run_device_local(device_index: int) -> GpuHealth:
     out = _identity(device_index)
     out["matmul_n"] = MATMUL_N
     out["matmul_tflops"] = {dt: round(matmul_tflops(device_index, dt), 2) for dt in MATMUL_DTYPES}
@@ -125,14 +193,14 @@ def run_device_local(device_index: int) -> dict[str, Any]:
     return out
 
 
-def run_host_copies(device_index: int) -> dict[str, Any]:
+def run_host_copies(device_index: int) -> GpuHealth:
     return {
         "h2d_gbps": round(host_copy_gbps(device_index, "h2d"), 2),
         "d2h_gbps": round(host_copy_gbps(device_index, "d2h"), 2),
     }
 
 
-def run_health(device_index: int) -> dict[str, Any]:
+def run_health(device_index: int) -> GpuHealth:
     """All GPU health numbers of one GPU; the entry point for `check --gpu-health` ranks."""
     out = run_device_local(device_index)
     out.update(run_host_copies(device_index))
@@ -143,17 +211,17 @@ def run_health(device_index: int) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def specs() -> dict[str, Any]:
+def specs() -> Specs:
     text = resources.files("ddp_doctor.health").joinpath("gpu_specs.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
-    assert isinstance(data, dict)
-    return data
+    assert isinstance(data, dict) and isinstance(data.get("gpus"), list)
+    return Specs(thresholds=dict(data["thresholds"]), gpus=list(data["gpus"]))
 
 
-def spec_for(name: str) -> dict[str, Any] | None:
+def spec_for(name: str) -> GpuSpec | None:
     for entry in specs()["gpus"]:
         if re.search(entry["match"], name or ""):
-            return dict(entry)
+            return GpuSpec(**entry)
     return None
 
 
@@ -170,8 +238,8 @@ METRICS: dict[str, tuple[tuple[str, ...], str, str, str, str]] = {
 _UNIT_KEY = {"TFLOP/s": "tflops", "GB/s": "gbps"}
 
 
-def _get(d: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = d
+def _get(d: Mapping[str, object], path: tuple[str, ...]) -> float | None:
+    value: object = d
     for key in path:
         if not isinstance(value, dict) or key not in value:
             return None
@@ -179,11 +247,13 @@ def _get(d: dict[str, Any], path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _label(gpu: dict[str, Any]) -> str:
+def _label(gpu: GpuHealth | Straggler) -> str:
+    if isinstance(gpu, Straggler):
+        return f"GPU {gpu.device_index if gpu.device_index is not None else '?'} ({gpu.name or 'unknown'})"
     return f"GPU {gpu.get('device_index', '?')} ({gpu.get('name', 'unknown')})"
 
 
-def evaluate(per_gpu: list[dict[str, Any]], prefix: str = "bench.gpu") -> list[Result]:
+def evaluate(per_gpu: list[GpuHealth], prefix: str = "bench.gpu") -> list[Result]:
     """Each metric against the data sheet, then every GPU against its peers."""
     results: list[Result] = []
     broken = [g for g in per_gpu if g.get("error")]
@@ -213,63 +283,55 @@ def evaluate(per_gpu: list[dict[str, Any]], prefix: str = "bench.gpu") -> list[R
     return results
 
 
+def _spec_row(gpu: GpuHealth, value: float, spec_key: str) -> SpecRow:
+    spec = spec_for(str(gpu.get("name", "")))
+    peak = (_get(spec, (spec_key,)) if spec else None) or None
+    return SpecRow(
+        device_index=gpu.get("device_index"),
+        name=gpu.get("name"),
+        value=value,
+        spec=peak,
+        spec_name=spec["name"] if spec else None,
+        ratio=value / peak if peak else None,
+        spec_source=spec.get("source") if spec else None,
+    )
+
+
 def _against_spec(
     prefix: str,
     key: str,
-    gpus: list[dict[str, Any]],
+    gpus: list[GpuHealth],
     path: tuple[str, ...],
     spec_key: str,
     fraction: float,
     unit: str,
     label: str,
 ) -> Result:
-    rows: list[dict[str, Any]] = []
-    low: list[dict[str, Any]] = []
-    unknown: list[dict[str, Any]] = []
-    metrics: dict[str, float] = {}
-    for g in gpus:
-        value = _get(g, path)
-        if value is None:
-            continue
-        spec = spec_for(str(g.get("name", "")))
-        peak = float(spec[spec_key]) if spec and spec.get(spec_key) else None
-        ratio = value / peak if peak else None
-        rows.append(
-            {
-                "device_index": g.get("device_index"),
-                "name": g.get("name"),
-                "value": value,
-                "spec": peak,
-                "spec_name": spec["name"] if spec else None,
-                "ratio": ratio,
-                "spec_source": spec.get("source") if spec else None,
-            }
-        )
-        metrics[f"gpu{g.get('device_index')}_{key.replace('.', '_')}_{_UNIT_KEY[unit]}"] = round(value, 2)
-        if ratio is None:
-            unknown.append(g)
-        elif ratio < fraction:
-            low.append(rows[-1])
+    rows = [_spec_row(g, value, spec_key) for g in gpus if (value := _get(g, path)) is not None]
+    metrics = {f"gpu{r.device_index}_{key.replace('.', '_')}_{_UNIT_KEY[unit]}": round(r.value, 2) for r in rows}
+    low = [r for r in rows if r.ratio is not None and r.ratio < fraction]
+    unknown = [r for r in rows if r.ratio is None]
     rid, title = f"{prefix}.{key}", f"GPU {label}"
     if not rows:
         return Result(rid, title, Status.SKIP, "not measured")
-    values = ", ".join(f"GPU {r['device_index']} {r['value']:.1f}" for r in rows)
+    values = ", ".join(f"GPU {r.device_index} {r.value:.1f}" for r in rows)
     expected = {"fraction_of_spec": fraction}
+    per_gpu = [asdict(r) for r in rows]
     if low:
-        worst = min(low, key=lambda r: float(r["ratio"]))
+        worst = min(low, key=lambda r: r.ratio or 0.0)
         return Result(
             rid,
             title,
             Status.WARN,
-            f"{label}: GPU {worst['device_index']} reached {worst['value']:.1f} {unit}, "
-            f"{worst['ratio']:.0%} of the {worst['spec_name']} data-sheet {worst['spec']:g} {unit}; "
+            f"{label}: GPU {worst.device_index} reached {worst.value:.1f} {unit}, "
+            f"{worst.ratio or 0.0:.0%} of the {worst.spec_name} data-sheet {worst.spec or 0.0:g} {unit}; "
             f"expected at least {fraction:.0%}",
             cause="a healthy GPU of this model reaches more; typical causes are throttled clocks (power or "
             "thermal limit), a lower PCIe generation or width for host copies, or another process on the GPU",
             remedy="check `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <index>` for throttle reasons, "
             "`nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current --format=csv`, and "
             "`nvidia-smi` for other processes",
-            observed={"per_gpu": rows},
+            observed={"per_gpu": per_gpu},
             expected=expected,
             metrics=metrics,
         )
@@ -278,27 +340,27 @@ def _against_spec(
             rid,
             title,
             Status.PASS,
-            f"{label}: {values} {unit} (no data-sheet entry for {unknown[0].get('name')}; peers compared below)",
-            observed={"per_gpu": rows},
+            f"{label}: {values} {unit} (no data-sheet entry for {unknown[0].name}; peers compared below)",
+            observed={"per_gpu": per_gpu},
             metrics=metrics,
         )
-    ratios = ", ".join(f"{r['ratio']:.0%}" for r in rows if r["ratio"] is not None)
+    ratios = ", ".join(f"{r.ratio:.0%}" for r in rows if r.ratio is not None)
     return Result(
         rid,
         title,
         Status.PASS,
         f"{label}: {values} {unit} ({ratios} of data sheet)",
-        observed={"per_gpu": rows},
+        observed={"per_gpu": per_gpu},
         expected=expected,
         metrics=metrics,
     )
 
 
-def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Result:
+def _stragglers(prefix: str, gpus: list[GpuHealth], tolerance: float) -> Result:
     rid, title = f"{prefix}.straggler", "GPU straggler (against the other GPUs of this machine)"
     if len(gpus) < 2:
         return Result(rid, title, Status.SKIP, "one GPU: no peers to compare against")
-    slow: list[dict[str, Any]] = []
+    slow: list[Straggler] = []
     for key, (path, _spec, _thr, unit, label) in METRICS.items():
         values = [(g, _get(g, path)) for g in gpus]
         present = [(g, v) for g, v in values if v is not None]
@@ -308,17 +370,17 @@ def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Re
         for g, v in present:
             if median > 0 and v < (1.0 - tolerance) * median:
                 slow.append(
-                    {
-                        "device_index": g.get("device_index"),
-                        "name": g.get("name"),
-                        "rank": g.get("rank"),
-                        "metric": key,
-                        "label": label,
-                        "value": v,
-                        "median": median,
-                        "unit": unit,
-                        "below_pct": round(100 * (1 - v / median), 1),
-                    }
+                    Straggler(
+                        device_index=g.get("device_index"),
+                        name=g.get("name"),
+                        rank=g.get("rank"),
+                        metric=key,
+                        label=label,
+                        value=v,
+                        median=median,
+                        unit=unit,
+                        below_pct=round(100 * (1 - v / median), 1),
+                    )
                 )
     if not slow:
         return Result(
@@ -328,20 +390,20 @@ def _stragglers(prefix: str, gpus: list[dict[str, Any]], tolerance: float) -> Re
             f"{plural(len(gpus), 'GPU')} within {tolerance:.0%} of each other on every metric",
             expected={"max_below_median": tolerance},
         )
-    worst = max(slow, key=lambda s: s["below_pct"])
-    names = sorted({f"GPU {s['device_index']}" for s in slow})
+    worst = max(slow, key=lambda s: s.below_pct)
+    names = sorted({f"GPU {s.device_index}" for s in slow})
     return Result(
         rid,
         title,
         Status.FAIL,
-        f"{', '.join(names)} below peers: {_label(worst)} {worst['label']} {worst['value']:.1f} {worst['unit']}, "
-        f"{worst['below_pct']:.0f}% under the median {worst['median']:.1f}; expected within {tolerance:.0%}",
+        f"{', '.join(names)} below peers: {_label(worst)} {worst.label} {worst.value:.1f} {worst.unit}, "
+        f"{worst.below_pct:.0f}% under the median {worst.median:.1f}; expected within {tolerance:.0%}",
         cause="DDP waits for the slowest rank at every gradient all-reduce, so one slow GPU slows every step of "
         "every rank",
         remedy="compare `nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE` of the slow GPU with a healthy one "
         "(throttle reasons, clocks, temperature), check its PCIe link (`nvidia-smi --query-gpu="
         "pcie.link.gen.current,pcie.link.width.current --format=csv`); exclude it with CUDA_VISIBLE_DEVICES "
         "until it is fixed",
-        observed={"stragglers": slow},
+        observed={"stragglers": [asdict(s) for s in slow]},
         expected={"max_below_median": tolerance},
     )
