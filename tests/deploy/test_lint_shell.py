@@ -174,3 +174,80 @@ def test_cpu_pod_gets_no_gpu_findings(tmp_path: Path) -> None:
     )
     gpu_rules = {"gpu_limit_missing", "runtime_class_missing", "shm_default", "nproc_below_gpus", "nproc_exceeds_gpus"}
     assert not gpu_rules & set(found), found
+
+
+_IMAGE = "nvcr.io/nvidia/pytorch:24.01-py3"
+
+
+@pytest.mark.parametrize(
+    ("name", "script"),
+    [
+        ("captured id", f"CID=$(nvidia-docker run -d -v /data:/data {_IMAGE} python train.py)\ndocker logs -f $CID"),
+        ("eval of a string", f'CMD="nvidia-docker run --rm -v /data:/data {_IMAGE} python train.py"\neval "$CMD"'),
+        ("eval of words", f'CMD="nvidia-docker run --rm -v /data:/data {_IMAGE} python train.py"\neval $CMD'),
+        ("bash -c", f'bash -c "nvidia-docker run --rm -v /data:/data {_IMAGE} python train.py"'),
+        (
+            "placeholder before it",
+            f"DATA=<path to data>\nnvidia-docker run --rm -v $DATA:/data {_IMAGE} python train.py",
+        ),
+        ("unclosed quote before it", f'echo "start\nnvidia-docker run --rm -v /data:/data {_IMAGE} python train.py'),
+    ],
+)
+def test_a_container_started_wherever_bash_would_start_it(tmp_path: Path, name: str, script: str) -> None:
+    """`$(docker run -d ...)`, `eval`, `bash -c` strings, and a docker run beside a line bash rejects (the
+    syntax error is reported; the container is still judged as written)."""
+    found = _lint(tmp_path, "run.sh", "#!/bin/bash\n" + script + "\n")
+    assert "gpus_all" in found and "run_as_root" in found, (name, found)
+
+
+def test_a_subshell_does_not_change_the_scripts_variables(tmp_path: Path) -> None:
+    found = _lint(
+        tmp_path,
+        "run.sh",
+        f"""
+        #!/bin/bash
+        NV_GPU=0,1
+        X=$(NV_GPU=all; echo done)
+        nvidia-docker run --rm -v /data:/data {_IMAGE} python train.py
+        """,
+    )
+    assert "gpus_all" not in found, found
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ('GPUS=${1:-"all"}\ndocker run --rm --gpus device=$GPUS', True),  # run without arguments: every GPU
+        ('GPUS=${1:-"0,1"}\ndocker run --rm --gpus device=$GPUS', False),
+        (": ${GPUS:=${2:-all}}\ndocker run --rm --gpus $GPUS", True),
+        ("NV_GPU=${NV_GPU:-all} nvidia-docker run --rm", True),
+        ("NV_GPU=0 nvidia-docker run --rm", False),
+    ],
+)
+def test_gpu_selection_read_through_argument_defaults(tmp_path: Path, script: str, expected: bool) -> None:
+    found = _lint(tmp_path, "run.sh", f"#!/bin/bash\n{script} -v /data:/data {_IMAGE} python train.py\n")
+    assert ("gpus_all" in found) is expected, found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python -m torch.distributed.launch --nproc_per_node=8 tools/train_net.py --config-file c.yaml OUTPUT_DIR /results",
+        "tune run --nproc_per_node 8 full_finetune_distributed --config llama3/8B_full output_dir=/results",
+        "torchrun --nproc_per_node 8 train.py trainer.default_root_dir=/results",
+    ],
+)
+def test_outputs_named_by_config_overrides(tmp_path: Path, command: str) -> None:
+    """yacs `KEY VALUE` and Hydra/OmegaConf `key=value` overrides name where outputs go, like --output_dir."""
+    found = _lint(
+        tmp_path,
+        "run.sh",
+        f'#!/bin/bash\ndocker run --rm --gpus 8 --shm-size=8g -v /data:/data {_IMAGE} bash -c "{command}"\n',
+    )
+    assert "outputs_off_volume" in found, found
+    kept = _lint(
+        tmp_path,
+        "run.sh",
+        f'#!/bin/bash\ndocker run --rm --gpus 8 --shm-size=8g -v /data:/data -v /out:/results {_IMAGE} bash -c "{command}"\n',
+    )
+    assert "outputs_off_volume" not in kept, kept

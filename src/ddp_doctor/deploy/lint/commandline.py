@@ -83,6 +83,13 @@ OUTPUT_FLAGS = (
     "--project",  # ultralytics/yolov5: runs are saved under --project/--name
 )
 """Flags of training scripts that say where checkpoints, logs or the trained model are written."""
+OUTPUT_OVERRIDES = ("OUTPUT_DIR",)
+"""Config overrides given as `KEY VALUE` words after the script's flags (yacs configs of detectron2 and
+maskrcnn-benchmark: `train_net.py --config-file X.yaml OUTPUT_DIR /results`;
+https://detectron2.readthedocs.io/en/latest/tutorials/getting_started.html)."""
+OUTPUT_KEYS = ("output_dir", "checkpoint_dir", "ckpt_dir", "save_dir", "log_dir", "default_root_dir")
+"""The last part of a `key=value` / `a.b.key=value` override (Hydra, OmegaConf, torchtune's `tune run ...
+output_dir=...`; https://pytorch.org/torchtune/stable/deep_dives/configs.html) that names where outputs go."""
 DATA_FLAGS = (
     "--data",
     "--data_dir",
@@ -286,7 +293,11 @@ def _script_flags(launch: Launch, rest: list[Word]) -> None:
             launch.backend = next(iter(backend.values()))
     for i, w in enumerate(rest):
         name, eq, value = w.text.partition("=")
-        after_output = i > 0 and rest[i - 1].text in OUTPUT_FLAGS
+        after_output = i > 0 and rest[i - 1].text in (*OUTPUT_FLAGS, *OUTPUT_OVERRIDES)
+        if name in OUTPUT_OVERRIDES and not eq and i + 1 < len(rest):
+            launch.outputs.append(At(rest[i + 1].text, rest[i + 1].line))
+        elif eq and not name.startswith("-") and name.rsplit(".", 1)[-1].lstrip("+") in OUTPUT_KEYS and value:
+            launch.outputs.append(At(value, w.line))
         if name in DATA_FLAGS and eq and value:
             launch.data.append(At(value, w.line))
         elif not w.text.startswith("-") and w.text.startswith("/") and not after_output:

@@ -74,6 +74,9 @@ def _every_gpu(run: RunCommand, env: dict[str, At[str]]) -> At[str] | None:
     line = runtime.line if runtime is not None else run.line
     if visible is not None and visible.value.replace('"', "").replace("'", "") == "all":
         return At("NVIDIA_VISIBLE_DEVICES=all", visible.line)
+    nv_gpu = env.get("NV_GPU")
+    if nvidia and nv_gpu is not None and nv_gpu.value.replace('"', "").replace("'", "") == "all":
+        return At("NV_GPU=all", nv_gpu.line)  # nvidia-docker's own selection, set to every GPU
     if nvidia and visible is None and "NV_GPU" not in env:
         # The NVIDIA runtime exposes what NVIDIA_VISIBLE_DEVICES says; CUDA images set it to all.
         what = "--runtime=nvidia" if runtime is not None else "nvidia-docker"
@@ -279,7 +282,7 @@ class Env:
 
     def resolve(self, value: str, depth: int = 0) -> str:
         def one(m: re.Match[str]) -> str:
-            name, index, default = m.group(1), m.group(2), m.group(3)
+            name, index, default = m.group(1) or m.group(4), m.group(2), m.group(3)
             if name in self.arrays and (index in ("[@]", "[*]") or not index):
                 items = self.arrays[name] if index else self.arrays[name][:1]
                 return " ".join(w.text for w in items)
@@ -334,7 +337,11 @@ class Env:
 
 
 _GPU_VAR = re.compile(r"\$\{?\w*GPU", re.IGNORECASE)
-_VAR_FULL = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(?:(?::?[-=])([^}]*))?\}?")
+_VAR_FULL = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(\[[^\]]*\])?(?:(?::?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+"""${NAME}, ${NAME[@]}, ${NAME:-default} (a positional ${1:-default} too: the script's arguments are not
+known, so what runs without them is read) and $NAME."""
 _SLURM_NODES_VARS = ("$SLURM_JOB_NUM_NODES", "$SLURM_NNODES", "${SLURM_JOB_NUM_NODES}", "${SLURM_NNODES}")
 
 
@@ -356,7 +363,7 @@ def read(
     """What a script starts, command by command, with the variables as bash has them at each point
     (`env` seeds them: a SkyPilot task's envs and the variables SkyPilot sets)."""
     env = env or Env()
-    found = commands(text, first_line)
+    found = commands(text, first_line, substitutions=True)
     if found.truncated_at is not None and notes is not None:
         notes.append(f"{source}:{found.truncated_at}: more than {MAX_COMMANDS} commands; the rest is not checked")
     scan = Scan()
@@ -375,10 +382,39 @@ def read(
     return scan, env
 
 
+SYNTAX_REPAIRS = 3
+"""Lines set aside, one per bash -n run, to read the rest of a script bash rejects."""
+
+
+def _readable(text: str, syntax: SyntaxProblem | None) -> str:
+    """The script with the lines bash rejects blanked (line numbers kept), so the commands around them are
+    read: bash runs none of them until the error is fixed (syntax_error says so), and what they would
+    run once it is fixed (a placeholder filled in, a quote closed) is still judged."""
+    lines = text.split("\n")
+    blanked: set[int] = set()
+    while syntax is not None and len(blanked) < SYNTAX_REPAIRS and 0 < syntax.line <= len(lines):
+        if syntax.line in blanked:
+            break
+        blanked.add(syntax.line)
+        # A line inside a continued command keeps the continuation (a lone backslash), so the command's
+        # other lines stay one command.
+        continued = syntax.line > 1 and lines[syntax.line - 2].rstrip().endswith("\\")
+        lines[syntax.line - 1] = "\\" if continued and lines[syntax.line - 1].rstrip().endswith("\\") else ""
+        syntax = bash_syntax("\n".join(lines))
+    return "\n".join(lines)
+
+
 def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
-    scan, env = read(text, source, notes, first_line)
-    out = scan.docker
     syntax = bash_syntax(text) if first_line == 1 else None
+    scan, env = read(text, source, notes, first_line)
+    if syntax is not None:
+        # Only the containers are taken from the repaired text (a bare launcher's flags read across a
+        # broken quote would be a guess; a `docker run` around the error is what it says), in place of
+        # those read from the broken tree.
+        repaired, _ = read(_readable(text, syntax), source, None, first_line)
+        seen = {u.line for u in repaired.docker}
+        scan.docker = sorted(repaired.docker + [u for u in scan.docker if u.line not in seen], key=lambda u: u.line)
+    out = scan.docker
     if slurm:
         job = _slurm_unit(text, source, first_line, env, scan)
         for d in out:
@@ -485,7 +521,31 @@ def _unit_at(units_: list[Unit], line: int) -> Unit | None:
 FUNCTION_DEPTH = 3
 
 
+_STARTS_CONTAINER = re.compile(r"\b(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
+
+
+def shell_string(words: list[Word]) -> Word | None:
+    """The script a command hands to a shell as a string: `bash -c 'STRING'` (-xc, -lc, -x -c), `eval WORDS`."""
+    base = os.path.basename(words[0].text) if words else ""
+    if base == "eval" and len(words) > 1:
+        return Word(" ".join(w.text for w in words[1:]), words[1].line)
+    if base in SHELLS:
+        for j in range(1, len(words)):
+            flags = words[j].text
+            if not flags.startswith("-") or flags.startswith("--"):
+                return None
+            if "c" in flags[1:]:
+                return words[j + 1] if j + 1 < len(words) else None
+    return None
+
+
 def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, scan: Scan, depth: int = 0) -> None:
+    if cmd.substituted:
+        # `CID=$(docker run -d ...)`: the container starts; what the subshell assigns does not outlive it.
+        run = run_command(strip_prefixes(env.expand(cmd.words)))
+        if run is not None:
+            scan.docker.append(_docker_unit(run, env.flat(), source))
+        return
     if cmd.defines is not None:
         env.functions[cmd.defines[0]] = cmd.defines[1]
         return
@@ -497,6 +557,12 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     body = env.functions.call(head[0].text) if head and depth < FUNCTION_DEPTH else None
     if body is not None:  # bash runs the body here, with the variables as they are now
         for inner in body:
+            _scan_command(inner, env, source, notes, scan, depth + 1)
+        return
+    inner_script = shell_string(head)
+    if inner_script is not None and depth < FUNCTION_DEPTH and _STARTS_CONTAINER.search(inner_script.text):
+        # `bash -c "docker run ..."`, `eval "$DOCKER_CMD"`: the string is a script of its own, run here.
+        for inner in commands(inner_script.text, inner_script.line, substitutions=True):
             _scan_command(inner, env, source, notes, scan, depth + 1)
         return
     if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":

@@ -55,6 +55,8 @@ class Command:
     """A function definition `name() { ... }`: its name and the commands of its body (run where it is called)."""
     conditional: bool = False
     """Inside an if / case, or after && / ||: it runs on some runs (or some nodes) only."""
+    substituted: bool = False
+    """Inside `$(...)`: it runs, in a subshell whose variables and functions do not outlive it."""
 
     @property
     def line(self) -> int:
@@ -170,7 +172,8 @@ _VALUE_NODES = {
     "process_substitution",
     "translated_string",
 }
-_DEFAULT_ASSIGN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^}]*)\}")
+_DEFAULT_ASSIGN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+"""`${X:=value}`, the value itself possibly one expansion deep (`${X:=${1:-/data}}`)."""
 
 
 class _Full(Exception):
@@ -178,8 +181,12 @@ class _Full(Exception):
 
 
 class _Reader:
-    def __init__(self, first_line: int) -> None:
+    def __init__(self, first_line: int, substitutions: bool = False) -> None:
         self.first_line = first_line
+        self.read_substitutions = substitutions
+        """Whether the commands inside `$(...)` are read (`CID=$(docker run -d ...)` starts a container)."""
+        self.substituted = 0
+        """How many `$(...)` enclose the node being read."""
         self.out = Commands()
         self.total = 0
         """Commands kept so far, function bodies included."""
@@ -193,7 +200,24 @@ class _Reader:
             raise _Full
         self.total += 1
         cmd.conditional = self.branches > 0
+        cmd.substituted = self.substituted > 0
         self.out.append(cmd)
+
+    def substitutions(self, node: Any) -> None:
+        """The commands inside the `$(...)` of a command's words or an assignment's value: bash runs them
+        before the command itself."""
+        if not self.read_substitutions:
+            return
+        for c in node.children:
+            if c.type == "command_substitution":
+                self.substituted += 1
+                try:
+                    for inner in c.children:
+                        self.visit(inner)
+                finally:
+                    self.substituted -= 1
+            elif c.type not in ("heredoc_body", "comment"):
+                self.substitutions(c)
 
     def branch(self, node: Any) -> bool:
         """if / case bodies, and what follows && or || in a list: read, marked as conditional."""
@@ -235,6 +259,7 @@ class _Reader:
         return True
 
     def bare_assignment(self, node: Any) -> bool:
+        self.substitutions(node)
         cmd = Command([])
         self.assignment(node, cmd)
         self.add(cmd)
@@ -242,6 +267,7 @@ class _Reader:
 
     def declaration(self, node: Any) -> bool:
         """`export` / `declare` and the like: only their VAR=value parts."""
+        self.substitutions(node)
         cmd = Command([])
         for c in node.named_children:
             if c.type == "variable_assignment":
@@ -286,6 +312,7 @@ class _Reader:
         return True
 
     def command(self, node: Any, heredoc: Word | None) -> None:
+        self.substitutions(node)
         cmd = Command([], heredoc=heredoc)
         for c in node.children:
             if c.type == "variable_assignment":
@@ -323,9 +350,10 @@ _VISITORS: dict[str, Callable[[_Reader, Any], bool]] = {
 }
 
 
-def commands(text: str, first_line: int = 1) -> Commands:
-    """Every simple command and assignment of the script, in source order. Never raises."""
-    reader = _Reader(first_line)
+def commands(text: str, first_line: int = 1, substitutions: bool = False) -> Commands:
+    """Every simple command and assignment of the script, in source order (with `substitutions`, the
+    commands inside `$(...)` too, marked, before the command they are part of). Never raises."""
+    reader = _Reader(first_line, substitutions)
     if len(text) > MAX_TEXT:
         reader.out.truncated_at = first_line
         return reader.out
