@@ -11,7 +11,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor.report import Report, Result, Status
 from ddp_doctor.words import count, gbps, listing, plural, tidy_numbers
@@ -28,6 +28,35 @@ PHASE_WORDS = {
     "cluster": "cross-node checks",
 }
 BACKEND_WORDS = {"nccl": "NCCL", "gloo": "gloo", "mpi": "MPI"}
+
+
+# The parts of a report's facts (its JSON) that a headline reads. Any report, also one saved by an
+# older version, may lack a key or hold another type there: each is read with .get and checked.
+class LiveFacts(TypedDict, total=False):
+    world_size: int
+    backend: str
+    nnodes: str | int
+    devices: dict[str, dict[str, object]]
+    """rank -> the device it used: type, name, uuid, pci_bus_id."""
+    phases: dict[str, dict[str, str]]
+    """rank -> phase -> its status."""
+
+
+class GpuCount(TypedDict, total=False):
+    count: int
+
+
+class TorchBuild(TypedDict, total=False):
+    flavour: str
+
+
+class LintedFile(TypedDict, total=False):
+    file: str
+    error: str
+
+
+class LogFacts(TypedDict, total=False):
+    lines: int
 
 
 def headline(report: Report) -> str:
@@ -51,7 +80,7 @@ def _check(report: Report) -> str:
         return f"The check could not run in image {image}: {_sentence(container.summary)}"
     if "live.launch" not in ids:
         return _static(report, where)
-    live: dict[str, Any] = report.facts.get("live") or {}
+    live: LiveFacts = report.facts.get("live") or LiveFacts()
     failed = report.failures()
     live_failed = [r for r in failed if r.id.startswith("live.")]
     if live_failed:
@@ -95,7 +124,7 @@ def _static(report: Report, where: str) -> str:
     )
 
 
-def _what_ran(report: Report, live: dict[str, Any]) -> str:
+def _what_ran(report: Report, live: LiveFacts) -> str:
     world = int(live.get("world_size") or 0) or len(live.get("devices") or {}) or 1
     backend = BACKEND_WORDS.get(str(live.get("backend")), str(live.get("backend") or "?"))
     ranks = plural(world, f"{backend} rank")
@@ -111,7 +140,7 @@ def _what_ran(report: Report, live: dict[str, Any]) -> str:
     return f"{ranks} ran the live chain"
 
 
-def _gpu_names(live: dict[str, Any]) -> list[str]:
+def _gpu_names(live: LiveFacts) -> list[str]:
     """One name per distinct GPU the ranks used (two ranks on one GPU count it once)."""
     seen: dict[str, str] = {}
     for rank, device in (live.get("devices") or {}).items():
@@ -122,8 +151,8 @@ def _gpu_names(live: dict[str, Any]) -> list[str]:
 
 
 def _no_gpu_reason(report: Report) -> str:
-    gpus: dict[str, Any] = report.facts.get("gpus") or {}
-    torch: dict[str, Any] = report.facts.get("torch") or {}
+    gpus: GpuCount = report.facts.get("gpus") or GpuCount()
+    torch: TorchBuild = report.facts.get("torch") or TorchBuild()
     count = int(gpus.get("count") or 0)
     if count == 0:
         return "no NVIDIA GPU is visible"
@@ -132,7 +161,7 @@ def _no_gpu_reason(report: Report) -> str:
     return f"{plural(count, 'GPU')} {'is' if count == 1 else 'are'} visible, but the ranks ran on CPU with gloo"
 
 
-def _phases_run(live: dict[str, Any]) -> list[str]:
+def _phases_run(live: LiveFacts) -> list[str]:
     order: dict[str, None] = {}
     for phases in (live.get("phases") or {}).values():
         if isinstance(phases, dict):
@@ -140,7 +169,7 @@ def _phases_run(live: dict[str, Any]) -> list[str]:
     return list(order)
 
 
-def _phases_passed(live: dict[str, Any]) -> list[str]:
+def _phases_passed(live: LiveFacts) -> list[str]:
     per_rank = [p for p in (live.get("phases") or {}).values() if isinstance(p, dict)]
     return [name for name in _phases_run(live) if per_rank and all(p.get(name) == "pass" for p in per_rank)]
 
@@ -149,7 +178,7 @@ def _phases_passed(live: dict[str, Any]) -> list[str]:
 
 
 def _lint(report: Report) -> str:
-    files: list[dict[str, Any]] = report.facts.get("files") or []
+    files: list[LintedFile] = report.facts.get("files") or []
     unreadable = [f for f in files if f.get("error")]
     findings = [r for r in report.results if r.id != "lint.input.unreadable" and r.status is not Status.SKIP]
     read = len(files) - len(unreadable)
@@ -165,7 +194,7 @@ def _lint(report: Report) -> str:
 
 
 def _explain(report: Report) -> str:
-    log: dict[str, Any] = report.facts.get("log") or {}
+    log: LogFacts = report.facts.get("log") or LogFacts()
     name = os.path.basename(str(report.target.get("file", "the log")))
     read = f"{plural(int(log.get('lines') or 0), 'line')} of {name}"
     failed = [r for r in report.results if r.status is Status.FAIL]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from html import escape
-from typing import Any
+from typing import TypedDict, cast
 
 from ddp_doctor.report import Report
 
@@ -84,7 +84,63 @@ def rank_timeline(
     return "".join(parts)
 
 
-def gpu_chart(samples: list[dict[str, Any]], span: float) -> str:
+# The facts the charts read, as the report's JSON holds them: `run`'s (jobwatch) and `check`'s phase times.
+class GpuSample(TypedDict, total=False):
+    gpu: int
+    t: float
+    util_pct: float
+
+
+class GpuTimeline(TypedDict, total=False):
+    timeline: list[GpuSample]
+    note: str
+
+
+class RankSpan(TypedDict, total=False):
+    started_s: float
+    ended_s: float
+    end: str
+    detail: str
+
+
+class Stack(TypedDict, total=False):
+    method: str
+    text: str
+
+
+class RankState(TypedDict, total=False):
+    state: str
+    doing: str
+
+
+class Hang(TypedDict, total=False):
+    at_s: float
+    kind: str
+    message: str
+    stacks: dict[str, Stack]
+    states: dict[str, RankState]
+
+
+class RunFacts(TypedDict, total=False):
+    duration_s: float
+    ranks: dict[str, RankSpan]
+    hangs: list[Hang]
+    gpu: GpuTimeline
+
+
+class PhaseRecord(TypedDict, total=False):
+    name: str
+    status: str
+    started: float
+    duration_s: float
+
+
+class LivePhaseFacts(TypedDict, total=False):
+    phase_times: dict[str, list[PhaseRecord]]
+    """rank -> its phases in the order they ran."""
+
+
+def gpu_chart(samples: list[GpuSample], span: float) -> str:
     height = 180
     plot_h = height - 30
     parts = [_svg_open("gpu-chart", "GPU utilisation", height)]
@@ -107,9 +163,9 @@ def gpu_chart(samples: list[dict[str, Any]], span: float) -> str:
     return "".join(parts)
 
 
-def _run_sections(run: dict[str, Any]) -> str:
+def _run_sections(run: RunFacts) -> str:
     span = float(run.get("duration_s") or 0.0) or 1.0
-    ranks = run.get("ranks") or {}
+    ranks = run.get("ranks") or dict[str, RankSpan]()
     rows = []
     for r, s in sorted(ranks.items(), key=lambda kv: int(kv[0])):
         end = str(s.get("end"))
@@ -137,7 +193,7 @@ def _run_sections(run: dict[str, Any]) -> str:
         else "<p>No rank registered (no Python process of the job started the hook).</p>"
     )
     out.append("</section>")
-    gpu = run.get("gpu") or {}
+    gpu = run.get("gpu") or GpuTimeline()
     out.append('<section class="gpu"><h2>GPU utilisation</h2>')
     if gpu.get("timeline"):
         out.append(gpu_chart(list(gpu["timeline"]), span))
@@ -148,7 +204,7 @@ def _run_sections(run: dict[str, Any]) -> str:
         out.append(f'<section class="hang"><h2>Hang {i + 1} at {float(h["at_s"]):.0f} s: {escape(str(h["kind"]))}</h2>')
         out.append(f"<p>{escape(str(h['message']))}</p>")
         for r, st in sorted((h.get("stacks") or {}).items(), key=lambda kv: int(kv[0])):
-            state = (h.get("states") or {}).get(r, {})
+            state = (h.get("states") or dict[str, RankState]()).get(r, RankState())
             out.append(
                 f"<details open><summary>rank {escape(r)} ({escape(str(state.get('state', '?')))}: "
                 f"{escape(str(state.get('doing', '')))}) — {escape(str(st.get('method')))}</summary>"
@@ -158,8 +214,8 @@ def _run_sections(run: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _check_sections(live: dict[str, Any]) -> str:
-    times = live.get("phase_times") or {}
+def _check_sections(live: LivePhaseFacts) -> str:
+    times = live.get("phase_times") or dict[str, list[PhaseRecord]]()
     starts = [float(p["started"]) for recs in times.values() for p in recs if p.get("started")]
     if not starts:
         return ""
@@ -193,7 +249,7 @@ def _check_sections(live: dict[str, Any]) -> str:
     )
 
 
-def _phase_names(times: dict[str, Any]) -> list[str]:
+def _phase_names(times: dict[str, list[PhaseRecord]]) -> list[str]:
     """Every phase that ran, in the chain's order (an unknown one after the known ones, as it ran)."""
     seen: dict[str, None] = {}
     for recs in times.values():
@@ -204,10 +260,11 @@ def _phase_names(times: dict[str, Any]) -> list[str]:
 
 def sections(report: Report) -> str:
     """The charts this report has facts for ('' when none)."""
+    # The report's JSON, maybe from another version: the sections read each key with .get.
     run = report.facts.get("run")
     if isinstance(run, dict):
-        return _run_sections(run)
+        return _run_sections(cast(RunFacts, run))
     live = report.facts.get("live")
     if isinstance(live, dict):
-        return _check_sections(live)
+        return _check_sections(cast(LivePhaseFacts, live))
     return ""
