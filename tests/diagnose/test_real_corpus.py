@@ -23,6 +23,7 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
+        "4d-humans-59.log",  # CUDA touched inside forked DataLoader workers
         "axolotl-494.log",
         "colossalai-104.log",
         "deepspeed-windows-4.log",
@@ -34,8 +35,11 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "generativemodels-354.log",  # a model's own method called on the DDP wrapper (the reverse of model.module without DDP)
         "horovod-1647.log",  # a Dockerfile newer than the released Horovod package it installs
         "jobset-603.log",
+        "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "llamafactory-2424.log",  # a watchdog timeout while one rank still preprocesses the dataset
         "mmdetection-4991.log",
+        "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
+        "nccl-1837.log",  # NCCL_SOCKET_IFNAME naming an interface the host lacks, seen as a garbage address family
         "nccl-tests-218.log",
         "neutrontp-2.log",
         "pseco-15.log",
