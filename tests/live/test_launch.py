@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.live import faults, launch, nccl_log, rankio
-from ddp_doctor.live.launch import TorchrunSpec, build_command, parse_exit_codes, port_problem
+from ddp_doctor.live import faults, launch, nccl_log
+from ddp_doctor.live.launch import TorchrunSpec, build_command, port_problem
+from ddp_doctor.rundir import layout, reader, writer
+from ddp_doctor.rundir.logs import parse_exit_codes
 
 TORCHRUN = ("/opt/env/bin/torchrun",)
 
@@ -51,7 +53,7 @@ def test_standalone_single_node(tmp_path: Path) -> None:
         "--backend",
         "gloo",
     ]
-    assert env[rankio.RUN_DIR_ENV] == str(tmp_path)
+    assert env[layout.RUN_DIR_ENV] == str(tmp_path)
     assert env["NCCL_DEBUG_FILE"] == f"{tmp_path}/nccl.%p.log"
     src = str(Path(launch.__file__).resolve().parents[2])
     assert env["PYTHONPATH"].split(os.pathsep)[0] == src
@@ -170,14 +172,14 @@ def test_nccl_transports_parsed() -> None:
 
 
 def test_rank_files_are_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(rankio.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(layout.RUN_DIR_ENV, str(tmp_path))
     monkeypatch.setenv("RANK", "3")
-    rankio.heartbeat("ddp", "step:4")
-    rankio.write_result({"rank": 3, "phases": []})
-    (tmp_path / "rank-4.json").write_text("{half a file")  # never half-written by rankio, but tolerated
-    beats = rankio.read_heartbeats(tmp_path)
+    writer.heartbeat("ddp", "step:4")
+    writer.write_result({"rank": 3, "phases": []})
+    (tmp_path / "rank-4.json").write_text("{half a file")  # never half-written by the writer, but tolerated
+    beats = reader.read_heartbeats(tmp_path)
     assert beats[3]["phase"] == "ddp" and beats[3]["step"] == "step:4" and beats[3]["pid"] == os.getpid()
-    assert rankio.read_results(tmp_path) == {3: {"rank": 3, "phases": []}}
+    assert reader.read_results(tmp_path) == {3: {"rank": 3, "phases": []}}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -22,14 +22,14 @@ from ddp_doctor.bench.records import DeviceFacts, OpEntry, RankPayload, RankSwee
 from ddp_doctor.health import gpu as health
 from ddp_doctor.health.gpu import GpuHealth
 from ddp_doctor.live import faults as faults_mod
-from ddp_doctor.live import rankio
 from ddp_doctor.live import worker as live_worker
+from ddp_doctor.rundir import writer
 
 
 def _stack_dumps_on_sigusr1() -> None:
     # The launcher sends SIGUSR1 to a stuck rank and reads rank-N.stack.
     try:
-        f = open(rankio.path("stack"), "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
+        f = open(writer.path("stack"), "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
         faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
     except (OSError, RuntimeError, AttributeError):
         pass
@@ -54,7 +54,7 @@ def _device_facts(torch: Any, device: Any) -> DeviceFacts:
 
 
 def run(cfg: RankSweep) -> RankPayload:
-    rankio.heartbeat("init")
+    writer.heartbeat("init")
     import torch
     import torch.distributed as dist
 
@@ -76,7 +76,7 @@ def run(cfg: RankSweep) -> RankPayload:
     dist.barrier()
 
     if cfg.gpu_health:
-        rankio.heartbeat("gpu_health")
+        writer.heartbeat("gpu_health")
         payload["health"] = _health(ctx, dist)
 
     # The live chain's test-only fault switch (DDP_DOCTOR_FAULT), with the op names as phases.
@@ -85,13 +85,13 @@ def run(cfg: RankSweep) -> RankPayload:
         faults_mod.trigger(faults, rank, op)
         # A barrier moves no data: once, whatever the dtypes.
         for dtype in cfg.dtypes[:1] if op == "barrier" else cfg.dtypes:
-            rankio.heartbeat("bench", step=f"{op} {dtype}")
+            writer.heartbeat("bench", step=f"{op} {dtype}")
             payload["ops"].append(_sweep_op(cfg, op, dtype, sweep, ctx))
-            rankio.write_result(dict(payload))  # partial results survive a later hang
+            writer.write_result(dict(payload))  # partial results survive a later hang
 
     payload["finished"] = True
-    rankio.write_result(dict(payload))
-    rankio.heartbeat("done")
+    writer.write_result(dict(payload))
+    writer.heartbeat("done")
     dist.destroy_process_group()
     return payload
 
@@ -132,7 +132,7 @@ def _sweep_op(cfg: RankSweep, op: str, dtype: str, sweep: Any, ctx: Any) -> OpEn
             cfg.warmup_iters,
             cfg.check,
             ctx,
-            progress=lambda s: rankio.heartbeat("bench", step=s),
+            progress=lambda s: writer.heartbeat("bench", step=s),
         )
         entry.update(OpEntry(status="ok", points=points))
     except Exception as exc:  # noqa: BLE001 - one op failing must not lose the others
@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     live_worker.redirect_output(int(os.environ["RANK"]))
     live_worker.die_with_parent()
     _stack_dumps_on_sigusr1()
-    os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(writer.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
     record(run)(RankSweep.from_json(args.config))

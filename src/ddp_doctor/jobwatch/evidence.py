@@ -19,37 +19,9 @@ from typing import Any
 
 from ddp_doctor.jobwatch import collectives
 from ddp_doctor.jobwatch.hook import ddp_doctor_heartbeat as heartbeat
-from ddp_doctor.live.launch import tail_lines
+from ddp_doctor.rundir import layout
 
-_RANK_FILE = re.compile(r"^rank-(\d+)\.(pid|exit|error\.json|stack|log)$")
 _STEP = re.compile(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?(\d+)")
-MAX_LOG_LINES = 4000
-
-
-def rank_files(run_dir: Path, kind: str) -> dict[int, Path]:
-    found: dict[int, Path] = {}
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return found
-    for name in names:
-        m = _RANK_FILE.match(name)
-        if m and m.group(2) == kind:
-            found[int(m.group(1))] = run_dir / name
-    return found
-
-
-def read_json(p: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(p.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def read_rank_json(run_dir: Path, kind: str) -> dict[int, dict[str, Any]]:
-    out = {r: read_json(p) for r, p in rank_files(run_dir, kind).items()}
-    return {r: v for r, v in out.items() if v is not None}
 
 
 def error_message(record: dict[str, Any]) -> tuple[str, str, float | None]:
@@ -122,26 +94,18 @@ class LogFollower:
     def rank_output_age(self, now: float) -> dict[int, float]:
         out: dict[int, float] = {}
         for name, state in self.files.items():
-            m = re.match(r"^rank-(\d+)\.log$", name)
-            if m:
-                out[int(m.group(1))] = now - state.last_growth
+            r = layout.rank_of(name, "log")
+            if r is not None:
+                out[r] = now - state.last_growth
         return out
 
     def steps(self) -> dict[int, list[tuple[float, int]]]:
         out: dict[int, list[tuple[float, int]]] = {}
         for name, state in self.files.items():
-            m = re.match(r"^rank-(\d+)\.log$", name)
-            if m and state.steps:
-                out[int(m.group(1))] = list(state.steps)
+            r = layout.rank_of(name, "log")
+            if r is not None and state.steps:
+                out[r] = list(state.steps)
         return out
-
-
-def logs(run_dir: Path) -> dict[str, list[str]]:
-    """Every captured log (ranks, the launcher's agent, NCCL's warnings) -> its last lines."""
-    out: dict[str, list[str]] = {}
-    for p in sorted(run_dir.glob("*.log")):
-        out[p.name] = tail_lines(p, MAX_LOG_LINES, 1024 * 1024)
-    return out
 
 
 class _NoGlobals(pickle.Unpickler):

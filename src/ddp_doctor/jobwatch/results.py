@@ -13,10 +13,12 @@ from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
 from ddp_doctor.knowledge import exitcodes
-from ddp_doctor.live.launch import parse_exit_codes
 from ddp_doctor.report import Evidence, Report, Result, Status
+from ddp_doctor.rundir import reader
+from ddp_doctor.rundir.logs import parse_exit_codes, tails
 
 MAX_TIMELINE_SAMPLES = 900
+MAX_LOG_LINES = 4000
 _CLEANUP_SIGNALS = (-15, -2, 143, 130)  # the launcher's SIGTERM / Ctrl-C on the way out: consequences
 
 
@@ -32,8 +34,8 @@ def _exit_codes(out: WatchOutcome, logs: dict[str, list[str]]) -> dict[str, int]
 
 def _rank_story(out: WatchOutcome, codes: dict[str, int]) -> dict[int, dict[str, Any]]:
     """rank -> {pid, started_s, ended_s, end: exit|exception|signal|gone|running, detail, traceback}."""
-    exits = evidence.read_rank_json(out.run_dir, "exit")
-    errors = evidence.read_rank_json(out.run_dir, "error.json")
+    exits = reader.read_hook_files(out.run_dir, "exit")
+    errors = reader.read_error_files(out.run_dir)
     story: dict[int, dict[str, Any]] = {}
     for r, rec in sorted(out.ranks.items()):
         s: dict[str, Any] = {
@@ -341,7 +343,7 @@ def exit_class(report: Report, out: WatchOutcome) -> str:
 
 def build_report(out: WatchOutcome) -> Report:
     report = Report(command="run", target={"host": socket.gethostname(), "command": describe(out.command)})
-    logs = evidence.logs(out.run_dir)
+    logs = tails(out.run_dir, MAX_LOG_LINES, 1024 * 1024)
     codes = _exit_codes(out, logs)
     story = _rank_story(out, codes)
     failed_job = out.returncode not in (0, None) and not out.interrupted

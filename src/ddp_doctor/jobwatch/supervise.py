@@ -28,6 +28,7 @@ from ddp_doctor.jobwatch.progress import ProgressClock
 from ddp_doctor.jobwatch.rhythm import PHASE_ALLOWANCE_S, Threshold
 from ddp_doctor.jobwatch.stacks import Stack, classify
 from ddp_doctor.live import procs
+from ddp_doctor.rundir import reader
 
 POLL_S = 0.5
 SCAN_S = 2.0
@@ -200,7 +201,7 @@ class Watcher:
         assert self.proc is not None
         if tree:
             self.tracked.update(procs.descendants(self.proc.pid))
-        for r, rec in evidence.read_rank_json(self.cfg.run_dir, "pid").items():
+        for r, rec in reader.read_hook_files(self.cfg.run_dir, "pid").items():
             pid = int(rec.get("pid", 0))
             if pid and pid not in self.tracked:
                 start = _start_time(pid)

@@ -15,7 +15,6 @@ NCCL_DEBUG_FILE={run_dir}/nccl.%p.log).
 from __future__ import annotations
 
 import os
-import re
 import select
 import shutil
 import signal
@@ -33,7 +32,9 @@ from typing import Any
 
 from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
-from ddp_doctor.live import procnet, procs, rankio
+from ddp_doctor.live import procnet, procs
+from ddp_doctor.rundir import layout, reader
+from ddp_doctor.rundir.logs import parse_exit_codes, tails
 
 GRACE_S = 3.0
 RUN_DIR_PREFIX = "ddp-doctor-run-"
@@ -185,8 +186,8 @@ def build_command(spec: TorchrunSpec, run_dir: str | Path) -> tuple[list[str], d
 
     env = dict(os.environ)
     env.update({k: v.replace("{run_dir}", run_dir) for k, v in spec.env.items()})
-    env[rankio.RUN_DIR_ENV] = run_dir
-    env.setdefault(rankio.NODE_ENV, socket.gethostname())
+    env[layout.RUN_DIR_ENV] = run_dir
+    env.setdefault(layout.NODE_ENV, socket.gethostname())
     if spec.node_rank is not None:
         env["DDP_DOCTOR_NODE_RANK"] = str(spec.node_rank)
     # torch's compiler caches default to /tmp/torchinductor_<user> (DDP() imports torch._dynamo): keep them in the run.
@@ -243,52 +244,6 @@ def port_problem(port: int) -> str | None:
 
 
 # ---- running -------------------------------------------------------------------------------
-
-
-def tail_lines(p: Path, lines: int, window_bytes: int = 256 * 1024) -> list[str]:
-    """The last `lines` lines of a log, reading at most its last `window_bytes` (logs can be huge)."""
-    try:
-        with open(p, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - window_bytes))
-            data = f.read()
-    except OSError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()[-lines:]
-
-
-_EXIT_RE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
-
-
-def parse_exit_codes(torchrun_log: str) -> dict[str, int]:
-    """torchrun's failure summary ("rank : 1 (local_rank: 1)" / "exitcode : -9") -> {"rank 1": -9}."""
-    return {f"rank {m.group(1)}": int(m.group(2)) for m in _EXIT_RE.finditer(torchrun_log)}
-
-
-def _collect_logs(run_dir: Path, pid_rank: dict[int, int]) -> dict[str, list[str]]:
-    logs: dict[str, list[str]] = {}
-    for p in sorted(run_dir.glob("*.log")):
-        name = p.name
-        m = re.match(r"^(.+)\.(\d+)\.log$", name)  # e.g. nccl.<pid>.log from NCCL_DEBUG_FILE
-        if m and int(m.group(2)) in pid_rank:
-            name = f"{m.group(1)}-rank-{pid_rank[int(m.group(2))]}.log"
-            logs[name] = tail_lines(p, 4000)
-        else:
-            logs[name] = tail_lines(p, LOG_TAIL_LINES)
-    return logs
-
-
-def _read_stacks(run_dir: Path) -> dict[int, str]:
-    stacks: dict[int, str] = {}
-    for r, p in rankio.scan(run_dir, "stack").items():
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
-        if text:
-            stacks[r] = text[-20000:]
-    return stacks
 
 
 def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[int], tracked: dict[int, int]) -> None:
@@ -361,7 +316,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
                     tracked.update(procs.descendants(proc.pid, tracked))
                     last_scan = now
                     if on_poll is not None:
-                        on_poll(rankio.read_heartbeats(run_dir))
+                        on_poll(reader.read_heartbeats(run_dir))
                 if proc.poll() is not None:
                     break
                 if now >= deadline:
@@ -373,8 +328,8 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
         outcome.returncode = proc.returncode
         if outcome.timed_out:
             tracked.update(procs.descendants(proc.pid, tracked))
-            beats = rankio.read_heartbeats(run_dir)
-            done = {r for r, p in rankio.read_results(run_dir).items() if p.get("finished")}
+            beats = reader.read_heartbeats(run_dir)
+            done = {r for r, p in reader.read_results(run_dir).items() if p.get("finished")}
             _ask_for_stacks(run_dir, beats, done, tracked)
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -478,13 +433,13 @@ def _finish(
             proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             pass
-    outcome.heartbeats = rankio.read_heartbeats(run_dir)
-    outcome.ranks = rankio.read_results(run_dir)
-    outcome.error_files = rankio.read_error_files(run_dir)
-    outcome.stacks = _read_stacks(run_dir)
+    outcome.heartbeats = reader.read_heartbeats(run_dir)
+    outcome.ranks = reader.read_results(run_dir)
+    outcome.error_files = reader.read_error_files(run_dir)
+    outcome.stacks = reader.read_stacks(run_dir)
     pid_rank = {int(b["pid"]): r for r, b in outcome.heartbeats.items() if b.get("pid")}
     pid_rank.update({int(p["pid"]): r for r, p in outcome.ranks.items() if p.get("pid")})
-    outcome.logs = _collect_logs(run_dir, pid_rank)
+    outcome.logs = tails(run_dir, LOG_TAIL_LINES, pid_rank=pid_rank)
     codes = parse_exit_codes("\n".join(outcome.logs.get("torchrun.log", [])))
     if proc is not None and outcome.returncode is not None:
         codes["torchrun"] = outcome.returncode

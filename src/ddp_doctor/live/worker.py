@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddp_doctor.live import faults as faults_mod
-from ddp_doctor.live import rankconfig, rankio
+from ddp_doctor.live import rankconfig
 from ddp_doctor.live.rankconfig import RankConfig
+from ddp_doctor.rundir import layout, reader, writer
 
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
@@ -72,7 +73,7 @@ class Context:
         self.local_rank = int(os.environ["LOCAL_RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
-        self.node = os.environ.get(rankio.NODE_ENV) or socket.gethostname()
+        self.node = os.environ.get(layout.NODE_ENV) or socket.gethostname()
         self.payload = payload
         self.faults = faults
         self.phase = "start"
@@ -82,7 +83,7 @@ class Context:
         self.shared: dict[str, Any] = {}  # phase -> phase: step times, the model, ...
 
     def step(self, name: str) -> None:
-        rankio.heartbeat(self.phase, name)
+        writer.heartbeat(self.phase, name)
 
     def remaining(self) -> float:
         """Seconds left in this phase."""
@@ -105,7 +106,7 @@ class Watchdog(threading.Thread):
                 continue
             if ctx.phase == "done":  # every phase reported; only the teardown hangs (NCCL can)
                 ctx.payload.update(finished=True, teardown_stuck=True)
-                rankio.write_result(ctx.payload)
+                writer.write_result(ctx.payload)
                 os._exit(0)
             self.stack_file.write(f"--- watchdog: phase {ctx.phase} overran its deadline ---\n")
             self.stack_file.flush()
@@ -124,13 +125,13 @@ class Watchdog(threading.Thread):
                     "step": _last_step(),
                 },
             )
-            rankio.write_result(ctx.payload)
+            writer.write_result(ctx.payload)
             os._exit(EXIT_STUCK)
 
 
 def _last_step() -> str | None:
     try:
-        step = json.loads(rankio.path("hb").read_text()).get("step")
+        step = json.loads(writer.path("hb").read_text()).get("step")
         return str(step) if step is not None else None
     except (OSError, ValueError):
         return None
@@ -147,7 +148,7 @@ def _phase_record(payload: dict[str, Any], name: str) -> dict[str, Any]:
 
 def redirect_output(rank: int) -> None:
     """stdout+stderr (including C libraries, NCCL) into rank-N.log, so logs are never interleaved."""
-    fd = os.open(rankio.path("log", rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(writer.path("log", rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
@@ -166,10 +167,10 @@ def die_with_parent() -> None:
 
 def check_launched_by_torchrun() -> str | None:
     missing = [k for k in REQUIRED_ENV if k not in os.environ]
-    if missing or rankio.RUN_DIR_ENV not in os.environ:
+    if missing or layout.RUN_DIR_ENV not in os.environ:
         return (
             "ddp_doctor.live.worker must be started by `ddp-doctor check` (torchrun); missing "
-            + ", ".join(missing or [rankio.RUN_DIR_ENV])
+            + ", ".join(missing or [layout.RUN_DIR_ENV])
             + ". One process calling init_process_group(rank=0, "
             "world_size=2) would wait forever for a rank that nobody starts."
         )
@@ -179,7 +180,7 @@ def check_launched_by_torchrun() -> str | None:
 def _ask_for_stacks(ranks: list[int]) -> None:
     """Before giving up on peers, have them dump their stacks (same node: their heartbeat names the pid),
     since torchrun ends them as soon as this rank exits."""
-    beats = rankio.read_heartbeats(rankio.run_dir())
+    beats = reader.read_heartbeats(writer.run_dir())
     asked = False
     for r in ranks:
         pid = int((beats.get(r) or {}).get("pid") or 0)
@@ -223,7 +224,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
         "cpu_at_start_s": round(time.process_time(), 3),
         "rank": rank,
         "pid": os.getpid(),
-        "node": os.environ.get(rankio.NODE_ENV),
+        "node": os.environ.get(layout.NODE_ENV),
         "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
         "local_rank": int(os.environ["LOCAL_RANK"]),
         "world_size": int(os.environ["WORLD_SIZE"]),
@@ -245,7 +246,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
         ctx.phase_deadline = started + budget
         record = _phase_record(payload, name)
         record.update(started=started, budget_s=round(budget, 1), status="running")
-        rankio.heartbeat(name, deadline=ctx.phase_deadline)
+        writer.heartbeat(name, deadline=ctx.phase_deadline)
         # A C-level hang that holds the GIL would stop the watchdog thread; this C timer still fires.
         faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
         try:
@@ -269,7 +270,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
             )
             ctx.phase_deadline = float("inf")
             faulthandler.cancel_dump_traceback_later()
-            rankio.write_result(payload)
+            writer.write_result(payload)
             _ask_for_stacks(getattr(exc, "blame_ranks", None) or [])
             ok = False
             break
@@ -285,7 +286,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
             checks=checks,
         )
         ok = ok and not failed
-        rankio.write_result(payload)
+        writer.write_result(payload)
     # -- multi-node (helper G, live/multinode/rankside.py): cross-node probes, every rank's payload to node 0
     if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
         from ddp_doctor.live.multinode import rankside
@@ -294,7 +295,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
         rankside.finish(payload, ok, ctx.phase_deadline - 1.0)
         ctx.phase_deadline = float("inf")
     # -- end multi-node
-    rankio.heartbeat("done")
+    writer.heartbeat("done")
     ctx.phase = "done"
     ctx.phase_deadline = time.time() + MARGIN_S + 5.0
     try:
@@ -305,7 +306,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
     except Exception:  # noqa: BLE001, S110 - teardown of a failed group must not hide the phase results
         pass
     payload["finished"] = True
-    rankio.write_result(payload)
+    writer.write_result(payload)
     return 0 if ok else 1
 
 
@@ -325,10 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
     faults_mod.trigger(faults, rank, "start")  # never_start: before the first heartbeat
     # Registered before the first heartbeat: whoever reads a pid from it may ask for a stack.
-    stack_file = open(rankio.path("stack"), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
+    stack_file = open(writer.path("stack"), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the rank
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
-    rankio.heartbeat("start")
-    os.environ["TORCHELASTIC_ERROR_FILE"] = str(rankio.path("error.json"))
+    writer.heartbeat("start")
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(writer.path("error.json"))
     from torch.distributed.elastic.multiprocessing.errors import record
 
     return int(record(run_phases)(config, stack_file) or 0)

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ddp_doctor.live import rankio
+from ddp_doctor.rundir import jsonfile, layout, writer
 
 CLUSTER_FILE_ENV = "DDP_DOCTOR_CLUSTER_FILE"
 """Set by the parent on every node of a multi-node run; the collector writes the gathered entries there."""
@@ -186,7 +186,7 @@ def nccl_transports() -> dict[str, Any] | None:
     from ddp_doctor.live import nccl_log
 
     try:
-        lines = (rankio.run_dir() / f"nccl.{os.getpid()}.log").read_text(errors="replace").splitlines()
+        lines = (writer.run_dir() / f"nccl.{os.getpid()}.log").read_text(errors="replace").splitlines()
     except OSError:
         return None
     return nccl_log.parse(lines)
@@ -199,7 +199,7 @@ def identity() -> dict[str, Any]:
         "node_rank": node_rank(),
         "group_rank": int(os.environ.get("GROUP_RANK", "0")),
         "hostname": socket.gethostname(),
-        "node": os.environ.get(rankio.NODE_ENV) or socket.gethostname(),
+        "node": os.environ.get(layout.NODE_ENV) or socket.gethostname(),
         "preflight": json.loads(os.environ.get("DDP_DOCTOR_MULTINODE_PREFLIGHT") or "{}"),
     }
 
@@ -228,7 +228,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
     started = time.monotonic()
     store = None
     try:
-        rankio.heartbeat("cluster", step="agree")
+        writer.heartbeat("cluster", step="agree")
         store = _store()
         group_ok = group_ok and dist.is_initialized()
         store.set(f"ok/{me}", "1" if group_ok else "0")
@@ -238,7 +238,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
         entry["versions"] = versions()
         entry["nccl"] = nccl_transports()
         if everyone:
-            rankio.heartbeat("cluster", step="probes")
+            writer.heartbeat("cluster", step="probes")
             entry.update(probes())
         else:
             entry["probes_skipped"] = f"ranks not ready: {late}" if late else "a rank's process group failed"
@@ -247,7 +247,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to node 0, not raised
         entry["error"] = f"{type(exc).__name__}: {exc}"
     try:
-        rankio.heartbeat("cluster", step="gather")
+        writer.heartbeat("cluster", step="gather")
         store = store or _store()
         store.set(f"rank/{me}", json.dumps(entry, default=str))
         if is_collector():
@@ -267,7 +267,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
 def _write(data: dict[str, Any]) -> None:
     target = os.environ.get(CLUSTER_FILE_ENV)
     if target:
-        rankio.write_atomic(Path(target), json.dumps(data, default=str))
+        jsonfile.write_atomic(Path(target), json.dumps(data, default=str))
 
 
 def _collect(store: Any, world: int, mine: dict[str, Any], me: int, deadline: float) -> None:
@@ -296,13 +296,13 @@ def _main() -> int:
     payload: dict[str, Any] = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "started": time.time()}
     ok = True
     try:
-        rankio.heartbeat("init")
+        writer.heartbeat("init")
         dist.init_process_group(backend, timeout=timedelta(seconds=30))
     except Exception as exc:  # noqa: BLE001
         ok = False
         payload["error"] = f"{type(exc).__name__}: {exc}"
     payload["finished"] = True
-    rankio.write_result(payload)
+    writer.write_result(payload)
     finish(payload, ok, time.time() + 40)
     if ok:
         dist.destroy_process_group()

@@ -1,0 +1,13 @@
+"""The run directory: the files a rank (or a job under `ddp-doctor run`) leaves for its parent.
+
+One package writes and reads them, below both live/ and jobwatch/, so the file names, the JSON
+reading and the records are written down once:
+
+    layout.py    where each file is: rank-N.<kind> names, the environment that names the directory
+    jsonfile.py  atomic writes; a JSON object read back, or None when torn or not an object
+    writer.py    the rank side: heartbeat, result file (imported by every rank before torch)
+    reader.py    the parent side: every rank's heartbeat, result, error file and stack
+    logs.py      log tails and the exit codes torchrun's summary prints
+
+Standard library only: every rank imports it before torch, and the parent never imports torch.
+"""

@@ -1,0 +1,67 @@
+"""The rank side: what a rank started by live.launch writes into its run directory.
+
+    from ddp_doctor.rundir import writer
+    writer.heartbeat("collectives", step="all_reduce")   # where this rank is, for the parent
+    writer.write_result({...})                          # rank-N.json, atomically
+
+Every file is replaced by an atomic rename, so the parent never reads half a file even when a rank
+is killed mid-write.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.rundir import layout
+from ddp_doctor.rundir.jsonfile import write_atomic
+
+_progress = itertools.count(1)
+_phase: dict[str, Any] = {}  # the phase of this rank's last heartbeat: its name, start and deadline
+
+
+def run_dir() -> Path:
+    value = os.environ.get(layout.RUN_DIR_ENV)
+    if not value:
+        raise RuntimeError(
+            f"{layout.RUN_DIR_ENV} is not set: this entry point must be started by ddp_doctor.live.launch"
+        )
+    return Path(value)
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def path(kind: str, rank_: int | None = None) -> Path:
+    """run_dir/rank-N.<kind> of this rank (or of rank_)."""
+    return layout.rank_file(run_dir(), rank() if rank_ is None else rank_, kind)
+
+
+def heartbeat(phase: str, step: str | None = None, deadline: float | None = None) -> None:
+    """Record where this rank is. `progress` only grows, so the rank with the lowest one is the laggard.
+    `since` is when this phase began and `deadline` (epoch seconds) when it must end: the parent shows them."""
+    now = time.time()
+    if _phase.get("phase") != phase:
+        _phase.clear()
+        _phase.update(phase=phase, since=now, deadline=None)
+    if deadline is not None and deadline != float("inf"):
+        _phase["deadline"] = deadline
+    beat = {
+        "phase": phase,
+        "step": step,
+        "time": now,
+        "pid": os.getpid(),
+        "progress": next(_progress),
+        "since": _phase["since"],
+        "deadline": _phase["deadline"],
+    }
+    write_atomic(path("hb"), json.dumps(beat))
+
+
+def write_result(payload: dict[str, Any]) -> None:
+    write_atomic(path("json"), json.dumps(payload, default=str))
