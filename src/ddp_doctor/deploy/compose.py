@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ddp_doctor.deploy.manifests import (
+    ComposeDeploy,
+    ComposeDevice,
+    ComposeFile,
+    ComposeLimits,
+    ComposeReservations,
+    ComposeResources,
+    ComposeService,
+    DependsOn,
+    Ulimits,
+)
 from ddp_doctor.deploy.serialize import Expand, yaml_documents
 from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, gib_text
 
@@ -16,7 +25,7 @@ def literal(word: str) -> str:
 PREFLIGHT = "preflight"
 
 
-def service(spec: LaunchSpec, command: list[str] | None = None) -> dict[str, Any]:
+def service(spec: LaunchSpec, command: list[str] | None = None) -> ComposeService:
     """The job's service; `command` replaces its command (the preflight's check)."""
     # Compose interpolates ${VAR:?message} itself: a missing variable stops `up` with that message.
     node_rank = "${NODE_RANK:?set NODE_RANK to this node's rank}"
@@ -24,16 +33,12 @@ def service(spec: LaunchSpec, command: list[str] | None = None) -> dict[str, Any
     command = command or spec.entrypoint(
         node_rank=node_rank, rdzv_host=master, rdzv_id=f"{spec.name}-${{RUN_ID:?set RUN_ID}}"
     )
-    svc: dict[str, Any] = {
-        "image": spec.image,
-        "command": [literal(w) for w in command],
-        "user": f"{spec.uid}:{spec.gid}",
-    }
+    svc = ComposeService(image=spec.image, command=[literal(w) for w in command], user=f"{spec.uid}:{spec.gid}")
     if spec.ipc_host:
         svc["ipc"] = "host"
     else:
         svc["shm_size"] = gib_text(spec.shm, "compose")
-    svc["ulimits"] = {"memlock": -1, "stack": 67108864}
+    svc["ulimits"] = Ulimits(memlock=-1, stack=67108864)
     if spec.multi_node:
         svc["network_mode"] = "host"
     svc["environment"] = {k: literal(v) for k, v in spec.env}
@@ -41,33 +46,36 @@ def service(spec: LaunchSpec, command: list[str] | None = None) -> dict[str, Any
         literal(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))
         for m in (*spec.data, spec.log_mount(kubernetes=False))
     ]
-    limits = {
-        "cpus": str(spec.cpu_count),
-        "memory": gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose"),
-    }
-    resources: dict[str, Any] = {"limits": limits}
+    limits = ComposeLimits(
+        cpus=str(spec.cpu_count), memory=gib_text(spec.memory + (0 if spec.ipc_host else spec.shm), "compose")
+    )
+    resources = ComposeResources(limits=limits)
     if spec.gpus_per_node:
-        device: dict[str, Any] = {"driver": "nvidia", "capabilities": ["gpu"]}
-        if spec.all_devices:
-            device["count"] = "all"
-        elif spec.devices:
-            device["device_ids"] = list(spec.devices)
-        else:
-            device["count"] = spec.gpus_per_node
-        resources["reservations"] = {"devices": [device]}
-    svc["deploy"] = {"resources": resources}
+        resources["reservations"] = ComposeReservations(devices=[_gpus(spec)])
+    svc["deploy"] = ComposeDeploy(resources=resources)
     return svc
 
 
-def to_dict(spec: LaunchSpec) -> dict[str, Any]:
+def _gpus(spec: LaunchSpec) -> ComposeDevice:
+    device = ComposeDevice(driver="nvidia", capabilities=["gpu"])
+    if spec.all_devices:
+        device["count"] = "all"
+    elif spec.devices:
+        device["device_ids"] = list(spec.devices)
+    else:
+        device["count"] = spec.gpus_per_node
+    return device
+
+
+def to_dict(spec: LaunchSpec) -> ComposeFile:
     if not spec.preflight:
-        return {"name": spec.name, "services": {spec.name: service(spec)}}
+        return ComposeFile(name=spec.name, services={spec.name: service(spec)})
     # The check runs first in a service like the job's; `up` starts the job only if it exits 0, else stops
     # with "service preflight didn't complete successfully: exit N".
     check = service(spec, ["timeout", "-k", "5", str(PREFLIGHT_S - 5), *spec.preflight_command()])
     job = service(spec)
-    job["depends_on"] = {PREFLIGHT: {"condition": "service_completed_successfully"}}
-    return {"name": spec.name, "services": {PREFLIGHT: check, spec.name: job}}
+    job["depends_on"] = {PREFLIGHT: DependsOn(condition="service_completed_successfully")}
+    return ComposeFile(name=spec.name, services={PREFLIGHT: check, spec.name: job})
 
 
 def render(spec: LaunchSpec) -> str:

@@ -12,8 +12,14 @@ api/jobset/v1alpha2/jobset_types.go (FailurePolicyRule, onJobFailureMessagePatte
 
 from __future__ import annotations
 
-from typing import Any
-
+from ddp_doctor.deploy.manifests import (
+    JobSetFailurePolicy,
+    JobSetFailurePolicyRule,
+    OnExitCodes,
+    OnPodCondition,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+)
 from ddp_doctor.deploy.pod import PREFLIGHT
 from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec
 from ddp_doctor.knowledge import exitcodes
@@ -26,57 +32,60 @@ WATCH_BACKOFF = 1
 """A batch Job's retries under --watch: Count spends them (a hang, once); Ignore (infrastructure) does not."""
 
 
-def _on_exit(container: str, operator: str, codes: list[int]) -> dict[str, Any]:
-    return {"containerName": container, "operator": operator, "values": codes}
+def _on_exit(container: str, operator: str, codes: list[int]) -> OnExitCodes:
+    return OnExitCodes(containerName=container, operator=operator, values=codes)
 
 
-def pod_failure_policy(spec: LaunchSpec, container: str, in_jobset: bool) -> dict[str, Any] | None:
+def pod_failure_policy(spec: LaunchSpec, container: str, in_jobset: bool) -> PodFailurePolicy | None:
     """A Job's podFailurePolicy, or None when the job neither has a preflight nor runs under the doctor."""
-    rules: list[dict[str, Any]] = []
+    rules: list[PodFailurePolicyRule] = []
     if spec.preflight:
         # A node that fails the check fails the same way on a retry: the job ends with the check's status.
-        rules.append({"action": "FailJob", "onExitCodes": _on_exit(PREFLIGHT, "NotIn", [0])})
+        rules.append(PodFailurePolicyRule(action="FailJob", onExitCodes=_on_exit(PREFLIGHT, "NotIn", [0])))
     if spec.watch:
         for act in exitcodes.actions():
             rules.append(
-                {"action": "FailJob" if in_jobset else act.job, "onExitCodes": _on_exit(container, "In", [act.code])}
+                PodFailurePolicyRule(
+                    action="FailJob" if in_jobset else act.job, onExitCodes=_on_exit(container, "In", [act.code])
+                )
             )
         if not in_jobset:
             # Preemption, eviction or a drained node: the pod is replaced without spending a retry.
-            rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
-    return {"rules": rules} if rules else None
+            disrupted = OnPodCondition(type="DisruptionTarget", status="True")
+            rules.append(PodFailurePolicyRule(action="Ignore", onPodConditions=[disrupted]))
+    return PodFailurePolicy(rules=rules) if rules else None
 
 
 def _message(container: str, code: str) -> str:
     return rf"^Container {container} for pod \S+ failed with exit code {code} matching FailJob rule"
 
 
-def jobset_failure_policy(spec: LaunchSpec, container: str) -> dict[str, Any] | None:
+def jobset_failure_policy(spec: LaunchSpec, container: str) -> JobSetFailurePolicy | None:
     """The JobSet's failurePolicy (also a TrainJob runtime's) under --watch, or None: then any failed Job fails
     the set (a failed preflight too, with its podFailurePolicy's message)."""
     if not spec.watch:
         return None
-    rules: list[dict[str, Any]] = []
+    rules: list[JobSetFailurePolicyRule] = []
     if spec.preflight:
         rules.append(
-            {
-                "name": "preflight",
-                "action": "FailJobSet",
-                "onJobFailureReasons": [POD_FAILURE_POLICY],
-                "onJobFailureMessagePatterns": [_message(PREFLIGHT, r"\d+")],
-            }
+            JobSetFailurePolicyRule(
+                name="preflight",
+                action="FailJobSet",
+                onJobFailureReasons=[POD_FAILURE_POLICY],
+                onJobFailureMessagePatterns=[_message(PREFLIGHT, r"\d+")],
+            )
         )
     for act in exitcodes.actions():
         rules.append(
-            {
-                "name": act.kind,
-                "action": act.jobset,
-                "onJobFailureReasons": [POD_FAILURE_POLICY],
-                "onJobFailureMessagePatterns": [_message(container, str(act.code))],
-            }
+            JobSetFailurePolicyRule(
+                name=act.kind,
+                action=act.jobset,
+                onJobFailureReasons=[POD_FAILURE_POLICY],
+                onJobFailureMessagePatterns=[_message(container, str(act.code))],
+            )
         )
     # Any other failure (an exit status the doctor does not give, an OOM kill) restarts the set, as by default.
-    return {"maxRestarts": JOBSET_RESTARTS, "rules": rules}
+    return JobSetFailurePolicy(maxRestarts=JOBSET_RESTARTS, rules=rules)
 
 
 def header_lines(spec: LaunchSpec, jobset: bool) -> list[str]:

@@ -10,10 +10,20 @@ builds the same name for its master (kubeflow/trainer v2.3.0 pkg/runtime/framewo
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor.deploy import failurepolicy, pod
-from ddp_doctor.deploy.k8s import INDEX_ANNOTATION
+from ddp_doctor.deploy.k8s import node_rank_env
+from ddp_doctor.deploy.manifests import (
+    ContainerPort,
+    EnvVar,
+    JobSetDocument,
+    JobSetSpec,
+    JobSpec,
+    JobTemplate,
+    Network,
+    ObjectMeta,
+    PodTemplate,
+    ReplicatedJob,
+)
 from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
@@ -25,35 +35,28 @@ def node0(spec: LaunchSpec) -> str:
     return f"{spec.name}-{REPLICATED_JOB}-0-0.{spec.name}"
 
 
-def job_template(spec: LaunchSpec, command: list[str], container: str, env: list[dict[str, Any]]) -> dict[str, Any]:
+def job_template(spec: LaunchSpec, command: list[str], container: str, env: list[EnvVar]) -> JobSpec:
     """The child Job: N indexed pods with no retry of their own (the JobSet restarts the whole set)."""
-    ports = [{"name": "rendezvous", "containerPort": spec.rdzv_port}] if spec.multi_node else []
+    ports = [ContainerPort(name="rendezvous", containerPort=spec.rdzv_port)] if spec.multi_node else []
     template_spec = pod.pod_spec(spec, command, env=env, ports=ports, container_name=container)
-    job: dict[str, Any] = {
-        "backoffLimit": 0,
-        "completionMode": "Indexed",
-        "completions": spec.nodes,
-        "parallelism": spec.nodes,
-    }
+    job = JobSpec(backoffLimit=0, completionMode="Indexed", completions=spec.nodes, parallelism=spec.nodes)
     policy = failurepolicy.pod_failure_policy(spec, container, in_jobset=True)
     if policy:
         job["podFailurePolicy"] = policy
-    job["template"] = {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}
+    job["template"] = PodTemplate(metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec)
     return job
 
 
-def to_dict(spec: LaunchSpec) -> dict[str, Any]:
-    env = [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_ANNOTATION}}}]
+def to_dict(spec: LaunchSpec) -> JobSetDocument:
     host = node0(spec)
     command = spec.entrypoint(node_rank="$(NODE_RANK)", rdzv_host=host, rdzv_id=spec.name, gather_host=host)
-    body: dict[str, Any] = {"network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True}}
+    body = JobSetSpec(network=Network(enableDNSHostnames=True, publishNotReadyAddresses=True))
     policy = failurepolicy.jobset_failure_policy(spec, pod.CONTAINER)
     if policy:
         body["failurePolicy"] = policy
-    body["replicatedJobs"] = [
-        {"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job_template(spec, command, pod.CONTAINER, env)}}
-    ]
-    return {"apiVersion": API_VERSION, "kind": "JobSet", "metadata": pod.metadata(spec), "spec": body}
+    template = JobTemplate(spec=job_template(spec, command, pod.CONTAINER, [node_rank_env()]))
+    body["replicatedJobs"] = [ReplicatedJob(name=REPLICATED_JOB, replicas=1, template=template)]
+    return JobSetDocument(apiVersion=API_VERSION, kind="JobSet", metadata=pod.metadata(spec), spec=body)
 
 
 def render(spec: LaunchSpec) -> str:

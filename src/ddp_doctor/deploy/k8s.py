@@ -6,50 +6,68 @@ stable hostname NAME-i under the headless Service, so node 0 is NAME-0.NAME.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor.deploy import failurepolicy, pod
+from ddp_doctor.deploy.manifests import (
+    ContainerPort,
+    EnvVar,
+    EnvVarSource,
+    JobDocument,
+    JobSpec,
+    ObjectFieldSelector,
+    ObjectMeta,
+    PodTemplate,
+    ServiceDocument,
+    ServicePort,
+    ServiceSpec,
+)
 from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
 INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
-def service(spec: LaunchSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": pod.metadata(spec),
-        "spec": {
-            "clusterIP": "None",
+def service(spec: LaunchSpec) -> ServiceDocument:
+    return ServiceDocument(
+        apiVersion="v1",
+        kind="Service",
+        metadata=pod.metadata(spec),
+        spec=ServiceSpec(
+            clusterIP="None",
             # Node 0 must resolve before any readiness: the other nodes dial it at start-up.
-            "publishNotReadyAddresses": True,
-            "selector": {"batch.kubernetes.io/job-name": spec.name},
-            "ports": [{"name": "rendezvous", "port": spec.rdzv_port, "targetPort": spec.rdzv_port}],
-        },
-    }
+            publishNotReadyAddresses=True,
+            selector={"batch.kubernetes.io/job-name": spec.name},
+            ports=[ServicePort(name="rendezvous", port=spec.rdzv_port, targetPort=spec.rdzv_port)],
+        ),
+    )
 
 
-def job(spec: LaunchSpec) -> dict[str, Any]:
-    env: list[dict[str, Any]] = []
-    ports: list[dict[str, Any]] = []
+def node_rank_env() -> EnvVar:
+    """NODE_RANK from the pod's Job completion index."""
+    return EnvVar(name="NODE_RANK", valueFrom=EnvVarSource(fieldRef=ObjectFieldSelector(fieldPath=INDEX_ANNOTATION)))
+
+
+def job(spec: LaunchSpec) -> JobDocument:
+    env: list[EnvVar] = []
+    ports: list[ContainerPort] = []
     if spec.multi_node:
-        env = [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": INDEX_ANNOTATION}}}]
-        ports = [{"name": "rendezvous", "containerPort": spec.rdzv_port}]
+        env = [node_rank_env()]
+        ports = [ContainerPort(name="rendezvous", containerPort=spec.rdzv_port)]
     node0 = f"{spec.name}-0.{spec.name}"
     command = spec.entrypoint(node_rank="$(NODE_RANK)", rdzv_host=node0, rdzv_id=spec.name, gather_host=node0)
     template_spec = pod.pod_spec(spec, command, env=env, ports=ports, subdomain=spec.name if spec.multi_node else None)
-    job_spec: dict[str, Any] = {"backoffLimit": failurepolicy.WATCH_BACKOFF if spec.watch else 0}
+    job_spec = JobSpec(backoffLimit=failurepolicy.WATCH_BACKOFF if spec.watch else 0)
     if spec.multi_node:
-        job_spec.update({"completionMode": "Indexed", "completions": spec.nodes, "parallelism": spec.nodes})
+        job_spec.update(JobSpec(completionMode="Indexed", completions=spec.nodes, parallelism=spec.nodes))
     policy = failurepolicy.pod_failure_policy(spec, pod.CONTAINER, in_jobset=False)
     if policy:
         job_spec["podFailurePolicy"] = policy
-    job_spec["template"] = {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": pod.metadata(spec), "spec": job_spec}
+    job_spec["template"] = PodTemplate(
+        metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec
+    )
+    return JobDocument(apiVersion="batch/v1", kind="Job", metadata=pod.metadata(spec), spec=job_spec)
 
 
-def documents(spec: LaunchSpec) -> list[dict[str, Any]]:
+def documents(spec: LaunchSpec) -> list[ServiceDocument | JobDocument]:
     return [service(spec), job(spec)] if spec.multi_node else [job(spec)]
 
 

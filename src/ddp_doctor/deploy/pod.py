@@ -3,32 +3,52 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Final
 
+from ddp_doctor.deploy.manifests import (
+    Capabilities,
+    Container,
+    ContainerPort,
+    EmptyDir,
+    EnvVar,
+    HostPath,
+    ObjectMeta,
+    PersistentVolumeClaimSource,
+    PodSecurityContext,
+    PodSpec,
+    ResourceList,
+    ResourceRequirements,
+    SeccompProfile,
+    SecurityContext,
+    Volume,
+    VolumeMount,
+)
 from ddp_doctor.deploy.serialize import Expand
 from ddp_doctor.deploy.spec import PREFLIGHT_S, LaunchSpec, Mount, gib_text
 
-GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE: Final = "nvidia.com/gpu"
 RUNTIME_CLASS = "nvidia"
 CONTAINER = "trainer"
 PREFLIGHT = "preflight"
 """The init container that runs `ddp-doctor check` before the job's own container starts."""
 
 
-def _volume(m: Mount) -> dict[str, Any]:
+def _volume(m: Mount) -> Volume:
     if m.claim:
-        return {"name": m.name, "persistentVolumeClaim": {"claimName": m.claim, "readOnly": m.read_only}}
-    return {"name": m.name, "hostPath": {"path": m.source, "type": "DirectoryOrCreate"}}
+        return Volume(
+            name=m.name, persistentVolumeClaim=PersistentVolumeClaimSource(claimName=m.claim, readOnly=m.read_only)
+        )
+    return Volume(name=m.name, hostPath=HostPath(path=m.source, type="DirectoryOrCreate"))
 
 
-def resources(spec: LaunchSpec) -> dict[str, Any]:
+def resources(spec: LaunchSpec) -> ResourceRequirements:
     # A memory-backed emptyDir is charged to the container's memory: raise the limit by the
     # shm size, or the pod is OOM-killed when /dev/shm fills up.
-    amounts: dict[str, Any] = {"cpu": str(spec.cpu_count), "memory": gib_text(spec.memory + spec.shm, "k8s")}
+    amounts = ResourceList(cpu=str(spec.cpu_count), memory=gib_text(spec.memory + spec.shm, "k8s"))
     if spec.gpus_per_node:
         amounts[GPU_RESOURCE] = spec.gpus_per_node
     # requests == limits: GPUs demand it, and Guaranteed QoS keeps the ranks from being evicted first.
-    return {"limits": dict(amounts), "requests": dict(amounts)}
+    return ResourceRequirements(limits=amounts.copy(), requests=amounts.copy())
 
 
 def literal(word: str) -> str:
@@ -36,34 +56,43 @@ def literal(word: str) -> str:
     return str(word) if isinstance(word, Expand) else word.replace("$(", "$$(")
 
 
+def _mount(m: Mount) -> VolumeMount:
+    mount = VolumeMount(name=m.name, mountPath=m.target)
+    if m.read_only:
+        mount["readOnly"] = True
+    return mount
+
+
 def container(
-    spec: LaunchSpec, command: list[str], env: list[dict[str, Any]], ports: list[dict[str, Any]], name: str = CONTAINER
-) -> dict[str, Any]:
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    for m in (*spec.data, spec.log_mount(kubernetes=True)):
-        mounts.append({"name": m.name, "mountPath": m.target, **({"readOnly": True} if m.read_only else {})})
+    spec: LaunchSpec, command: list[str], env: list[EnvVar], ports: list[ContainerPort], name: str = CONTAINER
+) -> Container:
+    mounts = [VolumeMount(name="dshm", mountPath="/dev/shm")]
+    mounts += [_mount(m) for m in (*spec.data, spec.log_mount(kubernetes=True))]
     words = [literal(w) for w in command]
-    c: dict[str, Any] = {
-        "name": name,
-        "image": spec.image,
-        "command": words[:1],
-        "args": words[1:],
-        "env": [{"name": k, "value": literal(v)} for k, v in spec.env] + env,
-        "resources": resources(spec),
-        "volumeMounts": mounts,
-        "securityContext": {
-            **({} if spec.uid == 0 else {"runAsNonRoot": True}),
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    }
+    security = SecurityContext() if spec.uid == 0 else SecurityContext(runAsNonRoot=True)
+    security.update(
+        SecurityContext(
+            allowPrivilegeEscalation=False,
+            capabilities=Capabilities(drop=["ALL"]),
+            seccompProfile=SeccompProfile(type="RuntimeDefault"),
+        )
+    )
+    c = Container(
+        name=name,
+        image=spec.image,
+        command=words[:1],
+        args=words[1:],
+        env=[EnvVar(name=k, value=literal(v)) for k, v in spec.env] + env,
+        resources=resources(spec),
+        volumeMounts=mounts,
+        securityContext=security,
+    )
     if ports:
         c["ports"] = ports
     return c
 
 
-def preflight(spec: LaunchSpec, env: list[dict[str, Any]]) -> dict[str, Any]:
+def preflight(spec: LaunchSpec, env: list[EnvVar]) -> Container:
     """`ddp-doctor check` in the job's own image, with its GPUs, /dev/shm and environment, before it starts.
 
     A failing check fails the pod with the check's exit status (1 a failure, 124 out of time: coreutils'
@@ -79,15 +108,15 @@ def preflight(spec: LaunchSpec, env: list[dict[str, Any]]) -> dict[str, Any]:
 def pod_spec(
     spec: LaunchSpec,
     command: list[str],
-    env: list[dict[str, Any]] | None = None,
-    ports: list[dict[str, Any]] | None = None,
+    env: list[EnvVar] | None = None,
+    ports: list[ContainerPort] | None = None,
     restart: str | None = "Never",
     subdomain: str | None = None,
     container_name: str = CONTAINER,
-) -> dict[str, Any]:
-    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_text(spec.shm, "k8s")}}]
+) -> PodSpec:
+    volumes = [Volume(name="dshm", emptyDir=EmptyDir(medium="Memory", sizeLimit=gib_text(spec.shm, "k8s")))]
     volumes += [_volume(m) for m in (*spec.data, spec.log_mount(kubernetes=True))]
-    pod: dict[str, Any] = {}
+    pod = PodSpec()
     if restart:
         pod["restartPolicy"] = restart
     if spec.gpus_per_node:
@@ -96,7 +125,7 @@ def pod_spec(
     if subdomain:
         pod["subdomain"] = subdomain
     # runAsNonRoot beside runAsUser 0 is a pod the kubelet refuses to start: it is written only for a non-root uid.
-    pod["securityContext"] = {"runAsUser": spec.uid, "runAsGroup": spec.gid, "fsGroup": spec.gid}
+    pod["securityContext"] = PodSecurityContext(runAsUser=spec.uid, runAsGroup=spec.gid, fsGroup=spec.gid)
     if spec.uid != 0:
         pod["securityContext"]["runAsNonRoot"] = True
     if spec.preflight:
@@ -106,11 +135,10 @@ def pod_spec(
     return pod
 
 
-def metadata(spec: LaunchSpec) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": spec.name,
-        "labels": {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "ddp-doctor"},
-    }
+def metadata(spec: LaunchSpec) -> ObjectMeta:
+    meta = ObjectMeta(
+        name=spec.name, labels={"app.kubernetes.io/name": spec.name, "app.kubernetes.io/managed-by": "ddp-doctor"}
+    )
     if spec.namespace:
         meta["namespace"] = spec.namespace
     return meta

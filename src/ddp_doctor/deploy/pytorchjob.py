@@ -9,9 +9,17 @@ Elastic jobs have Workers only and no RANK: torchrun's c10d rendezvous assigns n
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor.deploy import pod
+from ddp_doctor.deploy.manifests import (
+    ContainerPort,
+    ElasticPolicy,
+    ObjectMeta,
+    PodTemplate,
+    PyTorchJobDocument,
+    PyTorchJobSpec,
+    ReplicaSpec,
+    RunPolicy,
+)
 from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
@@ -20,36 +28,38 @@ CONTAINER_NAME = "pytorch"
 """The operator validates that each replica has a container of this name and reads the port from it."""
 
 
-def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> dict[str, Any]:
+def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> ReplicaSpec:
     command = spec.entrypoint(node_rank="$(RANK)", rdzv_host=rdzv_host, rdzv_id=spec.name)
-    ports = [{"name": PORT_NAME, "containerPort": spec.rdzv_port}]
+    ports = [ContainerPort(name=PORT_NAME, containerPort=spec.rdzv_port)]
     template_spec = pod.pod_spec(spec, command, ports=ports, restart=None, container_name=CONTAINER_NAME)
-    return {
-        "replicas": replicas,
-        "restartPolicy": "Never",
-        "template": {"metadata": {"labels": {"app.kubernetes.io/name": spec.name}}, "spec": template_spec},
-    }
+    return ReplicaSpec(
+        replicas=replicas,
+        restartPolicy="Never",
+        template=PodTemplate(metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec),
+    )
 
 
-def to_dict(spec: LaunchSpec) -> dict[str, Any]:
-    job_spec: dict[str, Any] = {"nprocPerNode": str(spec.ranks_per_node)}
+def to_dict(spec: LaunchSpec) -> PyTorchJobDocument:
+    job_spec = PyTorchJobSpec(nprocPerNode=str(spec.ranks_per_node))
     if spec.min_nodes is not None:
         # Elastic: only Workers, any of which may host the c10d store; worker 0 is the endpoint.
-        job_spec["elasticPolicy"] = {
-            "rdzvBackend": "c10d",
-            "rdzvPort": spec.rdzv_port,
-            "minReplicas": spec.min_nodes,
-            "maxReplicas": spec.nodes,
-            "maxRestarts": 3,
-        }
+        job_spec["elasticPolicy"] = ElasticPolicy(
+            rdzvBackend="c10d",
+            rdzvPort=spec.rdzv_port,
+            minReplicas=spec.min_nodes,
+            maxReplicas=spec.nodes,
+            maxRestarts=3,
+        )
         job_spec["pytorchReplicaSpecs"] = {"Worker": _replica(spec, spec.nodes, f"{spec.name}-worker-0")}
     else:
         replicas = {"Master": _replica(spec, 1, "$(MASTER_ADDR)")}
         if spec.nodes > 1:
             replicas["Worker"] = _replica(spec, spec.nodes - 1, "$(MASTER_ADDR)")
         job_spec["pytorchReplicaSpecs"] = replicas
-    job_spec["runPolicy"] = {"cleanPodPolicy": "None", "backoffLimit": 0}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": pod.metadata(spec), "spec": job_spec}
+    job_spec["runPolicy"] = RunPolicy(cleanPodPolicy="None", backoffLimit=0)
+    return PyTorchJobDocument(
+        apiVersion="kubeflow.org/v1", kind="PyTorchJob", metadata=pod.metadata(spec), spec=job_spec
+    )
 
 
 def render(spec: LaunchSpec) -> str:

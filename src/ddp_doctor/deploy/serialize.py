@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -23,7 +23,8 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def yaml_documents(docs: Sequence[dict[str, Any]], header: str) -> str:
+def yaml_documents(docs: Sequence[Mapping[str, object]], header: str) -> str:
+    """The documents as YAML, in the key order the translators built them, under a comment header."""
     body = "---\n".join(
         yaml.dump(d, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000) for d in docs
     )

@@ -13,6 +13,8 @@ from typing import Any
 
 from ddp_doctor import torchrun
 from ddp_doctor.checks import table
+from ddp_doctor.deploy.lint.loader import load_yaml_documents, read_text
+from ddp_doctor.deploy.serialize import Expand
 from ddp_doctor.errors import InputError, UsageError
 from ddp_doctor.words import plural
 
@@ -122,8 +124,6 @@ class Mount:
 
 def host_path(source: str) -> str:
     """A relative host path made absolute at run time (docker -v and pyxis need absolute paths)."""
-    from ddp_doctor.deploy.serialize import Expand
-
     if source.startswith("/"):
         return source
     return Expand("${PWD}/" + source.removeprefix("./"))
@@ -335,8 +335,6 @@ class LaunchSpec:
         a Kubernetes $(VAR)), used only for several nodes. gather_host: node 0's address for the watching
         doctors' one report (None where `ddp-doctor run` finds its nodes itself, under srun).
         """
-        from ddp_doctor.deploy.serialize import Expand
-
         n = str(self.ranks_per_node)
         node_rank, rdzv_id = Expand(node_rank), Expand(rdzv_id)
         endpoint = Expand(f"{rdzv_host}:{rdzv_port or self.rdzv_port}")
@@ -486,8 +484,6 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def load_file(path: str) -> dict[str, Any]:
-    from ddp_doctor.deploy.lint.loader import load_yaml_documents, read_text
-
     text = read_text(Path(path))
     docs = load_yaml_documents(text, path)
     if len(docs) != 1 or not isinstance(docs[0], dict):

@@ -15,9 +15,24 @@ and jobset.go (SyncParallelCount), pkg/constants/constants.go, manifests/base/ru
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ddp_doctor.deploy import failurepolicy, jobset, pod
+from ddp_doctor.deploy.manifests import (
+    EnvVar,
+    JobSetSpec,
+    JobSetTemplate,
+    JobTemplate,
+    MLPolicy,
+    ObjectMeta,
+    ReplicatedJob,
+    RuntimeDocument,
+    RuntimeRef,
+    RuntimeSpec,
+    TorchPolicy,
+    Trainer,
+    TrainJobDocument,
+    TrainJobSpec,
+)
 from ddp_doctor.deploy.serialize import yaml_documents
 from ddp_doctor.deploy.spec import LaunchSpec
 
@@ -53,54 +68,52 @@ def command(spec: LaunchSpec) -> list[str]:
     )
 
 
-def runtime(spec: LaunchSpec) -> dict[str, Any]:
+def runtime(spec: LaunchSpec) -> RuntimeDocument:
     spec = _spec(spec)
     words = command(spec)
     job = jobset.job_template(spec, words, CONTAINER, env=[])
-    body: dict[str, Any] = {}
+    body = JobSetSpec()
     policy = failurepolicy.jobset_failure_policy(spec, CONTAINER)
     if policy:
         body["failurePolicy"] = policy
-    body["replicatedJobs"] = [
-        {
-            "name": jobset.REPLICATED_JOB,
-            "template": {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}}, "spec": job},
-        }
-    ]
+    template = JobTemplate(metadata=ObjectMeta(labels={ANCESTOR_LABEL: "trainer"}), spec=job)
+    body["replicatedJobs"] = [ReplicatedJob(name=jobset.REPLICATED_JOB, template=template)]
     meta = pod.metadata(spec)
     meta.pop("namespace", None)  # a ClusterTrainingRuntime belongs to the cluster, not a namespace
     meta["labels"]["trainer.kubeflow.org/framework"] = "torch"
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterTrainingRuntime",
-        "metadata": meta,
-        "spec": {"mlPolicy": {"numNodes": spec.nodes, "torch": {}}, "template": {"spec": body}},
-    }
+    return RuntimeDocument(
+        apiVersion=API_VERSION,
+        kind="ClusterTrainingRuntime",
+        metadata=meta,
+        spec=RuntimeSpec(
+            mlPolicy=MLPolicy(numNodes=spec.nodes, torch=TorchPolicy()), template=JobSetTemplate(spec=body)
+        ),
+    )
 
 
-def train_job(spec: LaunchSpec) -> dict[str, Any]:
+def train_job(spec: LaunchSpec) -> TrainJobDocument:
     words = [pod.literal(w) for w in command(spec)]
-    trainer: dict[str, Any] = {
-        "image": spec.image,
-        "command": words[:1],
-        "args": words[1:],
-        "numNodes": spec.nodes,
-        "numProcPerNode": spec.ranks_per_node,
-        "resourcesPerNode": pod.resources(spec),
-        "env": [{"name": k, "value": pod.literal(v)} for k, v in spec.env],
-    }
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "TrainJob",
-        "metadata": pod.metadata(spec),
-        "spec": {
-            "runtimeRef": {"name": runtime_name(spec), "apiGroup": GROUP, "kind": "ClusterTrainingRuntime"},
-            "trainer": trainer,
-        },
-    }
+    trainer = Trainer(
+        image=spec.image,
+        command=words[:1],
+        args=words[1:],
+        numNodes=spec.nodes,
+        numProcPerNode=spec.ranks_per_node,
+        resourcesPerNode=pod.resources(spec),
+        env=[EnvVar(name=k, value=pod.literal(v)) for k, v in spec.env],
+    )
+    return TrainJobDocument(
+        apiVersion=API_VERSION,
+        kind="TrainJob",
+        metadata=pod.metadata(spec),
+        spec=TrainJobSpec(
+            runtimeRef=RuntimeRef(name=runtime_name(spec), apiGroup=GROUP, kind="ClusterTrainingRuntime"),
+            trainer=trainer,
+        ),
+    )
 
 
-def documents(spec: LaunchSpec) -> list[dict[str, Any]]:
+def documents(spec: LaunchSpec) -> list[RuntimeDocument | TrainJobDocument]:
     return [train_job(spec)] if spec.runtime else [runtime(spec), train_job(spec)]
 
 
