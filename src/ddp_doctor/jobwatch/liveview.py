@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from ddp_doctor.jobwatch.supervise import Watcher
+
+@dataclass(frozen=True)
+class RankLine:
+    """One rank as the watcher last saw it."""
+
+    rank: int
+    pid: object
+    running: bool
+    output_age_s: float | None
+    """Seconds since its log last grew; None before its first line."""
 
 
 class LiveView:
@@ -20,29 +28,27 @@ class LiveView:
         )
         self.live.start()
 
-    def update(self, w: Watcher) -> None:
+    def update(
+        self, elapsed_s: float, ranks: list[RankLine], gpus: dict[int, dict[str, Any]], note: str | None
+    ) -> None:
+        """Redraw: the job's age, every rank, the latest NVML sample of every GPU, and the timeline's note."""
         from rich.table import Table
 
-        now = time.monotonic()
-        table = Table(title=f"ddp-doctor run · {now - w.started:.0f} s", expand=False)
+        table = Table(title=f"ddp-doctor run · {elapsed_s:.0f} s", expand=False)
         for col in ("rank", "pid", "state", "last output"):
             table.add_column(col)
-        ages = w.follow.rank_output_age(now)
-        living = w.rank_pids()
-        for r, rec in sorted(w.out.ranks.items()):
-            age = ages.get(r)
+        for line in ranks:
+            age = line.output_age_s
             table.add_row(
-                str(r),
-                str(rec.get("pid")),
-                "running" if r in living else "ended",
+                str(line.rank),
+                str(line.pid),
+                "running" if line.running else "ended",
                 f"{age:.0f} s ago" if age is not None else "none yet",
             )
-        tl = w.out.timeline
-        gpus: dict[int, dict[str, Any]] = tl.latest() if tl else {}
         for g, s in sorted(gpus.items()):
             table.add_row(f"GPU {g}", "", f"util {s.get('util_pct', '?')}%", f"mem {s.get('mem_used_mib', '?')} MiB")
-        if tl is not None and tl.note:
-            table.caption = tl.note
+        if note:
+            table.caption = note
         self.live.update(table)
 
     def close(self) -> None:

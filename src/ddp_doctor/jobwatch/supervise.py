@@ -23,6 +23,7 @@ from ddp_doctor.jobwatch import collectives, envplan, evidence, hang, ras
 from ddp_doctor.jobwatch.balance import WaitShares
 from ddp_doctor.jobwatch.capture import StackTaker
 from ddp_doctor.jobwatch.config import WatchConfig
+from ddp_doctor.jobwatch.liveview import LiveView, RankLine
 from ddp_doctor.jobwatch.nvml import Timeline
 from ddp_doctor.jobwatch.progress import ProgressClock
 from ddp_doctor.jobwatch.rhythm import PHASE_ALLOWANCE_S, Threshold
@@ -166,7 +167,7 @@ class Watcher:
         """When the last examination found the job busy: the next look waits a threshold from then."""
         self._busy_looks = 0
         self._sampling = False
-        self._live: Any = None
+        self._live: LiveView | None = None
         self._env: dict[str, str] = {}
 
     # -- signals ------------------------------------------------------------------------------
@@ -390,12 +391,17 @@ class Watcher:
                 timeline.stop()
         return self.out
 
+    def _show_live(self, view: LiveView, now: float) -> None:
+        ages = self.follow.rank_output_age(now)
+        living = self.rank_pids()
+        lines = [RankLine(r, rec.get("pid"), r in living, ages.get(r)) for r, rec in sorted(self.out.ranks.items())]
+        tl = self.out.timeline
+        view.update(now - self.started, lines, tl.latest() if tl else {}, tl.note if tl else None)
+
     def _loop(self) -> None:
         assert self.proc is not None
         last_scan = last_sample = last_tree = 0.0
         if self.cfg.live:
-            from ddp_doctor.jobwatch.liveview import LiveView
-
             self._live = LiveView()
         while True:
             self._forward()
@@ -406,7 +412,7 @@ class Watcher:
                 last_scan = now
                 last_tree = now if tree else last_tree
                 if self._live is not None:
-                    self._live.update(self)
+                    self._show_live(self._live, now)
             if self.clock.poll(now, self.follow.poll(now)):
                 self._episode_reported = False
                 self._busy_looks = 0
