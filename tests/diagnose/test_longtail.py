@@ -222,6 +222,7 @@ AttributeError: 'NoneType' object has no attribute 'close'
         "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15",
         "RuntimeError: CUDA error: an illegal instruction was encountered",
         "train-worker-1 exited with code 137",
+        "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.16 GiB for an array with shape (1000, 3, 512)",
     ],
 )
 def test_a_process_ending_badly_is_never_healthy(line: str) -> None:
@@ -306,6 +307,19 @@ def test_a_traceback_cut_off_before_its_exception_line_is_still_a_failure_with_i
     assert root.id == "diag.unknown"
     assert root.observed["phase"] == "init" and root.observed["user_frame"] == "train.py:11 in <module>"
     assert 'raise _env_error("MASTER_ADDR")' in root.summary
+
+
+def test_a_traceback_pasted_onto_one_line_is_read_from_its_raise() -> None:
+    # A copy that lost its line breaks: the frame, its source line (a raise) and trailing blanks on one line.
+    log = f'  File "{SP}/somelib/setup.py", line 73, in prepare' + " " * 20 + "raise ValueError('bad layout 7')   \n"
+    root = _root(log)
+    assert root.status is Status.FAIL and root.id == "diag.unknown"
+    assert "raise ValueError('bad layout 7')" in root.summary and "prepare" in root.summary
+
+
+def test_a_stack_dump_pasted_onto_one_line_ends_nothing() -> None:
+    log = '  File "train.py", line 30, in <module>' + " " * 20 + "main()\nstep 10 loss 0.25\n"
+    assert all(r.status is not Status.FAIL for r in explain_text(log, "job.log"))
 
 
 def test_frames_without_a_traceback_header_end_nothing() -> None:

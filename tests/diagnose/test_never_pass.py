@@ -33,12 +33,6 @@ CONTRADICTED = {
     # Blind failures explain still calls healthy: never read here; benchmarks/score_explain_corpus.py lists them
     # as misses, and the class each names is the next thing to learn (strict: a fix shows here).
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
-    # Fitted, collected last: a traceback pasted with its frame and source flattened onto one line.
-    "espresso-8.log": "fitted: a failure called healthy, a flattened traceback is not read yet",
-    "nccl-2013.log": "blind: a failure called healthy, its class not known yet",
-    # Fitted, collected last: pip's "ERROR: Failed building wheel" ends a docker build; older pips print it and
-    # then install another way, so it is not read as a failure yet.
-    "horovod-1647.log": "fitted: a failed package build is not read as the end of the job yet",
     "kohya-trainer-246.log": "blind: a failure called healthy, its class not known yet",
 }
 

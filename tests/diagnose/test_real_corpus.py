@@ -29,11 +29,9 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
         "elastic-31.log",  # a rendezvous host name that does not resolve, in torchelastic's etcd wording
-        "espresso-8.log",  # a Slurm allocation turning a one-GPU run into a distributed one
         "examples-1030.log",
         "examples-611.log",
         "generativemodels-354.log",  # a model's own method called on the DDP wrapper (the reverse of model.module without DDP)
-        "horovod-1647.log",  # a Dockerfile newer than the released Horovod package it installs
         "jobset-603.log",
         "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "llamafactory-2424.log",  # a watchdog timeout while one rank still preprocesses the dataset

@@ -9,7 +9,7 @@ import re
 
 # Lines that look like a failure although no signature knows them: kept for `diag.unknown`.
 GENERIC_ERROR = (
-    r"\b(?:[A-Z]\w*(?:Error|Exception)|Exception)\b:|\bNCCL WARN\b|\b(?:ERROR|FATAL|CRITICAL)\b|Segmentation fault"
+    r"\b(?:_*[A-Z]\w*(?:Error|Exception)|Exception)\b:|\bNCCL WARN\b|\b(?:ERROR|FATAL|CRITICAL)\b|Segmentation fault"
     r"|core dumped|\[E\d{4} |exited with code [1-9]|\bexitcode\s*:\s*-?[1-9]"
 )
 GENERIC_ERROR_RE = re.compile(GENERIC_ERROR)

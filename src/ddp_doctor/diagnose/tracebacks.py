@@ -28,6 +28,9 @@ _HEADER = re.compile(HEADER)
 _FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\[[^\]]*\])?)(?::\s?(?P<message>.*))?$")
 _CARETS = re.compile(r"^\s*[\^~\s]+$")
+_FLATTENED = re.compile(r"^(?P<func>\S+)\s{2,}(?P<source>\S.*)$")
+"""A frame whose source line was pasted onto it (a copy that lost its line breaks): 'main      raise X(...)'."""
+_RAISE = re.compile(r"^raise\s+[A-Za-z_][\w.]*")
 _LOOSE_LINES = 8
 """Lines of the same origin after the last frame within which the exception line must come."""
 MAX_KEPT = 64
@@ -80,6 +83,8 @@ class _Open:
     since_frame: int = 0
     ignored: bool = False
     header: bool = False
+    raises: bool = False
+    """The innermost frame's source line is a `raise` statement."""
     source_line: str = ""
     """The source line printed under the innermost frame so far."""
 
@@ -120,10 +125,15 @@ class TracebackReader:
                 tb = self._open[key] = _Open(lineno, order, when)
             indent = len(frame.group("indent"))
             tb.indent = indent if tb.indent is None else min(tb.indent, indent)
-            tb.frames.append(TracebackFrame(frame.group("path"), int(frame.group("line")), frame.group("func")))
+            func, source_line = frame.group("func"), ""
+            flat = _FLATTENED.match(func)
+            if flat:
+                func, source_line = flat.group("func"), flat.group("source").strip()
+            tb.frames.append(TracebackFrame(frame.group("path"), int(frame.group("line")), func))
             tb.frame_lines.append(lineno)
             tb.since_frame = 0
-            tb.source_line = ""
+            tb.source_line = source_line
+            tb.raises = bool(_RAISE.match(source_line))
             return None
         if tb is None or not tb.frames:
             return None
@@ -133,6 +143,7 @@ class TracebackReader:
         if not stripped or _CARETS.match(body) or (tb.indent is not None and indent > tb.indent):
             if tb.since_frame == 1 and stripped and not _CARETS.match(body):
                 tb.source_line = stripped
+                tb.raises = bool(_RAISE.match(stripped))
             if tb.since_frame > _LOOSE_LINES:
                 self._cut(key)
             return None  # a frame's source line or its carets
@@ -170,11 +181,11 @@ class TracebackReader:
             self.raised.append(raised)
 
     def _cut(self, key: tuple[object, ...]) -> None:
-        # Only a traceback whose header was seen: Python prints "Traceback (most recent call last):" for an
-        # exception alone, while bare frame lines also come from stack dumps (traceback.print_stack, logging's
-        # stack_info) that end nothing.
+        # Only a traceback whose header was seen, or whose innermost frame runs a `raise`: Python prints
+        # "Traceback (most recent call last):" for an exception alone, while bare frame lines also come from stack
+        # dumps (traceback.print_stack, logging's stack_info) that end nothing and whose last line is never a raise.
         tb = self._open.pop(key)
-        if not tb.header or not tb.frames or tb.ignored:
+        if not (tb.header or tb.raises) or not tb.frames or tb.ignored:
             return
         source, rank, local_rank, node, pid = key
         self._keep(
