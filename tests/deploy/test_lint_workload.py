@@ -506,3 +506,91 @@ def test_capital_letters_only_in_the_repository_path_are_refused(image: str, pat
 def test_compose_image_with_capitals(tmp_path: Path) -> None:
     found = _lint(tmp_path, "docker-compose.yml", "services:\n  app:\n    image: FlagAlpha/llama2:gradio\n")
     assert found["image_reference_invalid"] == [(3, "error")]
+
+
+_RAY_SLURM = """
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:8
+#SBATCH --ntasks-per-node=1
+nodes=($(scontrol show hostnames $SLURM_JOB_NODELIST))
+head=${{nodes[0]}}
+srun --nodes=1 --ntasks=1 -w $head \\
+    ray start --head --port=6379 --num-gpus 8 \\
+    --block &
+sleep 10
+srun --nodes=1 --ntasks=1 -w ${{nodes[1]}} ray start --address $head:6379 --num-gpus 8 --block &
+python train.py
+{end}
+"""
+
+
+def test_a_batch_script_that_waits_on_blocking_ray_nodes_holds_its_allocation(tmp_path: Path) -> None:
+    """`wait` waits for every background job: after blocking `ray start --block &` steps (written over
+    several lines or not) it never returns, wherever it stands in the script."""
+    found = _lint(tmp_path, "ray.sbatch", _RAY_SLURM.format(end="wait\necho finished"))
+    assert found["gpus_held"] == [(14, "warning")], found
+    # Without the wait the batch script ends after the driver, and Slurm ends the steps with it.
+    assert "gpus_held" not in _lint(tmp_path, "ray2.sbatch", _RAY_SLURM.format(end="echo finished"))
+
+
+@pytest.mark.parametrize("order", ["worker first", "head first"])
+def test_a_branch_that_blocks_forever_beside_the_work_holds_its_gpus(tmp_path: Path, order: str) -> None:
+    worker = "ray start --address=$MASTER_ADDR:6379 --num-gpus 8 --block"
+    head = "ray start --head --port=6379 --num-gpus 8\n  python3 train.py"
+    first, second = (worker, head) if order == "worker first" else (head, worker)
+    text = f'#!/bin/bash\nif [ "$NODE_RANK" != "0" ]; then\n  {first}\nelse\n  {second}\nfi\n'
+    found = _lint(tmp_path, "node.sh", text)
+    assert [sev for _, sev in found["gpus_held"]] == ["warning"], found
+    # A worker that starts a Ray node and returns leaves with its script.
+    quiet = _lint(tmp_path, "node2.sh", text.replace(" --block", ""))
+    assert "gpus_held" not in quiet, quiet
+
+
+_RAY_CLUSTER = """
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: rl
+spec:
+  headGroupSpec:
+    rayStartParams: {{{params}}}
+    template:
+      spec:
+        containers:
+          - name: ray-head
+            image: rayproject/ray:2.40.0-gpu
+            resources:
+              limits:
+                memory: 200Gi
+                nvidia.com/gpu: 8
+{mount}
+"""
+_SHM_MOUNT = """
+            volumeMounts:
+              - name: shm
+                mountPath: /dev/shm
+        volumes:
+          - name: shm
+            emptyDir:
+              medium: Memory
+              sizeLimit: {size}
+"""
+
+
+@pytest.mark.parametrize(
+    ("params", "size", "held_back"),
+    [
+        ("", "10Gi", True),  # 30% of 200Gi (60 GiB) does not fit 10 GiB
+        ("", "64Gi", False),
+        ("object-store-memory: '5000000000'", "10Gi", False),
+        ("object-store-memory: '50000000000'", "10Gi", True),
+        ("", None, False),  # KubeRay mounts a /dev/shm sized to the memory limit
+    ],
+)
+def test_a_ray_node_whose_object_store_does_not_fit_its_dev_shm(
+    tmp_path: Path, params: str, size: str | None, held_back: bool
+) -> None:
+    mount = _SHM_MOUNT.format(size=size) if size else ""
+    found = _lint(tmp_path, "ray.yaml", _RAY_CLUSTER.format(params=params, mount=mount))
+    assert ("shm_object_store" in found) is held_back, found

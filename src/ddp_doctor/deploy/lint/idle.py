@@ -5,6 +5,7 @@ its GPUs until someone deletes it."""
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 LONG_SECONDS = 600
 """A final sleep at least this long is holding the job open, not waiting for a peer to come up."""
@@ -38,21 +39,57 @@ def command_text(words: list[str]) -> str:
     return " ".join(words)
 
 
+_KEYWORD = re.compile(r"^(?:then|do|else)\s+")
+_BRANCH_END = re.compile(r"^(?:else|elif|fi|;;|esac)\b")
+
+
+def _never_returns(step: str) -> bool:
+    m = _SLEEP.match(step)
+    return (m is not None and m.group(1) in ("infinity", "inf")) or _FOREVER.match(step) is not None
+
+
+def _branch_held(raw: list[str]) -> str | None:
+    """A branch of an if / case that ends in a command that never returns, where another branch goes on
+    (`if [ $RANK != 0 ]; then ray start --address ... --block; else ray start --head; python train.py; fi`):
+    the nodes that take it never end, and keep the job's GPUs after the work the other branch does."""
+    for step, after in pairwise(raw):
+        body = _KEYWORD.sub("", step)
+        if _BRANCH_END.match(after) and _never_returns(body):
+            return f"ends a branch with {body}, which never returns, while another branch does the work"
+    return None
+
+
+def _waits_forever(steps: list[str]) -> str | None:
+    """A bare `wait` after a command that never returns was sent to the background (`srun ... ray start
+    --block &`): wait waits for every background job, so the script never gets past it."""
+    blocked: str | None = None
+    for step in steps:
+        m = _BACKGROUND.search(step)
+        if m is not None and blocked is None:
+            blocked = m.group(0).rstrip("&").strip()
+        if _KEYWORD.sub("", step) == "wait" and blocked is not None:
+            return f"ends with wait on {blocked} in the background, which never returns"
+    return None
+
+
 def holds_forever(script: str) -> str | None:
     """What keeps the command running after its work ('ends with sleep 3600', 'loops forever with
-    while true and no break'), or None."""
+    while true and no break', a branch that blocks forever), or None."""
+    script = script.replace("\\\n", " ")  # a command continued over several lines is one step
     loop = _LOOP.search(script)
     if loop is not None and _OUT.search(script[loop.end() :]) is None:
         return "loops forever (while true with no break or exit)"
-    steps = [s.strip() for s in _SPLIT.split(script)]
-    steps = [s for s in steps if s and not s.startswith("#") and s not in ("done", "fi", "}")]
+    raw = [s.strip() for s in _SPLIT.split(script)]
+    raw = [s for s in raw if s and not s.startswith("#")]
+    steps = [s for s in raw if s not in ("done", "fi", "}")]
     if not steps:
         return None
+    waited = _waits_forever(steps)
+    if waited is not None:
+        return waited
+    branch = _branch_held(raw)
     last = steps[-1]
     if last == "wait":
-        blocked = _BACKGROUND.search(script)
-        if blocked is not None:
-            return f"ends with wait on {blocked.group(0).rstrip('&').strip()} in the background, which never returns"
         steps = steps[:-1] or [""]
         last = steps[-1]
     m = _SLEEP.match(last)
@@ -60,4 +97,4 @@ def holds_forever(script: str) -> str | None:
         return f"ends with {last} after its work"
     if _FOREVER.match(last):
         return f"ends with {last}, which never returns"
-    return None
+    return branch

@@ -156,6 +156,7 @@ def _container(
     u.trains = (w.trains or bool(own)) and w.role not in (LAUNCHER, HELPER)
     _resources(u, c)
     _shm(u, c, pod, volumes, line, w.shm_supplied if index == 0 else None)
+    _ray_object_store(u, c, words, w, index)
     if isinstance(pod.get("runtimeClassName"), str):
         u.runtime_class = At(pod["runtimeClassName"], pod.line_of("runtimeClassName"))
     u.runtime_class_applies = u.gpus is not None
@@ -214,6 +215,45 @@ def _persistence(u: Unit, c: YMap, volumes: dict[Any, YMap], w: PodTemplate) -> 
         u.persistent_volume = False if w.deleted_after is not None else None
         if w.deleted_after is not None:
             u.holder = f"Ray cluster, deleted when the job ends ({w.deleted_after.value}, line {w.deleted_after.line})"
+
+
+RAY_OBJECT_STORE_SHARE = 0.3
+"""Ray's object store takes this share of the node's memory unless told its size
+(ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION; RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION overrides it)."""
+RAY_OBJECT_STORE_CAP = 200 * 10**9
+"""...and at most this many bytes (ray_constants.DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES)."""
+_RAY_START = re.compile(r"\bray\s+start\b")
+_STORE_FLAG = re.compile(r"--object-store-memory[= ]+([0-9]+)")
+
+
+def _ray_object_store(u: Unit, c: YMap, words: list[Word], w: PodTemplate, index: int) -> None:
+    """A Ray node's object store lives in /dev/shm: whether the container starts one (KubeRay starts it in
+    the first container of each group's pods), and its size when the config tells it."""
+    text = command_text([x.text for x in words]) if words else ""
+    started = _RAY_START.search(text)
+    if w.operator == "ray" and index == 0:
+        u.ray_node = At("KubeRay starts a Ray node in this container", u.line)
+    elif started is not None:
+        u.ray_node = At("ray start", words[0].line)
+    else:
+        return
+    flag = _STORE_FLAG.search(text)
+    if w.object_store is not None and w.object_store.value.isdigit():
+        u.object_store = At(int(w.object_store.value), w.object_store.line)
+    elif flag is not None:
+        u.object_store = At(int(flag.group(1)), words[0].line)
+    else:
+        resources = ymap(c, "resources")
+        # Ray sizes it from the memory it sees: the container's limit (a request is a floor of it).
+        sized = next((m for m in (ymap(resources, "limits"), ymap(resources, "requests")) if "memory" in m), None)
+        size = k8s_bytes(sized["memory"]) if sized is not None else None
+        share = u.env.get("RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION")
+        try:
+            fraction = float(share.value) if share is not None else RAY_OBJECT_STORE_SHARE
+        except ValueError:
+            fraction = RAY_OBJECT_STORE_SHARE
+        if size is not None and sized is not None:
+            u.object_store = At(min(int(size * fraction), RAY_OBJECT_STORE_CAP), sized.line_of("memory"))
 
 
 def _with_entrypoint(c: YMap, words: list[Word]) -> list[Word]:

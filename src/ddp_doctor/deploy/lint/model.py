@@ -132,6 +132,11 @@ class Unit:
     'default' (nothing set: the runtime's 64 MiB), 'tiny' (sized under 1 GiB) or None (not applicable)."""
     shm_bytes: int | None = None
     memory_limit: At[int] | None = None
+    ray_node: At[str] | None = None
+    """What starts a Ray node in the container (KubeRay's Ray container, `ray start`): Ray keeps its object
+    store in /dev/shm."""
+    object_store: At[int] | None = None
+    """The Ray node's object store size in bytes, when the config tells it (set, or Ray's share of the memory)."""
     runtime_class: At[str] | None = None
     runtime_class_applies: bool = False
     root: At[str] | None = None

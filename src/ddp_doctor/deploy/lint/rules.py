@@ -230,6 +230,26 @@ def _shm_default(u: Unit) -> Hit | None:
 
 
 @check
+def ray_object_store(u: Unit) -> Iterator[Hit]:
+    """A Ray node keeps its object store in /dev/shm; one smaller than the store sends it to disk."""
+    if u.ray_node is None or u.shm is None:
+        return
+    if u.shm.value == "default":
+        shm = table.shm().container_default_bytes
+    elif u.shm.value in ("memory", "tiny") and u.shm_bytes is not None:
+        shm = u.shm_bytes
+    else:
+        return
+    if u.object_store is not None and u.object_store.value > shm:
+        store = f"{human(u.object_store.value)}, line {u.object_store.line}"
+    elif u.object_store is None and u.shm.value == "default":
+        store = "30% of the node's memory, more than 64 MiB on any node that runs Ray"
+    else:
+        return
+    yield Hit("shm_object_store", u.shm.line, {"store": store, "shm": human(shm), "node": u.ray_node.value})
+
+
+@check
 def shm_within_memory(u: Unit) -> Iterator[Hit]:
     if u.shm is None or u.shm_bytes is None or u.memory_limit is None:
         return
@@ -345,6 +365,7 @@ HOLDERS = {
     "k8s": "pod",
     "shell": "node (the pod, container or allocation running this script)",
     "skypilot": "cluster's nodes (sky down, autodown, a managed job's end)",
+    "slurm": "allocation (until the job's time limit)",
 }
 
 

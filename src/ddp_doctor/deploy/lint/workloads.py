@@ -73,6 +73,8 @@ class PodTemplate:
     """Why the pods keep running after the job's work (a RayJob's cluster that is not shut down)."""
     deleted_after: At[str] | None = None
     """What deletes the pods, and their disks, when the job ends (a RayJob's shutdownAfterJobFinishes)."""
+    object_store: At[str] | None = None
+    """A Ray group's rayStartParams object-store-memory (bytes), when set."""
     stands_for: int | None = None
     """id() of the pod spec in the object that this (rebuilt) template replaces, so it is not read twice."""
 
@@ -309,7 +311,14 @@ def _ray_cluster(spec: YMap, label: str) -> list[PodTemplate]:
     if isinstance(pod, YMap):
         plasma = "plasma-directory" in ymap(head, "rayStartParams")
         out.append(
-            PodTemplate(f"{label} head", pod, role=HEAD, operator="ray", shm_supplied=None if plasma else supplied)
+            PodTemplate(
+                f"{label} head",
+                pod,
+                role=HEAD,
+                operator="ray",
+                shm_supplied=None if plasma else supplied,
+                object_store=_object_store_param(head),
+            )
         )
     groups = spec.get("workerGroupSpecs")
     for g in groups if isinstance(groups, YList) else []:
@@ -328,9 +337,16 @@ def _ray_cluster(spec: YMap, label: str) -> list[PodTemplate]:
                 operator="ray",
                 trains=True,
                 shm_supplied=None if plasma else supplied,
+                object_store=_object_store_param(g),
             )
         )
     return out
+
+
+def _object_store_param(group: YMap) -> At[str] | None:
+    params = ymap(group, "rayStartParams")
+    value = params.get("object-store-memory")
+    return At(str(value), params.line_of("object-store-memory")) if value is not None else None
 
 
 def _raycluster(doc: YMap, label: str) -> list[PodTemplate]:
