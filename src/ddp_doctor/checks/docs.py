@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ddp_doctor.checks import ALL, table
+from ddp_doctor.checks import table
+from ddp_doctor.checks.registry import ALL
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "checks.md"
 

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ddp_doctor import checks
-from ddp_doctor.checks import table
+from ddp_doctor.checks import registry, table
 from ddp_doctor.report import Result, Status
 from ddp_doctor.torchrun import TorchrunCommand
 from ddp_doctor.torchrun import argv as torchrun_argv
@@ -213,7 +212,7 @@ class ImageSubject:
         return None
 
 
-# The report's order: the image-only rules, and the ids the shared units answer (checks.evaluate).
+# The report's order: the image-only rules, and the ids the shared units answer (checks.registry.evaluate).
 RULES: tuple[Callable[[Facts], Result] | str, ...] = (
     integrity,
     python,
@@ -231,7 +230,7 @@ RULES: tuple[Callable[[Facts], Result] | str, ...] = (
 
 
 def evaluate(facts: Facts) -> list[Result]:
-    shared = {r.id: r for r in checks.evaluate(ImageSubject(facts))}
+    shared = {r.id: r for r in registry.evaluate(ImageSubject(facts))}
     return [
         shared[rule] if isinstance(rule, str) else rule(facts)
         for rule in RULES
