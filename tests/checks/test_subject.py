@@ -14,7 +14,7 @@ import pytest
 
 from ddp_doctor.checks import registry
 from ddp_doctor.checks.facts.host import UserFacts
-from ddp_doctor.image import rules
+from ddp_doctor.image.subject import ImageSubject
 from ddp_doctor.report import Status
 
 F = TypeVar("F")
@@ -54,8 +54,21 @@ def test_tags_pick_units_and_a_subject_skips_by_tag() -> None:
 
 def test_every_unit_names_its_subjects_and_the_image_lists_the_ids_it_answers() -> None:
     assert all(unit.ids for unit in registry.ALL)
-    image_ids = {unit.id_for("image") for unit in registry.ALL if "image" in unit.ids}
-    assert image_ids == {rule for rule in rules.RULES if isinstance(rule, str)}
+    image_ids = [unit.id_for("image") for unit in registry.ALL if "image" in unit.ids]
+    assert list(dict.fromkeys(image_ids)) == [
+        "image.integrity",
+        "image.python",
+        "image.torch",
+        "image.official_build",
+        "image.nccl",
+        "image.cuda_runtime",
+        "image.cudnn",
+        "image.torchrun",
+        "image.user",
+        "image.env",
+        "image.entrypoint",
+        "image.run_command",
+    ], "the image report's order"
 
 
 def _image(installed: bool) -> dict[str, Any]:
@@ -68,7 +81,7 @@ def _image(installed: bool) -> dict[str, Any]:
 
 
 def test_image_torch_is_the_build_when_installed_and_the_install_when_not() -> None:
-    subject = rules.ImageSubject
+    subject = ImageSubject
     missing = {r.id: r for r in registry.evaluate(subject(_image(False)))}.get("image.torch")
     present = {r.id: r for r in registry.evaluate(subject(_image(True)))}.get("image.torch")
     assert missing is not None and missing.title == "torch installed" and missing.status is Status.FAIL
@@ -101,3 +114,32 @@ def test_the_registry_finds_every_unit_in_order_and_refuses_two_at_one_place(tmp
     assert [u.name for u in found] == ["zeta", "alpha"], "order, not the file names, places them"
     with pytest.raises(ValueError, match="both have order 7"):
         registry.discover(_package_of(tmp_path, "units_clash", {"one": 7, "two": 7}))
+
+
+def test_image_only_units_run_through_the_registry_and_a_malformed_field_is_an_error() -> None:
+    facts = {
+        **_image(True),
+        "image": {
+            "format": "docker-archive",
+            "verified_blobs": 3,
+            "layer_count": 2,
+            "uncompressed_bytes": 1 << 20,
+            "entries": 10,
+            "config": {"Entrypoint": ["/bin/sh"], "Cmd": None, "User": "1000"},
+            "name": "t:1",
+        },
+        "torchrun": {"on_path": "/usr/bin/torchrun", "path": "/usr/bin/torchrun"},
+    }
+    results = {r.id: r for r in registry.evaluate(ImageSubject(facts))}
+    ids = list(results)
+    assert (ids[0], ids[-1]) == ("image.integrity", "image.run_command")
+    assert results["image.integrity"].status is Status.PASS and "3 blobs match" in results["image.integrity"].summary
+    assert results["image.entrypoint"].summary.startswith('ENTRYPOINT ["/bin/sh"]; no CMD')
+    assert "--entrypoint ''" in (results["image.run_command"].remedy or "")
+    assert results["image.cudnn"].status is Status.SKIP  # a CPU build of torch
+    broken = {**facts, "image": {**facts["image"], "config": {"Entrypoint": {"not": "a list"}}}}
+    again = {r.id: r for r in registry.evaluate(ImageSubject(broken))}
+    assert (
+        again["image.entrypoint"].status is Status.ERROR and "Entrypoint is dict" in again["image.entrypoint"].summary
+    )
+    assert again["image.integrity"].status is Status.PASS
