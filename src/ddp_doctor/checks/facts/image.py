@@ -138,7 +138,7 @@ class CudaRuntimeFacts(CudaLibFacts):
 
 
 @dataclass(frozen=True)
-class RunFacts:
+class RunAdviceFacts:
     """What the advised run command depends on: the image's name, its torchrun, its Entrypoint."""
 
     name: str | None
@@ -149,7 +149,7 @@ class RunFacts:
     """An Entrypoint would swallow the command, so the advice clears it."""
 
     @classmethod
-    def from_image(cls, facts: Mapping[str, Any]) -> RunFacts:
+    def from_image(cls, facts: Mapping[str, Any]) -> RunAdviceFacts:
         img, runner = section(facts, "image"), section(facts, "torchrun")
         cfg = typed_at(img, "config", Mapping, "image") or {}
         return cls(

@@ -6,7 +6,7 @@ import json
 import shlex
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts.image import RunFacts
+from ddp_doctor.checks.facts.image import RunAdviceFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.torchrun import TorchrunCommand
@@ -17,7 +17,7 @@ def gpu_flags() -> str:
     return f"--gpus all --shm-size={table.shm().docker_size(None)} --ulimit memlock=-1 --ulimit stack=67108864"
 
 
-def judge(f: RunFacts) -> Finding:
+def judge(f: RunAdviceFacts) -> Finding:
     """Advises the command that starts the image with its GPUs, a /dev/shm sized for a full node
     (checks/knowledge.yaml `shm`) and unlimited locked memory, with torchrun as the image has it; the
     Kubernetes container the same; then `check --image` to verify it on a GPU node.
@@ -52,7 +52,7 @@ def judge(f: RunFacts) -> Finding:
 CHECK = Check(
     name="run_command",
     title="How to run it",
-    facts=RunFacts,
+    facts=RunAdviceFacts,
     judge=judge,
     ids={"image": "image.run_command"},
     order=310,
