@@ -17,6 +17,7 @@ from ddp_doctor.report import Report
 
 DEFAULT = CheckConfig()
 """The one source of the flags' defaults (the parser shows and fills in CheckConfig's)."""
+HELP = "check that this environment (or an image) really runs distributed PyTorch training"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,22 +151,22 @@ def run(args: argparse.Namespace) -> Report:
         from ddp_doctor.image.container import check_in_image
 
         return check_in_image(config)
-    from ddp_doctor.env import checks, facts
-
     if config.expect_gpus is not None and config.expect_gpus < 0:
         raise UsageError(f"--expect-gpus must be 0 or more, got {config.expect_gpus}")
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
     if config.static or chosen.source == "none":  # with no training environment there is nothing to launch
-        report.facts = facts.gather(target=chosen)
-        report.facts["expect_gpus"] = config.expect_gpus
-        report.extend(checks.evaluate(report.facts))
-        if chosen.source == "none":
-            report.headline = (
-                f"Distributed training was not checked: {target.NOT_FOUND}. Nothing was launched; "
-                "the checks of this host (shared memory, limits, network, GPUs) ran."
-            )
-        return report
+        from ddp_doctor.env import facts
+        from ddp_doctor.live import hostcheck
+
+        recorded = hostcheck.host_facts(facts.gather(target=chosen), config)
+        headline = (
+            f"Distributed training was not checked: {target.NOT_FOUND}. Nothing was launched; "
+            "the checks of this host (shared memory, limits, network, GPUs) ran."
+        )
+        return hostcheck.assemble(
+            report, recorded, hostcheck.judge(recorded), headline=headline if chosen.source == "none" else None
+        )
     from ddp_doctor import progress
     from ddp_doctor.live.chain import run_check
 

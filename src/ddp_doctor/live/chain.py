@@ -7,7 +7,6 @@ are gathered without importing torch (`probe_torch=False`); the torch facts come
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -20,9 +19,10 @@ from typing import Any
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
-from ddp_doctor.live import capacity
+from ddp_doctor.live import capacity, hostcheck
 from ddp_doctor.live import launch as launcher
-from ddp_doctor.live.merge import Plan, first_failure, merge
+from ddp_doctor.live.merge import Merged, Plan, first_failure, merge
+from ddp_doctor.live.nodestage import OneNode, Stage
 from ddp_doctor.live.phases.balance import BASELINE_ENV
 from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.live.reconcile import blame_variables, reconcile
@@ -240,72 +240,77 @@ def run_check(
     target: Target | None = None,
     on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None,
 ) -> Report:
+    """The live check of this node: plan, launch, one host subject judged once, one report."""
     snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there
     plan, spec, ranks = plan_for(config, target, snapshot)
-    # -- multi-node (helper G, live/multinode/node.py): preflight before launch, cluster report after
-    from ddp_doctor.live.multinode import node as multinode
-
-    mn = multinode.prepare(config, plan.backend)
-    if mn is not None:
-        if mn.blocked:
-            return multinode.blocked_report(mn, report)
-        spec = mn.apply(spec)
-    # -- end multi-node
+    stage = _stage(config, plan.backend)
+    blocked = stage.blocked()
+    if blocked is not None:
+        return hostcheck.assemble(report, blocked.facts, blocked.results)
     # Parallel to torchrun's start: the verdict should take as long as the bare job.
     facts_job = Background("the static gather", lambda: _gather_facts(target, config.rdzv_endpoint))
-    with mn.watch() if mn else contextlib.nullcontext():  # multi-node (helper G)
-        outcome = launcher.launch(_launched(spec, ranks), on_poll=on_poll)
-    if mn is not None:  # multi-node (helper G)
-        mn.before_merge(outcome, plan)
+    with stage.watch():
+        outcome = launcher.launch(_launched(stage.apply(spec), ranks), on_poll=on_poll)
+    stage.adopt(outcome, plan)
     gathered, gather_problem = facts_job.result(max(5.0, config.timeout))
-    facts: dict[str, Any] = gathered if isinstance(gathered, dict) else {}
     merged = merge(outcome, plan)
-    if merged.torch_facts:
-        facts["torch"] = {**(facts.get("torch") or {}), **merged.torch_facts, "source": "rank 0"}
-    facts["live"] = {
-        **merged.live_facts,
-        "torchrun": {"argv": outcome.argv, "source": outcome.launcher_source},
-        "duration_s": outcome.duration_s,
-        "timed_out": outcome.timed_out,
-        "cleanup": outcome.cleanup,
-        "run_dir": outcome.run_dir,
-    }
-    if snapshot.get("driver_loaded"):
-        facts["gpu_baseline"] = snapshot
-    facts["expect_gpus"] = config.expect_gpus
-    report.facts = facts
-    static: list[Result] = []
-    if gather_problem is not None or not facts:
-        static.append(
-            Result(
-                "env.facts",
-                "static facts",
-                Status.ERROR,
-                f"gathering the static facts failed: {gather_problem or 'no facts came back'}",
-            )
-        )
-    else:
-        from ddp_doctor.env import checks
+    facts = hostcheck.host_facts(
+        gathered if isinstance(gathered, dict) else None,
+        config,
+        ranks_torch=merged.torch_facts,
+        live={
+            **merged.live_facts,
+            "torchrun": {"argv": outcome.argv, "source": outcome.launcher_source},
+            "duration_s": outcome.duration_s,
+            "timed_out": outcome.timed_out,
+            "cleanup": outcome.cleanup,
+            "run_dir": outcome.run_dir,
+        },
+        gpu_baseline=snapshot if snapshot.get("driver_loaded") else None,
+    )
+    if gather_problem is None and not isinstance(gathered, dict):
+        gather_problem = "no facts came back"
+    static = hostcheck.judge(facts, gather_problem)
+    interfaces = [str(i.get("name")) for i in ((facts.get("network") or {}).get("interfaces") or [])]
+    results, root_cause = _judged(static, outcome, plan, merged, config, interfaces)
+    concluded = stage.conclude(results, root_cause, outcome)
+    if concluded.lead is not None:
+        results, root_cause = [concluded.lead, *results], concluded.lead.id
+    return hostcheck.assemble(report, {**facts, **concluded.facts}, [*results, *concluded.results], root_cause)
 
-        static = checks.evaluate(facts)
-    report.extend(static)
+
+def _stage(config: CheckConfig, backend: str) -> Stage:
+    if not config.multinode:
+        return OneNode()
+    # Only for several nodes: its preflight loads the checks registry, which a one-node launch need not wait for.
+    from ddp_doctor.live.multinode import node
+
+    return node.prepare(config, backend)
+
+
+def _judged(
+    static: list[Result],
+    outcome: launcher.RunOutcome,
+    plan: Plan,
+    merged: Merged,
+    config: CheckConfig,
+    interfaces: list[str],
+) -> tuple[list[Result], str | None]:
+    """This node's results in report order, and the root cause among them."""
     launched = _launch_result(outcome, plan)
-    report.add(launched)
     if outcome.preflight_error or launched.status is Status.FAIL:
-        report.root_cause = "live.launch"
-        if mn is not None:  # multi-node (helper G)
-            mn.conclude(report, outcome)
-        return report
+        return [*static, launched], "live.launch"
+    results = [*static, launched]
     if outcome.timed_out:
-        report.add(_timeout_result(outcome, plan))
-    report.extend(merged.results)
+        results.append(_timeout_result(outcome, plan))
+    results.extend(merged.results)
     if config.gpu_health:
         from ddp_doctor.health.gpu import evaluate
 
         per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]
-        report.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
+        results.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
     if outcome.run_dir:
-        report.add(
+        results.append(
             Result(
                 "live.run_dir",
                 "run directory kept",
@@ -314,10 +319,9 @@ def run_check(
                 observed={"path": outcome.run_dir},
             )
         )
-    if merged.root is not None:
-        report.root_cause = merged.root.id
-    elif outcome.returncode not in (0, None) and not report.failures():
-        report.add(
+    failed = any(r.status in (Status.FAIL, Status.ERROR) for r in results)
+    if merged.root is None and outcome.returncode not in (0, None) and not failed:
+        results.append(
             Result(
                 "live.exit",
                 "torchrun exits 0",
@@ -326,9 +330,6 @@ def run_check(
                 evidence=[Evidence("torchrun.log", ln) for ln in outcome.logs.get("torchrun.log", [])[-10:]],
             )
         )
-    report.results = reconcile(report.results)
-    names = [str(i.get("name")) for i in ((facts.get("network") or {}).get("interfaces") or [])]
-    report.results = blame_variables(report.results, {str(k): str(v) for k, v in os.environ.items()}, names)
-    if mn is not None:  # multi-node (helper G)
-        mn.conclude(report, outcome)
-    return report
+    results = reconcile(results)
+    results = blame_variables(results, {str(k): str(v) for k, v in os.environ.items()}, interfaces)
+    return results, merged.root.id if merged.root is not None else None

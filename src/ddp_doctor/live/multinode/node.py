@@ -1,16 +1,16 @@
-"""One node of a multi-node `ddp-doctor check`: the plan around the live chain's launch.
+"""One node of a multi-node `ddp-doctor check`: the stage around the live chain's launch.
 
-The live chain (chain.py) stays the one place that launches; with several nodes it asks
-this module for a plan and calls it at three points:
+The live chain (chain.py) stays the one place that launches; with several nodes its stage
+(live/nodestage.py) is a NodePlan:
 
-    mn = node.prepare(config, backend)        # None with one node; flags checked, preflight run
-    if mn.blocked: return node.blocked_report(mn, report)   # a clear FAIL instead of a c10d timeout
-    spec = mn.apply(spec)                     # rendezvous fields + env for the ranks
-    with mn.watch():                          # node 0: who connects to the c10d store
+    stage = node.prepare(config, backend)     # flags checked, preflight run (one node: nodestage.OneNode)
+    stage.blocked()                           # preflight FAIL: a clear report instead of a c10d timeout
+    spec = stage.apply(spec)                  # rendezvous fields + env for the ranks
+    with stage.watch():                       # node 0: who connects to the c10d store
         outcome = launch(spec)
-    mn.before_merge(outcome, merge_plan)      # node 0: every rank's payload; judge known ranks only
-    ...the chain merges outcome into report...
-    mn.conclude(report, outcome)              # cluster checks, rendezvous failures, lost links
+    stage.adopt(outcome, merge_plan)          # node 0: every rank's payload; judge known ranks only
+    ...the chain merges and judges the outcome...
+    stage.conclude(results, root_cause, outcome)   # cluster checks, rendezvous failures, lost links
 
 Every node writes its own report (its --output); node 0's carries the whole cluster.
 """
@@ -26,16 +26,19 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.errors import UsageError
+from ddp_doctor.live.launch import RunOutcome, TorchrunSpec
+from ddp_doctor.live.merge import Plan
 from ddp_doctor.live.multinode import cluster, preflight
 from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
-from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.live.nodestage import Conclusion
+from ddp_doctor.report import Result, Status
 
 PREFLIGHT_ENV = "DDP_DOCTOR_MULTINODE_PREFLIGHT"
 JOIN_SHARE = 1 / 3
@@ -85,15 +88,21 @@ class NodePlan:
     _watch: cluster.StoreWatch | None = None
     _gathered: dict[str, Any] | None = None
 
-    @property
-    def blocked(self) -> bool:
-        return any(r.status is Status.FAIL for r in self.preflight)
+    def blocked(self) -> Conclusion | None:
+        """The preflight failed: its results (the node's own evidence) instead of a launch."""
+        if not any(r.status is Status.FAIL for r in self.preflight):
+            return None
+        with contextlib.suppress(OSError):
+            self.cluster_file.parent.rmdir()
+        facts = {**self.spec_fields(), "launched": False, "role": "local report"}
+        return Conclusion(facts={"multinode": facts}, results=tuple(self.preflight))
 
     @property
     def is_node0(self) -> bool:
         return self.node_rank == 0
 
     def spec_fields(self) -> dict[str, Any]:
+        """The rendezvous fields of torchrun's spec, and of the report's `multinode` facts."""
         return {
             "nnodes": self.nnodes,
             "node_rank": self.node_rank,
@@ -102,11 +111,11 @@ class NodePlan:
             "join_timeout_s": self.join_timeout_s,
         }
 
-    def apply(self, spec: Any) -> Any:
+    def apply(self, spec: TorchrunSpec) -> TorchrunSpec:
         """The chain's TorchrunSpec with this node's rendezvous and the env the ranks need."""
         return replace(spec, env={**spec.env, **self.env}, **self.spec_fields())
 
-    def before_merge(self, outcome: Any, merge_plan: Any) -> None:
+    def adopt(self, outcome: RunOutcome, merge_plan: Plan) -> None:
         """Node 0 adds every node's rank payloads; the merge then judges only the ranks known here
         (the others ran on nodes whose own reports cover them)."""
         if self.is_node0:
@@ -130,7 +139,7 @@ class NodePlan:
                 return None
         return self._gathered
 
-    def add_remote_ranks(self, outcome: Any) -> None:
+    def add_remote_ranks(self, outcome: RunOutcome) -> None:
         """Node 0: the payloads of the other nodes' ranks join this node's own, so the chain's
         merge reports every rank of the cluster (each payload names its node)."""
         data = self.gathered()
@@ -142,40 +151,36 @@ class NodePlan:
                 payload.setdefault("node", entry.get("node") or entry.get("hostname"))
                 outcome.ranks[int(key)] = payload
 
-    def conclude(self, report: Report, outcome: Any) -> None:
+    def conclude(self, results: Sequence[Result], root_cause: str | None, outcome: RunOutcome) -> Conclusion:
         try:
-            self._conclude(report, outcome)
+            return self._conclude(results, root_cause, outcome)
         finally:
             with contextlib.suppress(OSError):
                 self.cluster_file.unlink()
             with contextlib.suppress(OSError):
                 self.cluster_file.parent.rmdir()
 
-    def _conclude(self, report: Report, outcome: Any) -> None:
-        log = "\n".join((getattr(outcome, "logs", None) or {}).get("torchrun.log", []))
+    def _conclude(self, results: Sequence[Result], root_cause: str | None, outcome: RunOutcome) -> Conclusion:
+        log = "\n".join(outcome.logs.get("torchrun.log", []))
         rdzv = _RDZV_ERROR.findall(log)
         # After a good run, an agent may still log a store error while node 0 shuts the store down.
-        failed_run = getattr(outcome, "returncode", None) != 0
+        failed_run = outcome.returncode != 0
         rdzv_error = rdzv[-1][0] if rdzv and failed_run else None
         seen = sorted(self._watch.seen) if self._watch else []
         data = self.gathered() if self.is_node0 else None
-        report.facts["multinode"] = {
-            "nnodes": self.nnodes,
-            "node_rank": self.node_rank,
-            "rdzv_endpoint": str(self.endpoint),
-            "rdzv_id": self.rdzv_id,
-            "join_timeout_s": self.join_timeout_s,
+        facts = {
+            **self.spec_fields(),
             "store_peers": seen,
             "role": "cluster report (node 0)" if self.is_node0 else "local report",
             "ranks_gathered": sorted(int(k) for k in data["ranks"]) if data else None,
         }
-        report.extend(self.preflight)
+        added = list(self.preflight)
         if self.is_node0 or rdzv_error:
             meaning = _RDZV_MEANING.get(rdzv_error or "", rdzv_error)
             if self.is_node0:
-                report.add(cluster.joined(self.nnodes, data, seen, self.join_timeout_s, meaning))
+                added.append(cluster.joined(self.nnodes, data, seen, self.join_timeout_s, meaning))
             elif rdzv_error:
-                report.add(
+                added.append(
                     Result(
                         "multinode.joined",
                         "nodes joined the rendezvous",
@@ -190,22 +195,23 @@ class NodePlan:
                     )
                 )
         if data:
-            report.extend(cluster.evaluate(data, self.backend))
-        if report.verdict().value == "fail" and not rdzv_error:
-            lost = self._lost(seen) or self._peer_failed(report)
-            if lost is not None:
-                report.results.insert(0, lost)  # first on the screen, before the failures it explains
-                report.root_cause = lost.id  # a lost link explains every stuck rank on both sides
+            added.extend(cluster.evaluate(data, self.backend))
+        lead = None
+        failed = any(r.status in (Status.FAIL, Status.ERROR) for r in [*results, *added])
+        if failed and not rdzv_error:
+            # A lost link explains every stuck rank on both sides: first on the screen, and the root cause.
+            lead = self._lost(seen) or self._peer_failed([*results, *added], root_cause)
+        return Conclusion(facts={"multinode": facts}, results=tuple(added), lead=lead)
 
-    def _peer_failed(self, report: Report) -> Result | None:
+    def _peer_failed(self, results: Sequence[Result], root_cause: str | None) -> Result | None:
         """The ranks here lost a peer on another node (its rank died first): name that node. Only when no
         rank of another node is in this report already (node 0 gathered them: their own results say it)."""
         local = {a for addrs in preflight.interface_addresses().values() for a in addrs}
-        failed = [r for r in report.results if r.status is Status.FAIL]
+        failed = [r for r in results if r.status is Status.FAIL]
         here = socket.gethostname()
         if any(r.node not in (None, here) and r.rank is not None for r in failed):
             return None
-        root = next((r for r in failed if r.id == report.root_cause), None)
+        root = next((r for r in failed if r.id == root_cause), None)
         if root is not None and _own_failure(root, local):
             return None  # a rank here failed on its own first (killed, raised): that is the cause, not a peer
         remote: list[str] = []
@@ -253,10 +259,8 @@ def _preflight_facts(results: list[Result]) -> dict[str, Any]:
     return {}
 
 
-def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None) -> NodePlan | None:
-    """None for a one-node check; else the validated plan with this node's preflight done."""
-    if not config.multinode:
-        return None
+def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None) -> NodePlan:
+    """The validated plan of a node of a multi-node check, with this node's preflight done."""
     nnodes, _, _ = _validate(config)
     endpoint = preflight.parse_endpoint(config.rdzv_endpoint or "")  # _validate refused a missing one
     join_timeout = float(config.join_timeout or max(10.0, config.timeout * JOIN_SHARE))
@@ -280,20 +284,3 @@ def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None
     )
     plan.env = {CLUSTER_FILE_ENV: str(plan.cluster_file), PREFLIGHT_ENV: json.dumps(_preflight_facts(results))}
     return plan
-
-
-def blocked_report(plan: NodePlan, report: Report) -> Report:
-    """The preflight failed: report it (the node's own evidence) and do not start torchrun."""
-    report.facts["multinode"] = {
-        "nnodes": plan.nnodes,
-        "node_rank": plan.node_rank,
-        "rdzv_endpoint": str(plan.endpoint),
-        "rdzv_id": plan.rdzv_id,
-        "join_timeout_s": plan.join_timeout_s,
-        "launched": False,
-        "role": "local report",
-    }
-    report.extend(plan.preflight)
-    with contextlib.suppress(OSError):
-        plan.cluster_file.parent.rmdir()
-    return report
