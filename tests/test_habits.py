@@ -18,7 +18,7 @@ def test_dict_str_any_does_not_grow() -> None:
 
 def test_no_new_function_over_60_lines_without_its_reason() -> None:
     # Goal: none. A function that is long for a reason says so on its def line: `# long: <why>`.
-    assert len(COUNTS.long_functions) <= 28, COUNTS.long_functions
+    assert len(COUNTS.long_functions) <= 24, COUNTS.long_functions
 
 
 def test_every_noqa_names_a_rule_ruff_checks_and_that_is_broken_there() -> None:
@@ -26,8 +26,8 @@ def test_every_noqa_names_a_rule_ruff_checks_and_that_is_broken_there() -> None:
 
 
 def test_in_function_imports_of_the_package_do_not_grow() -> None:
-    # Goal: none; most left are commands/ loading what one command needs, so `--help` stays fast.
-    assert len(COUNTS.own_imports_in_functions) <= 72, COUNTS.own_imports_in_functions
+    # Goal: none. The CLI imports only the command that runs (cli.COMMANDS), so a command imports at its top.
+    assert len(COUNTS.own_imports_in_functions) <= 24, COUNTS.own_imports_in_functions
 
 
 def test_other_in_function_imports_are_heavy_or_in_a_foreign_process() -> None:

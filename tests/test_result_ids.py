@@ -7,7 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-from ddp_doctor import checks, resultids
+from ddp_doctor import resultids
+from ddp_doctor.checks import registry
 from ddp_doctor.live.merge import PHASE_TITLES
 
 SRC = Path(resultids.__file__).parent
@@ -42,7 +43,7 @@ def _titled() -> list[tuple[str, str, str]]:
 
 def _unit_titles() -> dict[str, set[str]]:
     titles: dict[str, set[str]] = {}
-    for unit in checks.ALL:
+    for unit in registry.ALL:
         for subject in unit.ids:
             titles.setdefault(unit.id_for(subject), set()).add(unit.title)
     return titles

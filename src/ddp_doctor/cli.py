@@ -1,7 +1,6 @@
 """Argument parsing, the one error handler, exit codes. No logic lives here.
 
-Each command is a module under `ddp_doctor.commands` with:
-    HELP: str                         one line for `ddp-doctor --help`
+Each command is a line of COMMANDS (its help) and a module under `ddp_doctor.commands` with:
     add_arguments(parser) -> None     its own flags
     run(args) -> Report | Printed     the work; cli renders and picks the exit code
     inputs(args) -> list[str]         (optional) the files it reads: --output may not overwrite them
@@ -21,7 +20,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import ModuleType
 
 from ddp_doctor import __version__, proc
@@ -33,7 +32,19 @@ from ddp_doctor.render import render
 from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Report
 
-COMMANDS = ("check", "bench", "explain", "image", "launch", "lint", "render", "run")
+# The commands and their one line of `ddp-doctor --help`; a command's module is imported only when it runs
+# (or its own --help is asked for): explain's compiled signatures, launch's translators and the rest cost
+# about 70 ms of CPU before `check` could start torchrun.
+COMMANDS = {
+    "check": "check that this environment (or an image) really runs distributed PyTorch training",
+    "bench": "measure collective bandwidth (nccl-tests' algbw/busbw) and GPU health; gate CI on a baseline",
+    "explain": "explain why a distributed training job failed, from its logs (FILEs, DIRs, or '-' for stdin)",
+    "image": "audit a container image (docker save / OCI layout or archive / rootfs) for distributed training, without running it",
+    "launch": "generate a docker, compose, Kubernetes Job, PyTorchJob, JobSet, TrainJob or Slurm config that runs DDP right",
+    "lint": "lint Kubernetes / compose / Dockerfile / shell / Slurm configs for distributed-training pitfalls",
+    "render": "re-render a saved JSON report in another format",
+    "run": "run your own distributed job (torchrun, python, accelerate, deepspeed) and say which rank failed or hung, where and why",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +57,9 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(f"ddp_doctor.commands.{name}")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """Every command's parser; with `only` (the command on this command line) the others are named
-    but their modules are not imported: explain's compiled signatures, launch's translators and the
-    rest cost about 70 ms of CPU before `check` could start torchrun."""
+def build_parser(load: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:
+    """The parser with the flags of the commands in `load` (main: the one on this command line, or none
+    for `ddp-doctor --help`); the others are named with their help line, their modules not imported."""
     parser = _Parser(
         prog="ddp-doctor",
         description="Does this PyTorch + CUDA environment really run distributed training? If not, why, and what to change.",
@@ -57,12 +67,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddp-doctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
-        if only is not None and name != only:
-            sub.add_parser(name)  # never parses in this run; named so a typo still lists every command
-            continue
+    for name, line in COMMANDS.items():
+        p = sub.add_parser(name, help=line, description=line)
+        if name not in load:
+            continue  # never parses in this run; named so a typo still lists every command
         module = _load(name)
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser
@@ -132,7 +141,7 @@ def _say(line: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     _prepare_streams()
     given = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(given[0] if given and given[0] in COMMANDS else None)
+    parser = build_parser(given[:1] if given and given[0] in COMMANDS else ())
     args = parser.parse_args(given)
     started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, proc.on_terminate)

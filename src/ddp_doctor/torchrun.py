@@ -2,10 +2,10 @@
 
 The live chain's launcher (live/launch.py, which bench and the multi-node check start their ranks
 through), the configs `launch` generates (deploy/spec.py; `check --image` runs `ddp-doctor check`,
-which launches through the live chain) and the run command `image` advises (image/rules.py) all
-build theirs here, so the flags and their order are written once. Pure: no I/O, nothing found on
-PATH (the caller chooses `launcher`). In the bottom layer so that live, bench, deploy and image may
-all import it.
+which launches through the live chain) and the run command `image` advises (checks/units/run_command.py)
+all build theirs here, so the flags and their order are written once. Pure: no I/O, nothing found on
+PATH (the caller chooses `launcher`). In the bottom layer so that checks, live, bench, deploy and image
+may all import it.
 
     argv(TorchrunCommand("train.py", nproc="8", nnodes="2", rdzv_endpoint="node0:29500", rdzv_id="job1"))
     == ["torchrun", "--nnodes", "2", "--nproc-per-node", "8", "--rdzv-backend", "c10d",

@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ddp_doctor import checks
 from ddp_doctor.checks import registry
 from ddp_doctor.checks.facts.host import UserFacts
-from ddp_doctor.image import rules
+from ddp_doctor.image.subject import ImageSubject
 from ddp_doctor.report import Status
 
 F = TypeVar("F")
@@ -40,23 +39,36 @@ class OnlyUser:
 
 
 def test_a_subject_gives_what_it_can_say_and_the_rest_is_left_out() -> None:
-    results = {r.id: r for r in checks.evaluate(OnlyUser())}
+    results = {r.id: r for r in registry.evaluate(OnlyUser())}
     assert set(results) == {"env.user", "env.shm"}
     assert results["env.user"].status is Status.PASS
     assert results["env.shm"].status is Status.ERROR and "KeyError" in results["env.shm"].summary
 
 
 def test_tags_pick_units_and_a_subject_skips_by_tag() -> None:
-    assert [r.id for r in checks.evaluate(OnlyUser(), tags={"torch_build"})] == []
-    skipped = checks.evaluate(OnlyUser(skip_tag="environment"), tags={"environment"})
+    assert [r.id for r in registry.evaluate(OnlyUser(), tags={"torch_build"})] == []
+    skipped = registry.evaluate(OnlyUser(skip_tag="environment"), tags={"environment"})
     assert {r.id for r in skipped} >= {"env.torch.installed", "env.nccl", "env.gpu_arch"}
     assert {r.status for r in skipped} == {Status.SKIP}
 
 
 def test_every_unit_names_its_subjects_and_the_image_lists_the_ids_it_answers() -> None:
-    assert all(unit.ids for unit in checks.ALL)
-    image_ids = {unit.id_for("image") for unit in checks.ALL if "image" in unit.ids}
-    assert image_ids == {rule for rule in rules.RULES if isinstance(rule, str)}
+    assert all(unit.ids for unit in registry.ALL)
+    image_ids = [unit.id_for("image") for unit in registry.ALL if "image" in unit.ids]
+    assert list(dict.fromkeys(image_ids)) == [
+        "image.integrity",
+        "image.python",
+        "image.torch",
+        "image.official_build",
+        "image.nccl",
+        "image.cuda_runtime",
+        "image.cudnn",
+        "image.torchrun",
+        "image.user",
+        "image.env",
+        "image.entrypoint",
+        "image.run_command",
+    ], "the image report's order"
 
 
 def _image(installed: bool) -> dict[str, Any]:
@@ -69,9 +81,9 @@ def _image(installed: bool) -> dict[str, Any]:
 
 
 def test_image_torch_is_the_build_when_installed_and_the_install_when_not() -> None:
-    subject = rules.ImageSubject
-    missing = {r.id: r for r in checks.evaluate(subject(_image(False)))}.get("image.torch")
-    present = {r.id: r for r in checks.evaluate(subject(_image(True)))}.get("image.torch")
+    subject = ImageSubject
+    missing = {r.id: r for r in registry.evaluate(subject(_image(False)))}.get("image.torch")
+    present = {r.id: r for r in registry.evaluate(subject(_image(True)))}.get("image.torch")
     assert missing is not None and missing.title == "torch installed" and missing.status is Status.FAIL
     # the build's verdict (an image is read as one meant for GPUs), not "torch installed"
     assert present is not None and present.title == "torch build flavour" and "CPU-only torch" in present.summary
@@ -96,9 +108,38 @@ def _package_of(tmp_path: Path, name: str, units: dict[str, str]) -> ModuleType:
 
 
 def test_the_registry_finds_every_unit_in_order_and_refuses_two_at_one_place(tmp_path: Path) -> None:
-    assert [u.order for u in checks.ALL] == sorted(u.order for u in checks.ALL)
-    assert len({u.order for u in checks.ALL}) == len(checks.ALL)
+    assert [u.order for u in registry.ALL] == sorted(u.order for u in registry.ALL)
+    assert len({u.order for u in registry.ALL}) == len(registry.ALL)
     found = registry.discover(_package_of(tmp_path, "units_ok", {"zeta": 1, "alpha": 2}))
     assert [u.name for u in found] == ["zeta", "alpha"], "order, not the file names, places them"
     with pytest.raises(ValueError, match="both have order 7"):
         registry.discover(_package_of(tmp_path, "units_clash", {"one": 7, "two": 7}))
+
+
+def test_image_only_units_run_through_the_registry_and_a_malformed_field_is_an_error() -> None:
+    facts = {
+        **_image(True),
+        "image": {
+            "format": "docker-archive",
+            "verified_blobs": 3,
+            "layer_count": 2,
+            "uncompressed_bytes": 1 << 20,
+            "entries": 10,
+            "config": {"Entrypoint": ["/bin/sh"], "Cmd": None, "User": "1000"},
+            "name": "t:1",
+        },
+        "torchrun": {"on_path": "/usr/bin/torchrun", "path": "/usr/bin/torchrun"},
+    }
+    results = {r.id: r for r in registry.evaluate(ImageSubject(facts))}
+    ids = list(results)
+    assert (ids[0], ids[-1]) == ("image.integrity", "image.run_command")
+    assert results["image.integrity"].status is Status.PASS and "3 blobs match" in results["image.integrity"].summary
+    assert results["image.entrypoint"].summary.startswith('ENTRYPOINT ["/bin/sh"]; no CMD')
+    assert "--entrypoint ''" in (results["image.run_command"].remedy or "")
+    assert results["image.cudnn"].status is Status.SKIP  # a CPU build of torch
+    broken = {**facts, "image": {**facts["image"], "config": {"Entrypoint": {"not": "a list"}}}}
+    again = {r.id: r for r in registry.evaluate(ImageSubject(broken))}
+    assert (
+        again["image.entrypoint"].status is Status.ERROR and "Entrypoint is dict" in again["image.entrypoint"].summary
+    )
+    assert again["image.integrity"].status is Status.PASS

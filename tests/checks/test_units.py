@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ddp_doctor.checks import ALL, table
+from ddp_doctor.checks import table
 from ddp_doctor.checks.docs import render
 from ddp_doctor.checks.facts.host import ShmFacts, UserFacts
+from ddp_doctor.checks.registry import ALL
 from ddp_doctor.checks.units import shm, user
 from ddp_doctor.report import Status
 

@@ -26,9 +26,6 @@ FITTED_GAPS: dict[str, str] = {
         "an Indexed Job whose MASTER_ADDR is pod 0's hostname with no subdomain or headless Service: "
         "rendezvous_host_wrong"
     ),
-    "ai-bench-run_multi_node.sh": (
-        "accelerate launch over several machines with no --machine_rank, in a script bash cannot parse: node_rank_missing"
-    ),
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
@@ -38,12 +35,6 @@ FITTED_GAPS: dict[str, str] = {
     "nebius-h100-benchmark-job.yaml": (
         "an Indexed Job whose MASTER_ADDR is pod 0's hostname under a headless Service, with no subdomain in the pod "
         "template: rendezvous_host_wrong"
-    ),
-    "nebius-h100-train_job.sbatch": (
-        "deepspeed started on every node by srun with no hostfile (each node a one-node world): world_size_mismatch"
-    ),
-    "open-instruct-7b_instruct_dpo_olmo_core.sh": (
-        "a Beaker launcher (mason.py --num_nodes 2) whose replicas run torchrun with no --nnodes: world_size_mismatch"
     ),
     "yolov5-sagemaker-train_local.sh": "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost",
 }

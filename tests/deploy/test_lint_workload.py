@@ -594,3 +594,58 @@ def test_a_ray_node_whose_object_store_does_not_fit_its_dev_shm(
     mount = _SHM_MOUNT.format(size=size) if size else ""
     found = _lint(tmp_path, "ray.yaml", _RAY_CLUSTER.format(params=params, mount=mount))
     assert ("shm_object_store" in found) is held_back, found
+
+
+@pytest.mark.parametrize(
+    ("submit", "launcher", "mismatch"),
+    [
+        ("python mason.py --cluster c --num_nodes 2 --gpus 8 --", "torchrun --nproc_per_node=8 train.py", True),
+        ("python mason.py --num_nodes 2 --gpus 8 --", 'bash -c "torchrun --nproc_per_node=8 train.py"', True),
+        ("python mason.py --num_nodes 2 --gpus 8 --", "accelerate launch --num_processes 8 train.py", True),
+        ("gantry run --replicas 2 --gpus 8 --", "torchrun --nnodes 2 --nproc_per_node=8 train.py", False),
+        ("python mason.py --num_nodes 1 --gpus 8 --", "torchrun --nproc_per_node=8 train.py", False),
+        ("python submit.py --num_nodes 2", "torchrun --nproc_per_node=8 train.py", False),  # no `--`: not handed over
+    ],
+)
+def test_a_submitters_node_count_against_the_launchers(
+    tmp_path: Path, submit: str, launcher: str, mismatch: bool
+) -> None:
+    """A submitter that starts the command after `--` on each of N nodes is judged like srun -N."""
+    found = _lint(tmp_path, "submit.sh", f"#!/bin/bash\n{submit} {launcher}\n")
+    assert ("nnodes_mismatch" in found) is mismatch, found
+
+
+_DEEPSPEED = """
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)
+{start} deepspeed {flags} --num_nodes=2 --num_gpus=8 --master_addr=$MASTER_ADDR train.py
+"""
+
+
+@pytest.mark.parametrize(
+    ("start", "flags", "expected"),
+    [
+        ("srun", "--hostfile /dev/null", "error"),
+        ("srun", "", "error"),
+        ("srun", "--hostfile hosts.txt", "warning"),
+        ("srun", "--no_ssh --node_rank $SLURM_NODEID", None),
+        ("", "--hostfile hosts.txt", None),  # the runner once, on the first node: it starts the others
+    ],
+)
+def test_deepspeeds_runner_started_on_every_node(tmp_path: Path, start: str, flags: str, expected: str | None) -> None:
+    found = _lint(tmp_path, "ds.sbatch", _DEEPSPEED.format(start=start, flags=flags))
+    assert [sev for _, sev in found.get("deepspeed_per_node", [])] == ([expected] if expected else []), found
+
+
+def test_a_node_count_given_at_run_time_beside_a_remote_main_process(tmp_path: Path) -> None:
+    """`--num_machines $3 --main_process_ip $1`: written for several nodes; without --machine_rank every node
+    is machine 0 once N > 1 (a warning: the count may be 1)."""
+    text = "#!/bin/bash\nN=$3\naccelerate launch --num_machines=$N --num_processes=16 --main_process_ip=$1 main.py\n"
+    assert _lint(tmp_path, "run.sh", text)["node_rank_missing"] == [(3, "warning")]
+    ranked = text.replace("main.py", "--machine_rank=$2 main.py")
+    assert "node_rank_missing" not in _lint(tmp_path, "ranked.sh", ranked)
+    local = text.replace("$1", "127.0.0.1")
+    assert "node_rank_missing" not in _lint(tmp_path, "local.sh", local)

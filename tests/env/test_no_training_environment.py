@@ -95,3 +95,15 @@ def test_a_doctor_in_the_activated_environment_still_advises_installing_there(tm
     assert by_id["env.python"]["status"] == "pass"
     assert by_id["env.torch.installed"]["status"] == "fail"
     assert f"{venv}/bin/python" in by_id["env.torch.installed"]["remedy"]
+
+
+def test_choosing_the_target_loads_no_check_unit() -> None:
+    # The target is resolved before anything is launched; its words come from the typed facts, not from a
+    # unit, so the registry and its units are not imported on the way to torchrun.
+    probe = (
+        "import sys, ddp_doctor.env.target; print(sorted(m for m in sys.modules if m.startswith('ddp_doctor.checks.')))"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    loaded = json.loads(ran.stdout.replace("'", '"'))
+    assert "ddp_doctor.checks.facts.software" in loaded
+    assert not [m for m in loaded if m.startswith(("ddp_doctor.checks.registry", "ddp_doctor.checks.units"))]

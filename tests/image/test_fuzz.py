@@ -153,7 +153,7 @@ def test_manifests_and_configs(junk1: Any, junk2: Any, junk3: Any, where: str, r
         assert where != "valid"
         return
     from ddp_doctor.image.audit import facts_of
-    from ddp_doctor.image.rules import evaluate
+    from ddp_doctor.image.subject import evaluate
 
     evaluate(facts_of(image, "mem"))
 

@@ -3,11 +3,8 @@
 Adding a check: one module in checks/units/ declaring its `Check` (with its `order` in the report)
 and its test; the registry finds it, docs/checks.md is generated from it (checks/docs.py), and
 `registry.evaluate(subject)` runs it on a host, an image or a config.
+
+The package itself imports nothing: a module that needs one typed facts record (env/target.py before
+a launch) does not load the registry and every unit with it. The model is checks/model.py (Check,
+Finding, Subject), the registry checks/registry.py (ALL, evaluate).
 """
-
-from __future__ import annotations
-
-from ddp_doctor.checks.model import Check, Finding, Subject
-from ddp_doctor.checks.registry import ALL, evaluate
-
-__all__ = ["ALL", "Check", "Finding", "Subject", "evaluate"]

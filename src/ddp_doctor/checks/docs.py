@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ddp_doctor.checks import ALL, table
+from ddp_doctor.checks import table
+from ddp_doctor.checks.registry import ALL
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "checks.md"
 
@@ -25,7 +26,8 @@ A check is one declared unit (`ddp_doctor.checks.model.Check`), one file in `che
 a title, the typed facts it reads (`ddp_doctor.checks.facts`) and a pure judge from those facts to a
 finding; the checks are listed here in report order. `check --static` builds the facts from this host, `image` from an image's rootfs; each
 names the Result with its own id, listed under each check (a check with only an `env` id judges a
-host alone: an image has no GPU, driver or network to ask). Thresholds, wording and remedies come
+host alone: an image has no GPU, driver or network to ask; one with only an `image` id judges what
+only an image has: its digests, interpreters on disk, CUDA libraries, Entrypoint and run command). Thresholds, wording and remedies come
 from one table, `checks/knowledge.yaml`, with a source per entry, which `lint` and `launch` read
 too. How to add one: [CONTRIBUTING.md](../CONTRIBUTING.md).
 """

@@ -1,4 +1,4 @@
-"""One module per CLI command: HELP, add_arguments(parser), run(args) -> Report | Printed."""
+"""One module per CLI command (its help line is in cli.COMMANDS): add_arguments(parser), run(args) -> Report | Printed."""
 
 from __future__ import annotations
 

@@ -9,13 +9,27 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ddp_doctor.bench import formulas
-from ddp_doctor.commands.options import MAX_RANKS, Number, Size, add_oversubscribe_argument, count, seconds
+from ddp_doctor import progress
+from ddp_doctor.bench import baseline, formulas, nccl_tests_import, plot
+from ddp_doctor.bench import run as sweep_run
+from ddp_doctor.bench.run import SweepSpec
+from ddp_doctor.commands.check import add_target_arguments, resolve_target
+from ddp_doctor.commands.options import (
+    MAX_RANKS,
+    Number,
+    Size,
+    add_output_arguments,
+    add_oversubscribe_argument,
+    count,
+    seconds,
+)
+from ddp_doctor.env import target
+from ddp_doctor.env.probes import gpu
 from ddp_doctor.errors import UsageError
+from ddp_doctor.live import capacity
+from ddp_doctor.output import refuse_before_work
 from ddp_doctor.report import Report
 from ddp_doctor.words import plural
-
-HELP = "measure collective bandwidth (nccl-tests' algbw/busbw) and GPU health; gate CI on a baseline"
 
 # Defaults that finish in well under a minute: 2 CPU ranks with gloo, or 8 GPUs with NCCL.
 DEFAULT_MAX_BYTES = {"gloo": 4 << 20, "nccl": 1 << 30}
@@ -39,9 +53,7 @@ def _list(choices: tuple[str, ...], allow_none: bool = False) -> Callable[[str],
     return parse
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.check import add_target_arguments
-    from ddp_doctor.commands.options import add_output_arguments
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # long: the flags written out, one table
 
     add_target_arguments(parser)
     sweep = parser.add_argument_group("sweep")
@@ -144,7 +156,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def inputs(args: argparse.Namespace) -> list[str]:
-    from ddp_doctor.env import target
 
     given = [args.baseline, args.import_file]
     return [p for p in given if p] + target.named_interpreters(args.python)
@@ -152,8 +163,6 @@ def inputs(args: argparse.Namespace) -> list[str]:
 
 def _gpu_count() -> int:
     try:
-        from ddp_doctor.env.probes import gpu
-
         return int(gpu.probe().get("count") or 0)
     except Exception:  # noqa: BLE001 - no NVML: treat as no GPU, gloo on CPU
         return 0
@@ -167,18 +176,11 @@ def _validate(args: argparse.Namespace) -> None:
     if args.max_bytes is not None and args.max_bytes < args.min_bytes:
         raise UsageError(f"--min-bytes {args.min_bytes} / --max-bytes {args.max_bytes}: expected 1 <= min <= max")
     if args.plot:
-        from ddp_doctor.bench import plot
-        from ddp_doctor.output import refuse_before_work
-
         plot.check_path(args.plot)
         refuse_before_work(args.plot, [*inputs(args), *([args.output] if args.output else [])], "--plot")
 
 
 def _measure(args: argparse.Namespace) -> Report:
-    from ddp_doctor.bench.run import SweepSpec, run
-    from ddp_doctor.commands.check import resolve_target
-    from ddp_doctor.env import target
-    from ddp_doctor.live import capacity
 
     report = Report.for_host("bench")
     chosen = resolve_target(args, report)
@@ -208,26 +210,21 @@ def _measure(args: argparse.Namespace) -> Report:
         gpu_health=args.gpu_health,
         python=chosen.python,
     )
-    from ddp_doctor import progress
 
     beats = progress.Latest()
     shown = progress.Display(
         "bench", lambda: progress.bench_lines(beats.get(), "starting " + plural(nproc, f"{backend} rank"))
     )
     with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
-        return run(spec, report, on_poll=beats.set)
+        return sweep_run.run(spec, report, on_poll=beats.set)
 
 
 def run(args: argparse.Namespace) -> Report:
     _validate(args)
     base: Report | None = None
     if args.baseline:  # read before the sweep: an unreadable baseline must not cost a run
-        from ddp_doctor.bench import baseline
-
         base = baseline.load(args.baseline)
     if args.import_file:
-        from ddp_doctor.bench import nccl_tests_import
-
         ops = tuple(args.ops)
         hint = ops[0] if len(ops) == 1 else None
         report = nccl_tests_import.import_report(args.import_file, hint)
@@ -235,17 +232,11 @@ def run(args: argparse.Namespace) -> Report:
         report = _measure(args)
     runs = [("this run", report)]
     if base is not None:
-        from ddp_doctor.bench import baseline
-
         report.extend(baseline.compare(report, base, args.baseline, args.max_regression / 100.0))
         runs.append(("baseline", base))
     if args.min_busbw is not None:
-        from ddp_doctor.bench import baseline
-
         report.extend(baseline.min_busbw(report, args.min_busbw))
     if args.plot:
-        from ddp_doctor.bench import plot
-
         plot.write(args.plot, runs)
         report.facts["plot"] = args.plot
     return report

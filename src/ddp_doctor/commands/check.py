@@ -17,7 +17,6 @@ from ddp_doctor.report import Report
 
 DEFAULT = CheckConfig()
 """The one source of the flags' defaults (the parser shows and fills in CheckConfig's)."""
-HELP = "check that this environment (or an image) really runs distributed PyTorch training"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

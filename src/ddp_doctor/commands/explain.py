@@ -16,12 +16,16 @@ import sys
 from collections.abc import Iterator
 from typing import IO
 
+from ddp_doctor import progress
+from ddp_doctor.commands.options import add_output_arguments
+from ddp_doctor.diagnose import Stats, explain_streams, notalog, sources
 from ddp_doctor.diagnose.lines import Origin
+from ddp_doctor.diagnose.logread import open_log
+from ddp_doctor.diagnose.patterns import engine
 from ddp_doctor.errors import InputError, UsageError
 from ddp_doctor.report import Report, Result, Status
 from ddp_doctor.words import listing, plural
 
-HELP = "explain why a distributed training job failed, from its logs (FILEs, DIRs, or '-' for stdin)"
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 """What a file in a directory must be named to be read as a log (also with .gz / .zst): torchrun's
 stdout.log / stderr.log, Slurm's %t.out / .err, saved kubectl logs; its error.json and report JSON are not."""
@@ -29,7 +33,6 @@ MAX_FILES = 4096
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument(
         "file",
@@ -88,38 +91,14 @@ def expand(given: list[str]) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from ddp_doctor.diagnose import Stats, explain_streams, notalog, sources
-    from ddp_doctor.diagnose.logread import open_log
-    from ddp_doctor.diagnose.patterns import engine
-
     given = _given(args)
     if given == ["-"] and sys.stdin.isatty():
         raise UsageError("no log given: pass a FILE, or pipe a log into 'ddp-doctor explain -'")
     logs = expand(given)
     for path, _ in logs:
         notalog.refuse_path(path)
-    origins = sources.origins([name for _, name in logs]) if len(logs) > 1 else {}
     stats = Stats()
-    from ddp_doctor import progress
-
-    # A plain file's size is known; a compressed or piped log counts its unpacked bytes only.
-    plain = "-" not in given and not any(p.endswith((".gz", ".zst")) for p, _ in logs)
-    total = sum(os.path.getsize(p) for p, _ in logs if os.path.isfile(p)) if plain else None
-    what = logs[0][1] if len(logs) == 1 else plural(len(logs), "log")
-    shown = progress.Display("explain", lambda: progress.bytes_lines(stats.bytes_read, total, f"reading {what}"))
-
-    def opened() -> Iterator[tuple[IO[bytes], str, Origin | None]]:
-        for path, name in logs:
-            stream, shown_name = open_log(path)
-            label = shown_name if len(logs) == 1 else name
-            try:
-                yield notalog.checked(stream, label), label, origins.get(name)
-            finally:
-                if stream is not sys.stdin.buffer:
-                    stream.close()
-
-    with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
-        results = explain_streams(opened(), stats)
+    results = _explain(args, given, logs, stats)
     names = [name for _, name in logs]
     if len(logs) == 1:
         target: dict[str, object] = {"file": given[0] if given[0] != "-" else "stdin"}
@@ -149,3 +128,26 @@ def run(args: argparse.Namespace) -> Report:
     report.extend(results)
     report.root_cause = next((r.id for r in results if r.status is Status.FAIL), None)
     return report
+
+
+def _explain(args: argparse.Namespace, given: list[str], logs: list[tuple[str, str]], stats: Stats) -> list[Result]:
+    """Every log read once, in order, with the bytes read shown as progress."""
+    origins = sources.origins([name for _, name in logs]) if len(logs) > 1 else {}
+    # A plain file's size is known; a compressed or piped log counts its unpacked bytes only.
+    plain = "-" not in given and not any(p.endswith((".gz", ".zst")) for p, _ in logs)
+    total = sum(os.path.getsize(p) for p, _ in logs if os.path.isfile(p)) if plain else None
+    what = logs[0][1] if len(logs) == 1 else plural(len(logs), "log")
+    shown = progress.Display("explain", lambda: progress.bytes_lines(stats.bytes_read, total, f"reading {what}"))
+
+    def opened() -> Iterator[tuple[IO[bytes], str, Origin | None]]:
+        for path, name in logs:
+            stream, shown_name = open_log(path)
+            label = shown_name if len(logs) == 1 else name
+            try:
+                yield notalog.checked(stream, label), label, origins.get(name)
+            finally:
+                if stream is not sys.stdin.buffer:
+                    stream.close()
+
+    with progress.live(shown, progress.wanted(args.format, args.quiet, args.output)):
+        return explain_streams(opened(), stats)

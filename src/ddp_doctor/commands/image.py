@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from ddp_doctor import progress
+from ddp_doctor.commands.options import Size, add_output_arguments, count
+from ddp_doctor.image.audit import audit
 from ddp_doctor.image.limits import Limits
 from ddp_doctor.report import Report
 
-HELP = "audit a container image (docker save / OCI layout or archive / rootfs) for distributed training, without running it"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import Size, add_output_arguments, count
 
     parser.add_argument(
         "path", metavar="PATH", help="docker save tarball, OCI layout dir, OCI archive, rootfs tarball or rootfs dir"
@@ -55,7 +55,6 @@ def inputs(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from ddp_doctor.image.audit import audit
 
     limits = Limits(
         max_total_bytes=args.max_bytes,
@@ -63,7 +62,6 @@ def run(args: argparse.Namespace) -> Report:
         max_entries=args.max_entries,
         verify_diff_ids=args.verify_diff_ids,
     )
-    from ddp_doctor import progress
 
     layer = progress.Latest(("", [0]))
     shown = progress.Display("image", lambda: progress.layer_lines(*layer.get()))

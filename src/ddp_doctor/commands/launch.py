@@ -16,10 +16,8 @@ from ddp_doctor.deploy.targets import TARGETS, render
 from ddp_doctor.errors import UsageError
 from ddp_doctor.words import plural
 
-HELP = "generate a docker, compose, Kubernetes Job, PyTorchJob, JobSet, TrainJob or Slurm config that runs DDP right"
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # long: the flags written out, one table
     parser.add_argument("--target", required=True, choices=TARGETS, help="what to generate")
     parser.add_argument(
         "--image",

@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.commands import Printed
+from ddp_doctor.commands.options import add_output_arguments, text_width, use_color
+from ddp_doctor.deploy.lint.config import load
+from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.errors import EXIT_USAGE, DoctorError, InputError
+from ddp_doctor.render import render
+from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Evidence, Report, Result, Status
 from ddp_doctor.words import listing
 
-HELP = "lint Kubernetes / compose / Dockerfile / shell / Slurm configs for distributed-training pitfalls"
 FORMATS = ("text", "json", "sarif")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument("files", nargs="+", metavar="FILE", help="files to lint (kind told by name and content)")
     parser.add_argument(
@@ -43,7 +46,6 @@ def inputs(args: argparse.Namespace) -> list[str]:
 
 def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report, list[str]]:
     """All files -> one Report, plus one message per file that could not be read."""
-    from ddp_doctor.deploy.lint.engine import lint_file
 
     target = {"file": paths[0]} if len(paths) == 1 else {"files": listing(paths, limit=3)}
     report = Report(command="lint", target=target)
@@ -100,11 +102,6 @@ def _line_of(note: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> Printed:
-
-    from ddp_doctor.commands.options import text_width, use_color
-    from ddp_doctor.deploy.lint.config import load
-    from ddp_doctor.render import render
-    from ddp_doctor.render.headline import compose as compose_headline
 
     started = time.monotonic()
     config = load(list(args.ignore), args.config, Path.cwd())

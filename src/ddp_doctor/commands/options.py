@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from ddp_doctor.render import FORMATS
+from ddp_doctor.render import FORMATS, PIPED_WIDTH
 
 WEEK_S = 7 * 24 * 3600
 """The longest deadline any flag takes: past a week a deadline is a typo, and `inf` or 1e300 would
@@ -121,8 +121,6 @@ def text_width(output: str | None, stream: TextIO | None = None) -> int:
     """The columns the text report is laid out for: $COLUMNS when set (as shutil.get_terminal_size
     reads it), else the terminal's when the report goes to one, else the piped width (a file, a pipe,
     CI logs). `stream`: where the report goes when there is no --output (stdout; stderr for `run`)."""
-    from ddp_doctor.render.text import PIPED_WIDTH
-
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)

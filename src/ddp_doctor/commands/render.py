@@ -4,14 +4,15 @@ import argparse
 import json
 
 from ddp_doctor.commands import Printed
+from ddp_doctor.commands.options import add_output_arguments, text_width, use_color
 from ddp_doctor.errors import InputError
+from ddp_doctor.inputfile import read_bounded
+from ddp_doctor.render import render
+from ddp_doctor.render.headline import compose
 from ddp_doctor.report import Report
-
-HELP = "re-render a saved JSON report in another format"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import add_output_arguments
 
     parser.add_argument("report", metavar="REPORT.json", help="a report written with --format json ('-' for stdin)")
     add_output_arguments(parser)
@@ -26,7 +27,6 @@ MAX_REPORT_BYTES = 256 << 20
 
 
 def load_report(path: str) -> Report:
-    from ddp_doctor.inputfile import read_bounded
 
     data = read_bounded(path, MAX_REPORT_BYTES, "a report written with --format json")
     try:
@@ -42,9 +42,6 @@ def load_report(path: str) -> Report:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.commands.options import text_width, use_color
-    from ddp_doctor.render import render
-    from ddp_doctor.render.headline import compose
 
     # Rendered here, not by cli, so the saved timing and root cause stay as recorded.
     report = load_report(args.report)

@@ -15,20 +15,21 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ddp_doctor.commands import Printed
+from ddp_doctor.commands.options import Number, add_output_arguments, count, seconds, text_width, use_color
 from ddp_doctor.errors import UsageError
+from ddp_doctor.jobwatch import gather, slurmenv
+from ddp_doctor.jobwatch.config import WatchConfig
+from ddp_doctor.jobwatch.results import build_report, exit_class
+from ddp_doctor.jobwatch.supervise import watch
+from ddp_doctor.knowledge import exitcodes
+from ddp_doctor.render import render
+from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Report, Result, Status
 
-if TYPE_CHECKING:
-    from ddp_doctor.jobwatch.config import WatchConfig
 
-HELP = "run your own distributed job (torchrun, python, accelerate, deepspeed) and say which rank failed or hung, where and why"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import Number, add_output_arguments, count, seconds
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # long: the flags written out, one table
 
     parser.add_argument(
         "--run-dir", metavar="DIR", help="keep the run's evidence here (default: ./ddp-doctor-runs/<time>-<pid>)"
@@ -131,7 +132,6 @@ def inputs(args: argparse.Namespace) -> list[str]:
 
 
 def config_from_args(args: argparse.Namespace) -> WatchConfig:
-    from ddp_doctor.jobwatch.config import WatchConfig
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -212,7 +212,6 @@ def _placement(args: argparse.Namespace) -> tuple[int, int, str | None]:
 
     A flag always wins; Slurm fills only what was not given, and only for one task per node of a
     multi-node step (slurmenv.SlurmPlacement.gathers)."""
-    from ddp_doctor.jobwatch import slurmenv
 
     slurm = slurmenv.placement(os.environ)
     auto = slurm is not None and slurm.gathers
@@ -243,13 +242,6 @@ def _make_run_dir(run_dir: Path, given: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> Printed:
-    from ddp_doctor.commands.options import text_width, use_color
-    from ddp_doctor.jobwatch import gather, slurmenv
-    from ddp_doctor.jobwatch.results import build_report, exit_class
-    from ddp_doctor.jobwatch.supervise import watch
-    from ddp_doctor.knowledge import exitcodes
-    from ddp_doctor.render import render
-    from ddp_doctor.render.headline import compose as compose_headline
 
     cfg = config_from_args(args)
     started = time.monotonic()

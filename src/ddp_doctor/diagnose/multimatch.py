@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ddp_doctor.diagnose.literals import literal_filter
 from ddp_doctor.diagnose.prefilter import scoped
 
 _FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
@@ -153,7 +154,6 @@ class _Re:
     name = "re"
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        from ddp_doctor.diagnose.literals import literal_filter
 
         self._each = [re.compile(p.encode(), re.MULTILINE) for p in patterns]
         self._literal = literal_filter(patterns)

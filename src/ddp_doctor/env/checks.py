@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ddp_doctor import checks
+from ddp_doctor.checks import registry
 from ddp_doctor.report import Result
 
 F = TypeVar("F")
@@ -40,4 +40,4 @@ class HostSubject:
 
 def evaluate(facts: Mapping[str, Any], tags: set[str] | frozenset[str] | None = None) -> list[Result]:
     """Run every unit that judges a host over `facts` (those with one of `tags`, when given)."""
-    return checks.evaluate(HostSubject(facts), tags)
+    return registry.evaluate(HostSubject(facts), tags)

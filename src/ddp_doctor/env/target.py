@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor import proc
-from ddp_doctor.checks.units.python import NOT_FOUND
+from ddp_doctor.checks.facts.software import NOT_FOUND
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 from ddp_doctor.errors import UsageError
 

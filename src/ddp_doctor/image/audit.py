@@ -1,4 +1,4 @@
-"""`ddp-doctor image PATH`: read the image (never run it), gather its facts, apply the rules."""
+"""`ddp-doctor image PATH`: read the image (never run it), gather its facts, judge them by the checks (image/subject.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ddp_doctor.image import findings, rules
+from ddp_doctor.image import findings, subject
 from ddp_doctor.image.archive import Image, load
 from ddp_doctor.image.limits import Limits
 from ddp_doctor.report import Report
@@ -74,5 +74,5 @@ def audit(
         "gloo": report.facts["torch"]["installed"],
         "mpi": None,
     }
-    report.extend(rules.evaluate(report.facts))
+    report.extend(subject.evaluate(report.facts))
     return report

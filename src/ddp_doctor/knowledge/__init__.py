@@ -11,6 +11,8 @@ import sys
 from importlib import resources
 from typing import Any
 
+from ddp_doctor.knowledge.arch import runs_on
+
 
 @functools.cache
 def _load(name: str) -> dict[str, Any]:
@@ -108,7 +110,6 @@ def load_mapping(name: str) -> dict[str, Any]:
 
 def variants_supporting(torch_version: str, sm: str) -> list[str]:
     """Official variants of this release whose recorded arch list runs an `sm_XY` GPU."""
-    from ddp_doctor.knowledge.arch import runs_on
 
     rel = release(torch_version)
     if rel is None:

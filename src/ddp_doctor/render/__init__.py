@@ -7,6 +7,9 @@ import importlib
 from ddp_doctor.report import Report
 
 FORMATS = ("text", "json", "junit", "markdown", "html")
+PIPED_WIDTH = 100
+"""The text report's columns when it goes to no terminal (a file, a pipe, CI logs). Here, not in text.py,
+so that commands/options can read it without importing rich."""
 
 
 def render(report: Report, fmt: str, color: bool = False, verbose: bool = False, width: int | None = None) -> str:

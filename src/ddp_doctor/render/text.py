@@ -19,13 +19,13 @@ import re
 from rich.console import Console
 from rich.text import Text
 
+from ddp_doctor.render import PIPED_WIDTH
 from ddp_doctor.render.folding import Row, fold, unfolded
 from ddp_doctor.render.headline import headline, root_words
 from ddp_doctor.render.labels import ICON, STYLE, VERDICT_STYLE, WORD, counts, needs_detail, target_line
 from ddp_doctor.report import Report, Result
 from ddp_doctor.words import tidy_numbers
 
-PIPED_WIDTH = 100
 MIN_WIDTH, MAX_WIDTH = 40, 250
 MIN_SUMMARY = 48
 """Below this many columns for the summary a table row reads as a column of words: stack instead."""

@@ -55,3 +55,13 @@ def bool_at(section: Mapping[str, Any], key: str, where: str) -> bool | None:
 def float_of(value: Any, what: str) -> float | None:
     n = typed(value, (int, float), what)
     return None if n is None else float(n)
+
+
+def typed_at(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`typed` for the field `key` of the section named `where`."""
+    return typed(section.get(key), kind, f"{where}.{key}")
+
+
+def required_at(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`required` for the field `key` of the section named `where`."""
+    return required(section.get(key), kind, f"{where}.{key}")

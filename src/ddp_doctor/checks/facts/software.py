@@ -45,6 +45,10 @@ class InstallTarget:
         return cls(python=str(executable or "python3"), has_gpus=True)
 
 
+NOT_FOUND = "no training environment found: activate it or pass --python"
+"""What `PythonFacts.found=False` means, in the words of the check, `check` and `bench`."""
+
+
 @dataclass(frozen=True)
 class PythonFacts:
     """The interpreter that runs the job, and the torch release it must fit."""

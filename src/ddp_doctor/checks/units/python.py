@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts.software import PythonFacts
+from ddp_doctor.checks.facts.software import NOT_FOUND, PythonFacts
 from ddp_doctor.checks.install import py_fits
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 
-NOT_FOUND = "no training environment found: activate it or pass --python"
 REMEDY = (
     "activate the environment your jobs run in (source VENV/bin/activate, conda activate NAME) and run "
     "ddp-doctor again, or pass --python /path/to/its/python (or set DDP_DOCTOR_PYTHON); with none yet, make "

@@ -50,6 +50,8 @@ DEEPSPEED_FLAGS = {
     "--num-nodes": "nnodes",
     "--master_addr": "master_addr",
     "--master-addr": "master_addr",
+    "--hostfile": "hostfile",
+    "-H": "hostfile",
 }
 # Flags of the training script that tell what it runs on / how many DataLoader workers it starts.
 BACKEND_FLAGS = (
@@ -242,10 +244,33 @@ def gres_gpus(value: At[str]) -> At[int] | None:
     return None
 
 
+SUBMITTER_NODE_FLAGS = ("--num_nodes", "--num-nodes", "--nodes", "--replicas")
+"""A job submitter's count of the nodes that each run the command given after `--`: open-instruct's
+mason.py (`--num_nodes 2 ... -- torchrun ...`, allenai/open-instruct mason.py), beaker-gantry
+(`gantry run --replicas 2 -- torchrun ...`, allenai/beaker-gantry README)."""
+
+
+def _submitted_nodes(words: list[Word], upto: int) -> tuple[At[int], str] | None:
+    """The node count of a submitter whose `--` hands words[upto] (the launcher) to every node it starts."""
+    dash = next((j for j in range(upto - 1, -1, -1) if words[j].text == "--"), None)
+    if dash is None or any("=" not in w.text.split("/")[0] for w in words[dash + 1 : upto]):
+        return None  # only VAR=value words may stand between `--` and the launcher
+    values = _flag_values(words[:dash], {flag: flag for flag in SUBMITTER_NODE_FLAGS})
+    for flag, value in values.items():
+        count = _int_at(value)
+        if count is not None:
+            submitter = next((os.path.basename(w.text) for w in words[:dash] if w.text.endswith(".py")), None)
+            return count, f"{submitter or os.path.basename(words[0].text)} {flag}"
+    return None
+
+
 def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     rest = words[at:]
     srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
     launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
+    submitted = _submitted_nodes(words, i) if not srun else None
+    if submitted is not None:
+        launch.srun_nodes, launch.srun_nodes_what = submitted
     launch.expanded_before_srun = srun
     launch.srun_tasks_per_node, launch.srun_gpus = srun_tpn, srun_gpus
     launch.exports = srun_exports(words, i)
@@ -272,6 +297,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     if tool == "deepspeed":
         launch.device_hint = At("gpu", words[i].line)
         launch.spans_nodes = True
+        launch.no_ssh = any(w.text in ("--no_ssh", "--no-ssh") for w in rest)
     if tool == "accelerate" and any(w.text.startswith("--mpirun_hostfile") for w in rest):
         launch.spans_nodes = True
     if any(os.path.basename(w.text) in REMOTE_STARTERS for w in words[:i]):
@@ -428,6 +454,7 @@ def launches(
             text = resolve(script.text) if resolve else script.text
             script = filled(script, text)
             srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
+            submitted = _submitted_nodes(words, i) if not srun else None
             for cmd in commands(text, first_line=script.line):
                 inner_words = expand_words(cmd.words, resolve)
                 body = functions.call(inner_words[0].text) if functions is not None and inner_words else None
@@ -439,6 +466,8 @@ def launches(
                     launch.exports = {**srun_exports(words, i), **launch.exports}
                     launch.under_srun = launch.under_srun or srun
                     launch.srun_nodes = launch.srun_nodes or srun_nodes
+                    if launch.srun_nodes is None and submitted is not None:
+                        launch.srun_nodes, launch.srun_nodes_what = submitted
                     launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn
                     launch.srun_gpus = launch.srun_gpus or srun_gpus
                     found.append(launch)

@@ -37,7 +37,8 @@ class Launch:
     standalone: bool = False
     under_srun: bool = False
     srun_nodes: At[int] | None = None
-    """`srun -N/--nodes` of the step that starts the launcher."""
+    """`srun -N/--nodes` of the step that starts the launcher (or a submitter's node count: srun_nodes_what)."""
+    srun_nodes_what: str = "srun -N"
     srun_tasks_per_node: At[int] | None = None
     srun_gpus: At[int] | None = None
     """GPUs per node that srun asks for (--gres=gpu:N, --gpus-per-node, --gpus-per-task)."""
@@ -59,6 +60,10 @@ class Launch:
     """Variables the starting command sets for the ranks: mpirun -x NAME=VALUE, srun --export, env NAME=VALUE."""
     as_root: At[str] | None = None
     """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
+    hostfile: At[str] | None = None
+    """deepspeed's --hostfile / -H, when given."""
+    no_ssh: bool = False
+    """deepspeed --no_ssh: the runner starts this node's ranks only (with --node_rank), as srun would have it."""
     expanded_before_srun: bool = False
     """Its words are expanded by the batch script's shell before srun starts it on every node (they are
     srun's own arguments, or a bash -c string in double quotes), so a per-node variable is read once."""

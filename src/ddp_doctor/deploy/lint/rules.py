@@ -18,7 +18,7 @@ from ddp_doctor.checks.facts.host import ShmFacts
 from ddp_doctor.checks.units import shm as shm_check
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import human
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
 from ddp_doctor.report import Status
@@ -513,13 +513,40 @@ def _nnodes_range(text: str) -> tuple[int, int] | None:
 INJECTS_NNODES = ("pytorchjob", "trainjob")
 
 
+# deepspeed/launcher/runner.py: no hostfile at the path given (or at /job/hostfile by default) means
+# "local resources only", on 127.0.0.1.
+_NO_HOSTFILE = ("/dev/null", "")
+
+
+@check
+def deepspeed_per_node(u: Unit) -> Iterator[Hit]:
+    """DeepSpeed's runner is meant to run once: it reads the hostfile and starts every node itself (pdsh).
+    Started on each node by srun it either finds no hostfile and trains on that node alone, or starts
+    the whole job from every node."""
+    for launch in u.launches:
+        if launch.tool != "deepspeed" or not launch.under_srun or launch.no_ssh:
+            continue
+        step = launch.srun_nodes or u.nodes
+        if step is None or step.value <= 1:
+            continue
+        hostfile = launch.hostfile.value.strip("'\"") if launch.hostfile is not None else None
+        ctx = {"nodes": step.value, "nodes_what": launch.srun_nodes_what if launch.srun_nodes else u.nodes_what}
+        if hostfile is None or hostfile in _NO_HOSTFILE:
+            what = f"--hostfile {hostfile}" if hostfile else "no --hostfile (the default /job/hostfile)"
+            how = f"with {what}: each finds no hostfile and trains on its own node, a world of one node on 127.0.0.1"
+            yield Hit("deepspeed_per_node", launch.line, {**ctx, "how": how})
+        else:
+            how = f"with --hostfile {hostfile}: each starts the job on every host of the hostfile, so it runs once per node"
+            yield Hit("deepspeed_per_node", launch.line, {**ctx, "how": how}, "warning")
+
+
 @check
 def world_size(u: Unit) -> Iterator[Hit]:
     for launch in u.launches:
         if launch.tool in ("ddp-doctor", "deepspeed", "mpirun") or launch.standalone:
             continue  # --standalone is its own finding (standalone_multinode)  # deepspeed and mpirun read their hostfiles; ddp-doctor check is given --nnodes by its own launcher
         step = launch.srun_nodes
-        what = "srun -N"
+        what = launch.srun_nodes_what
         if step is None and (u.area != "slurm" or launch.under_srun):
             step, what = u.nodes, u.nodes_what
         if u.elastic is not None and launch.nnodes is not None and ":" not in launch.nnodes.value:
@@ -545,6 +572,19 @@ def world_size(u: Unit) -> Iterator[Hit]:
 
 # Operators that hand each pod its node rank (PET_NODE_RANK) for torchrun's static rendezvous.
 INJECTS_NODE_RANK = ("pytorchjob", "trainjob")
+
+
+_RANK_FLAG = {"accelerate": "--machine_rank", "torchrun": "--node-rank"}
+
+
+def _count_given_later(launch: Launch) -> str | None:
+    """The node count as a variable the config does not set (a script argument, `--num_machines $3`),
+    where the launcher is pointed at a master on another host: a launch written for several nodes."""
+    count = launch.nnodes.value.strip("'\"") if launch.nnodes is not None else ""
+    master = launch.master_addr.value.strip("'\"") if launch.master_addr is not None else ""
+    if "$" not in count or not master or is_local(master):
+        return None
+    return count
 
 
 @check
@@ -584,12 +624,19 @@ def node_rank(u: Unit) -> Iterator[Hit]:
         backend = launch.rdzv_backend.value.strip("'\"") if launch.rdzv_backend is not None else "static"
         if backend != "static":
             continue
-        nodes = nnodes_max(launch)
+        nodes: int | str | None = nnodes_max(launch)
         if nodes is None and launch.nnodes is not None and node_count(u) > 1:
             nodes = node_count(u)  # --nnodes $N, where the job's own node count is known
-        if nodes is None or nodes <= 1:
+        given = _count_given_later(launch)
+        if (nodes is None or nodes == 1) and given is not None and launch.node_rank is None:
+            # --num_machines $N_NODES beside a remote --main_process_ip: written for several nodes, the
+            # count given when it runs; with N > 1 every node is node 0 (a warning: N may be 1).
+            ctx = {"tool": launch.tool, "nodes": given, "flag": _RANK_FLAG[launch.tool]}
+            yield Hit("node_rank_missing", launch.nnodes.line if launch.nnodes else launch.line, ctx, "warning")
             continue
-        flag = "--machine_rank" if launch.tool == "accelerate" else "--node-rank"
+        if nodes is None or isinstance(nodes, str) or nodes <= 1:
+            continue
+        flag = _RANK_FLAG[launch.tool]
         ctx = {"tool": launch.tool, "nodes": nodes, "flag": flag}
         if launch.node_rank is None:
             yield Hit("node_rank_missing", launch.nnodes.line if launch.nnodes else launch.line, ctx)

@@ -386,10 +386,22 @@ SYNTAX_REPAIRS = 3
 """Lines set aside, one per bash -n run, to read the rest of a script bash rejects."""
 
 
+_NOT_LOCAL = ("unexpected EOF while looking for matching", "unexpected end of file")
+"""bash's errors that are not about one line (an unclosed quote, a missing fi / done): what the rest of
+the script means is a guess, so it is read as tree-sitter reads it."""
+
+
+def _line_local(syntax: SyntaxProblem) -> bool:
+    return not any(m in syntax.message for m in _NOT_LOCAL)
+
+
 def _readable(text: str, syntax: SyntaxProblem | None) -> str:
     """The script with the lines bash rejects blanked (line numbers kept), so the commands around them are
     read: bash runs none of them until the error is fixed (syntax_error says so), and what they would
-    run once it is fixed (a placeholder filled in, a quote closed) is still judged."""
+    run once it is fixed (a placeholder filled in, a stray `done` removed) is still judged. Only for an
+    error of one line: after an unclosed quote, which words are code is a guess."""
+    if syntax is None or not _line_local(syntax):
+        return text
     lines = text.split("\n")
     blanked: set[int] = set()
     while syntax is not None and len(blanked) < SYNTAX_REPAIRS and 0 < syntax.line <= len(lines):
@@ -406,14 +418,7 @@ def _readable(text: str, syntax: SyntaxProblem | None) -> str:
 
 def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
     syntax = bash_syntax(text) if first_line == 1 else None
-    scan, env = read(text, source, notes, first_line)
-    if syntax is not None:
-        # Only the containers are taken from the repaired text (a bare launcher's flags read across a
-        # broken quote would be a guess; a `docker run` around the error is what it says), in place of
-        # those read from the broken tree.
-        repaired, _ = read(_readable(text, syntax), source, None, first_line)
-        seen = {u.line for u in repaired.docker}
-        scan.docker = sorted(repaired.docker + [u for u in scan.docker if u.line not in seen], key=lambda u: u.line)
+    scan, env = read(_readable(text, syntax), source, notes, first_line)
     out = scan.docker
     if slurm:
         job = _slurm_unit(text, source, first_line, env, scan)
