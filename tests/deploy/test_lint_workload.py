@@ -649,3 +649,44 @@ def test_a_node_count_given_at_run_time_beside_a_remote_main_process(tmp_path: P
     assert "node_rank_missing" not in _lint(tmp_path, "ranked.sh", ranked)
     local = text.replace("$1", "127.0.0.1")
     assert "node_rank_missing" not in _lint(tmp_path, "local.sh", local)
+
+
+_INDEXED = """
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ddp
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+{subdomain}      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: nvcr.io/nvidia/pytorch:24.01-py3
+          command: ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank=$(JOB_COMPLETION_INDEX)",
+                    "--master_addr={host}", "--master_port=29500", "train.py"]
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("subdomain", "host", "unresolvable"),
+    [
+        ("", "ddp-0", True),
+        ("", "ddp-0.ddp", True),  # the Service may exist, but no pod names itself under it
+        ("      subdomain: ddp-svc\n", "ddp-0", True),
+        ("      subdomain: ddp-svc\n", "ddp-0.ddp-svc", False),
+        ("      subdomain: ddp-svc\n", "ddp-0.ddp-svc.default.svc.cluster.local", False),
+        ("", "trainer-head.example.com", False),  # not a pod's name: left to the user
+    ],
+)
+def test_an_indexed_jobs_first_pod_is_found_only_through_its_subdomain(
+    tmp_path: Path, subdomain: str, host: str, unresolvable: bool
+) -> None:
+    found = _lint(tmp_path, "job.yaml", _INDEXED.format(subdomain=subdomain, host=host))
+    assert ("rdzv_host_unresolvable" in found) is unresolvable, found

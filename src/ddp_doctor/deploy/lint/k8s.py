@@ -135,6 +135,8 @@ def _container(
         w.template,
     )
     u.role = w.role
+    u.pod_hostnames = w.pod_hostnames
+    u.subdomain = pod["subdomain"] if isinstance(pod.get("subdomain"), str) else None
     if isinstance(c.get("image"), str):
         u.image = At(c["image"], c.line_of("image"))
     env_list = c.get("env")

@@ -180,6 +180,11 @@ class Unit:
     elastic: At[str] | None = None
     """The min:max node range of an elasticPolicy, when the job has one."""
     rdzv_names: list[str] = field(default_factory=list)
+    pod_hostnames: At[str] | None = None
+    """An Indexed Job's pods are named JOB-INDEX (the value is JOB): a name other pods resolve only through
+    the pod template's subdomain and a headless Service of that name."""
+    subdomain: str | None = None
+    """The pod template's spec.subdomain, when set."""
     """The host names the operator creates for the first pod (JobSet / TrainJob), when it is known."""
     gpu_evidence: At[str] | None = None
     """Why the workload is taken to need GPUs (the line and what it says), when something says so."""

@@ -706,6 +706,29 @@ def rendezvous_names(u: Unit) -> Iterator[Hit]:
             return
 
 
+@check
+def indexed_hostname(u: Unit) -> Iterator[Hit]:
+    """An Indexed Job's pod JOB-0 is found by other pods only as JOB-0.SUBDOMAIN, through the pod
+    template's subdomain and a headless Service of that name."""
+    if u.pod_hostnames is None or node_count(u) <= 1:
+        return
+    job = u.pod_hostnames.value
+    for fld, host, line in _rdzv_hosts(u):
+        first, _, rest = host.partition(".")
+        if not re.fullmatch(rf"{re.escape(job)}-\d+", first):
+            continue
+        if u.subdomain is None:
+            how = "the pod template sets no subdomain, so no DNS name is made for the pods"
+        elif rest.split(".", 1)[0] != u.subdomain:
+            how = f"the pods' DNS names are {first}.{u.subdomain} (spec.template.spec.subdomain)"
+        else:
+            continue
+        sub = u.subdomain or job
+        ctx = {"field": fld, "value": host, "how": how, "name": f"{first}.{sub}", "subdomain": sub}
+        yield Hit("rdzv_host_unresolvable", line, ctx)
+        return
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)

@@ -75,6 +75,8 @@ class PodTemplate:
     """What deletes the pods, and their disks, when the job ends (a RayJob's shutdownAfterJobFinishes)."""
     object_store: At[str] | None = None
     """A Ray group's rayStartParams object-store-memory (bytes), when set."""
+    pod_hostnames: At[str] | None = None
+    """An Indexed Job's pod hostnames, JOB-INDEX (the value is JOB), where completionMode says so."""
     stands_for: int | None = None
     """id() of the pod spec in the object that this (rebuilt) template replaces, so it is not read twice."""
 
@@ -491,7 +493,14 @@ def _one_job(job_spec: YMap, label: str) -> list[PodTemplate]:
 
 
 def _job(doc: YMap, label: str) -> list[PodTemplate]:
-    return _one_job(ymap(doc, "spec"), label)
+    spec = ymap(doc, "spec")
+    out = _one_job(spec, label)
+    name = ymap(doc, "metadata").get("name")
+    if spec.get("completionMode") == "Indexed" and isinstance(name, str):
+        # Each pod's hostname is JOB-INDEX (a CronJob's jobs have generated names, so only a Job's).
+        for t in out:
+            t.pod_hostnames = At(name, spec.line_of("completionMode"))
+    return out
 
 
 def _cronjob(doc: YMap, label: str) -> list[PodTemplate]:
