@@ -111,7 +111,7 @@ def test_one_gpu_runtime_remedy_for_a_container_started_without_gpus() -> None:
 
 
 def test_busy_thresholds_come_from_the_table() -> None:
-    from ddp_doctor.checks.facts.gpu import BusyFacts
+    from ddp_doctor.checks.facts.gpu_devices import BusyFacts
     from ddp_doctor.checks.units import gpus_busy
 
     rule = table.gpu_busy()

@@ -10,8 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ddp_doctor.checks import table
+from ddp_doctor.checks.model import Check
 from ddp_doctor.checks.registry import ALL
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "checks.md"
@@ -24,17 +26,23 @@ INTRO = """\
 
 A check is one declared unit (`ddp_doctor.checks.model.Check`), one file in `checks/units/`: a name,
 a title, the typed facts it reads (`ddp_doctor.checks.facts`) and a pure judge from those facts to a
-finding; the checks are listed here in report order. `check --static` builds the facts from this host, `image` from an image's rootfs; each
-names the Result with its own id, listed under each check (a check with only an `env` id judges a
-host alone: an image has no GPU, driver or network to ask; one with only an `image` id judges what
-only an image has: its digests, interpreters on disk, CUDA libraries, Entrypoint and run command). Thresholds, wording and remedies come
-from one table, `checks/knowledge.yaml`, with a source per entry, which `lint` and `launch` read
-too. How to add one: [CONTRIBUTING.md](../CONTRIBUTING.md).
+finding; they are listed here in report order. `check --static` builds the facts from this host,
+`image` from an image's rootfs; each names the Result with its own id, listed under each check with
+the file that declares it (a check with only an `env` id judges a host alone: an image has no GPU,
+driver or network to ask; one with only an `image` id judges what only an image has: its digests,
+interpreters on disk, CUDA libraries, Entrypoint and run command). Thresholds, wording and remedies
+come from one table, `checks/knowledge.yaml`, with a source per entry, which `lint` and `launch`
+read too. How to add one: [CONTRIBUTING.md](../CONTRIBUTING.md).
 """
 
 
-def _check_section(name: str, title: str, facts: str, ids: str, doc: str) -> str:
-    return f'<a id="{name}"></a>\n## `{name}` — {title}\n\nResult ids: {ids}. Facts: `{facts}`.\n\n{doc}\n'
+def _check_section(unit: Check[Any]) -> str:
+    ids = ", ".join(f"`{rid}` ({subject})" for subject, rid in unit.ids.items())
+    where = unit.judge.__module__.removeprefix("ddp_doctor.").replace(".", "/") + ".py"
+    return (
+        f'<a id="{unit.name}"></a>\n## `{unit.name}` — {unit.title}\n\n'
+        f"Result ids: {ids}. Facts: `{unit.facts.__name__}`. Declared in `{where}`.\n\n{unit.doc}\n"
+    )
 
 
 def _shm_section() -> str:
@@ -51,9 +59,7 @@ def _shm_section() -> str:
 
 def render() -> str:
     parts = [INTRO]
-    for c in ALL:
-        ids = ", ".join(f"`{rid}` ({subject})" for subject, rid in c.ids.items())
-        parts.append(_check_section(c.name, c.title, c.facts.__name__, ids, c.doc))
+    parts.extend(_check_section(unit) for unit in ALL)
     parts.append(_shm_section())
     return "\n".join(parts)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_doctor.checks.facts.fields import bool_at, int_at, section, str_at, typed
-from ddp_doctor.checks.facts.gpu import GpuFacts
+from ddp_doctor.checks.facts.gpu_devices import GpuFacts
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...] | None:

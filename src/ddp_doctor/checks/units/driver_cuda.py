@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts.gpu import TorchOnGpuFacts
+from ddp_doctor.checks.facts.gpu_devices import TorchOnGpuFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 

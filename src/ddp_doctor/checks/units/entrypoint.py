@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ddp_doctor.checks.facts.image import ImageConfigFacts
+from ddp_doctor.checks.facts.image_only import ImageConfigFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 

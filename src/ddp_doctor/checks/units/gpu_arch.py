@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts.gpu import GpuDevice, TorchOnGpuFacts
+from ddp_doctor.checks.facts.gpu_devices import GpuDevice, TorchOnGpuFacts
 from ddp_doctor.checks.install import fits_driver
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.knowledge import arch

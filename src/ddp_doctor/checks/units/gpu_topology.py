@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from ddp_doctor.checks.facts.gpu import GpuFacts
+from ddp_doctor.checks.facts.gpu_devices import GpuFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural

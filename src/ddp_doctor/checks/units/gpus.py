@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts.gpu import GpuDevice, GpuFacts, GpusFacts
+from ddp_doctor.checks.facts.gpu_devices import GpuDevice, GpuFacts, GpusFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.knowledge import arch
 from ddp_doctor.report import Status

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts.gpu import BusyFacts, GpuFacts, GpuProcess
+from ddp_doctor.checks.facts.gpu_devices import BusyFacts, GpuFacts, GpuProcess
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts.gpu import ExpectedGpusFacts
+from ddp_doctor.checks.facts.gpu_devices import ExpectedGpusFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.facts.image import StoredImageFacts
+from ddp_doctor.checks.facts.image_only import StoredImageFacts
 from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 from ddp_doctor.words import human_bytes, plural

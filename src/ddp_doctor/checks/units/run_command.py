@@ -6,7 +6,7 @@ import json
 import shlex
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks.facts.image import RunAdviceFacts
+from ddp_doctor.checks.facts.image_only import RunAdviceFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.torchrun import TorchrunCommand

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddp_doctor.checks.facts.image import InterpretersFacts
+from ddp_doctor.checks.facts.image_only import InterpretersFacts
 from ddp_doctor.checks.model import Check, Finding
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
