@@ -33,7 +33,6 @@ CONTRADICTED = {
     # Blind failures explain still calls healthy: never read here; benchmarks/score_explain_corpus.py lists them
     # as misses, and the class each names is the next thing to learn (strict: a fix shows here).
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
-    "kohya-trainer-246.log": "blind: a failure called healthy, its class not known yet",
 }
 
 

@@ -28,13 +28,10 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "colossalai-104.log",
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
-        "elastic-31.log",  # a rendezvous host name that does not resolve, in torchelastic's etcd wording
         "examples-1030.log",
         "examples-611.log",
-        "generativemodels-354.log",  # a model's own method called on the DDP wrapper (the reverse of model.module without DDP)
         "jobset-603.log",
         "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
-        "llamafactory-2424.log",  # a watchdog timeout while one rank still preprocesses the dataset
         "mmdetection-4991.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1837.log",  # NCCL_SOCKET_IFNAME naming an interface the host lacks, seen as a garbage address family
@@ -47,9 +44,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "tinyworlds-13.log",
         "ucx-7239.log",
         "unimatch-97.log",
-        "vllm-1726.log",  # a second NCCL library loaded beside the one PyTorch was built with, seen as an invalid config value
-        "volcano-2952.log",  # a pod host name in the hostfile that does not resolve, in DeepSpeed's "not reachable via ssh"
-        "zero-nlp-115.log",  # a model spread over several GPUs by device_map, then wrapped in DDP
     }
 )
 """Fitted logs whose class of failure explain does not know yet (strict xfail: a fix makes the test say so)."""
