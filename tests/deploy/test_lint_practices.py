@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.deploy.lint.engine import lint_file
 from tests.conftest import FIXTURES, run_cli
 
@@ -479,3 +481,20 @@ def test_a_per_node_variable_the_batch_shell_expands_once(tmp_path: Path) -> Non
     for name, line in per_node.items():
         (tmp_path / "x.sbatch").write_text(head + line)
         assert "node_rank_fixed" not in _found(tmp_path / "x.sbatch"), name
+
+
+@pytest.mark.parametrize(
+    ("image", "unpinned"),
+    [
+        ("bert", False),  # built on the host (docker build -t bert): nothing pulls it
+        ("maskrcnn:latest", False),
+        ("ubuntu", True),  # an official image: pulled as ubuntu:latest
+        ("python:latest", True),
+        ("myorg/trainer", True),
+    ],
+)
+def test_a_local_build_is_not_an_unpinned_pull(tmp_path: Path, image: str, unpinned: bool) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/bash\ndocker run --rm --gpus 1 --user 1000 -v /d:/d {image} python train.py\n")
+    found = {r.id for r in lint_file(str(script)).results}
+    assert ("lint.docker.latest_tag" in found) is unpinned, found

@@ -326,10 +326,25 @@ def unpinned(image: str) -> str | None:
     return None
 
 
+@functools.cache
+def official_images() -> frozenset[str]:
+    text = resources.files("ddp_doctor.deploy.lint").joinpath("official_images.yaml").read_text(encoding="utf-8")
+    return frozenset(yaml.safe_load(text)["images"])
+
+
+def built_here(image: str) -> bool:
+    """A single-word name that is no Docker Hub official image cannot be pulled: docker run and compose
+    use the image of that name built on the host (docker build -t bert, compose build:)."""
+    name = image.split("@", 1)[0].rsplit(":", 1)[0] if ":" in image else image
+    return "/" not in name and "$" not in name and name not in official_images()
+
+
 @check
 def pinned(u: Unit) -> Iterator[Hit]:
     if u.image is None:
         return
+    if u.area in ("docker", "compose") and built_here(u.image.value):
+        return  # a local build: nothing is pulled, on this host or another
     note = unpinned(u.image.value)
     if note is not None:
         yield Hit("latest_tag", u.image.line, {"image": u.image.value, "tag_note": note})
