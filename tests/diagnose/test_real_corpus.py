@@ -23,7 +23,6 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
-        "4d-humans-59.log",  # CUDA touched inside forked DataLoader workers
         # Slurm's slurmstepd failing before the job starts (a node-side spool problem), called healthy
         "arjunausers-46.log",
         "axolotl-494.log",
@@ -33,7 +32,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         # the container runtime's nvidia-container-cli error when the host driver is broken, called healthy
         "dockwater-10.log",
         "eccv2022-rife-52.log",
-        "examples-1030.log",
         "examples-611.log",
         "jobset-603.log",
         # nvidia-container-cli's 'cuda error: unknown error' from a host driver left in a bad state, called healthy
@@ -43,9 +41,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "llamafactory-9.log",
         "mmdetection-4991.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
-        "nccl-1837.log",  # NCCL_SOCKET_IFNAME naming an interface the host lacks, seen as a garbage address family
         "nccl-tests-218.log",
-        "neutrontp-2.log",
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
         "pseco-15.log",
         "pyllama-25.log",
@@ -54,12 +50,10 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "qlora-137.log",  # a library's own check refusing a quantized model across devices, fixed in a later release
         # CUDA 'invalid device function' from code built for another GPU architecture, called healthy
         "tensorrt-yolo-74.log",
-        "tinyworlds-13.log",
         "torchforge-590.log",  # sbatch refusing a memory request the cluster's nodes cannot satisfy
         # a quantized model loaded onto one GPU in every DDP process (device_map), quoted in prose, called healthy
         "trl-722.log",
         "ucx-7239.log",
-        "unimatch-97.log",
     }
 )
 """Fitted logs whose class of failure explain does not know yet (strict xfail: a fix makes the test say so)."""
