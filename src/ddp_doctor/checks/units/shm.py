@@ -56,4 +56,11 @@ def judge(f: ShmFacts) -> Finding:
     return Finding(Status.PASS, f"/dev/shm is {size_text} ({free_text} free)", observed=observed, metrics=metrics)
 
 
-CHECK = Check(name="shm", title="/dev/shm size", facts=ShmFacts, judge=judge, ids={"env": "env.shm"}, order=140)
+CHECK = Check(
+    name="shm",
+    title="/dev/shm size",
+    facts=ShmFacts,
+    judge=judge,
+    ids={"env": "env.shm", "lint": "lint.<area>.shm_small"},
+    order=140,
+)

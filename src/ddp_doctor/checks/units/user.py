@@ -31,5 +31,10 @@ def judge(f: UserFacts) -> Finding:
 
 
 CHECK = Check(
-    name="user", title="user", facts=UserFacts, judge=judge, ids={"env": "env.user", "image": "image.user"}, order=170
+    name="user",
+    title="user",
+    facts=UserFacts,
+    judge=judge,
+    ids={"env": "env.user", "image": "image.user", "lint": "lint.<area>.run_as_root"},
+    order=170,
 )

@@ -14,12 +14,11 @@ import yaml
 
 from ddp_doctor.checks import table
 from ddp_doctor.checks import variables as variables_check
-from ddp_doctor.checks.facts.host import ShmFacts
-from ddp_doctor.checks.units import shm as shm_check
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Unit
 from ddp_doctor.deploy.lint.quantity import human
+from ddp_doctor.deploy.lint.subject import verdicts
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
 from ddp_doctor.report import Status
 
@@ -203,8 +202,10 @@ def shm(u: Unit) -> Iterator[Hit]:
     elif u.shm.value == "disk" and u.area == "k8s":
         yield Hit("shm_not_memory", u.shm.line)
     elif u.shm.value == "tiny":
-        # The same unit check and image use: under 256 MiB fails, under 1 GiB warns (checks/knowledge.yaml).
-        found = shm_check.judge(ShmFacts(size_bytes=u.shm_bytes, free_bytes=None))
+        # The verdict of the shm unit `check` uses, on this config (under 256 MiB fails, under 1 GiB warns).
+        found = verdicts(u).get("shm")
+        if found is None or found.status is Status.PASS:
+            return
         severity = "error" if found.status is Status.FAIL else None
         gpus = u.gpus.value if u.gpus is not None else None
         yield Hit("shm_small", u.shm.line, {"shm": human(u.shm_bytes or 0), **table.shm().words(gpus)}, severity)
@@ -285,7 +286,8 @@ def non_root_image(image: str) -> str | None:
 def root(u: Unit) -> Iterator[Hit]:
     if u.unread_user is not None:
         yield Hit("user_unknown", u.unread_user.line, {"dockerfile": u.unread_user.value})
-    if u.root is None:
+    said = verdicts(u).get("user")  # the user unit `check` and `image` use, on this config
+    if u.root is None or said is None or said.status is not Status.WARN:
         return
     if u.area == "dockerfile":
         yield Hit("no_user" if u.root.value == "no USER" else "root_user", u.root.line, {"reason": u.root.value})
