@@ -34,7 +34,7 @@ def _batch_timeout(ctx: Any) -> float:
 
 def run(ctx: Any) -> list[dict[str, Any]]:
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader, Dataset, get_worker_info
 
     prewarm = ctx.shared.get("prewarm")
     if prewarm is not None:  # never fork workers while another thread holds an import lock
@@ -49,7 +49,15 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             return int(batches)
 
         def __getitem__(self, i: int) -> Any:
-            return torch.full((elements,), float(i % 1000), dtype=torch.float32)
+            value = float(i % 1000)
+            if get_worker_info() is None:
+                return torch.full((elements,), value, dtype=torch.float32)
+            # In a worker the batch is written straight into /dev/shm, as default_collate does in
+            # training (torch/utils/data/_utils/collate.py, collate_tensor_fn: "concatenate directly
+            # into a shared memory tensor to avoid an extra copy"); a full /dev/shm fails the same
+            # write. A private tensor would be copied there once more by the queue (a third less CPU).
+            shared = torch.UntypedStorage._new_shared(elements * 4)  # type: ignore[no-untyped-call]
+            return torch.empty(0, dtype=torch.float32).set_(shared).view(elements).fill_(value)
 
     shm = _shm()
     ctx.payload["shm"] = shm
