@@ -13,12 +13,12 @@ COUNTS = habits.count()
 
 def test_dict_str_any_does_not_grow() -> None:
     # Goal: 60, only at the JSON edge (report.to_dict/from_dict, the readers of rank and facts files).
-    assert 100 < COUNTS.dict_str_any <= 266
+    assert 100 < COUNTS.dict_str_any <= 250
 
 
 def test_no_new_function_over_60_lines_without_its_reason() -> None:
     # Goal: none. A function that is long for a reason says so on its def line: `# long: <why>`.
-    assert len(COUNTS.long_functions) <= 24, COUNTS.long_functions
+    assert len(COUNTS.long_functions) <= 20, COUNTS.long_functions
 
 
 def test_every_noqa_names_a_rule_ruff_checks_and_that_is_broken_there() -> None:

@@ -11,7 +11,7 @@ import socket
 import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ddp_doctor import __version__
 
@@ -151,14 +151,29 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
+class Target(TypedDict, total=False):
+    """What was examined: a host, an image or one or more files."""
+
+    host: str
+    image: str
+    engine: str
+    """The container engine `check --image` ran the image with."""
+    file: str
+    files: str
+    """Several files, named in a short list."""
+    command: str
+    """The job `run` watched."""
+    python: str
+    """The interpreter `check` and `bench` examined, and why that one."""
+
+
 _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.INFO: 0, Status.WARN: 1, Status.ERROR: 2, Status.FAIL: 2}
 
 
 @dataclass
 class Report:
     command: str
-    target: dict[str, Any]
-    """What was examined: {"host": ...}, {"image": ...} or {"file": ...}."""
+    target: Target
     results: list[Result] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -172,7 +187,7 @@ class Report:
 
     @classmethod
     def for_host(cls, command: str) -> Report:
-        return cls(command=command, target={"host": socket.gethostname()})
+        return cls(command=command, target=Target(host=socket.gethostname()))
 
     def add(self, *results: Result) -> None:
         self.results.extend(results)
@@ -231,7 +246,8 @@ class Report:
             raise ValueError(f"report schema_version is {version!r}, this ddp-doctor reads {SCHEMA_VERSION}")
         return cls(
             command=_kind(d, "command", str, required=True),
-            target=dict(_kind(d, "target", dict) or {}),
+            # A report of another version may name other keys: they are kept and shown as they are.
+            target=cast(Target, dict(_kind(d, "target", dict) or {})),
             results=[Result.from_dict(r) for r in _kind(d, "results", list) or []],
             facts=dict(_kind(d, "facts", dict) or {}),
             started=str(d.get("started", "")),

@@ -13,7 +13,7 @@ import stat
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypedDict, cast
 
 from ddp_doctor.errors import InputError
 from ddp_doctor.image.limits import Limits
@@ -43,12 +43,76 @@ _ARCHIVE_NAME = re.compile(
 _HEX_NAME = re.compile(r"(?:^|/)(?:blobs/sha256/)?([a-f0-9]{64})(?:\.tar|\.json)?$")
 
 
+# The JSON an image holds, as the OCI image spec (image-spec v1.1 descriptor.md, config.md) and docker save
+# (moby image/tarexport) spell it: only the fields read here, each one's type checked before the cast.
+class Descriptor(TypedDict, total=False):
+    mediaType: str
+    digest: str
+    size: int
+    platform: object
+    """Checked where it is read (_matches): a platform is optional and compared field by field."""
+    annotations: dict[str, str]
+
+
+class ContainerConfig(TypedDict, total=False):
+    User: str
+    Env: list[str]
+    Entrypoint: list[str] | str
+    Cmd: list[str] | str
+    WorkingDir: str
+    Labels: dict[str, str]
+    ExposedPorts: dict[str, object]
+
+
+class RootFs(TypedDict, total=False):
+    type: str
+    diff_ids: list[str]
+
+
+class ImageConfig(TypedDict, total=False):
+    architecture: str
+    os: str
+    variant: str
+    created: str
+    config: ContainerConfig
+    rootfs: RootFs
+
+
+class LayerInfo(TypedDict, total=False):
+    compression: str
+    entries: int
+    diff_id: str
+    digest: str
+    size_bytes: int
+
+
+class ArchiveInfo(TypedDict, total=False):
+    """What the reader learnt about the archive; facts["image"] starts from it."""
+
+    format: str
+    platform: str
+    manifest_digest: str
+    config_digest: str | None
+    ref: str | None
+    repo_tags: list[str]
+    images_in_archive: int
+    compressed_bytes: int
+    verified_blobs: int
+    note: str
+    layers: list[LayerInfo]
+    layer_count: int
+    uncompressed_bytes: int
+    entries: int
+    whiteouts: int
+    special_files: list[str]
+
+
 @dataclass
 class Image:
     tree: Tree
-    config: dict[str, Any] | None
+    config: ImageConfig | None
     """The image config blob (architecture, os, config {User, Env, ...}, rootfs, history); None for a rootfs."""
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ArchiveInfo = field(default_factory=ArchiveInfo)
     markers: dict[str, set[bytes]] = field(default_factory=dict)
     """Byte markers found in scanned files (e.g. b"libnccl.so" inside libtorch_cuda.so), by path."""
 
@@ -72,6 +136,7 @@ def _json(data: bytes, what: str) -> Any:
 
 
 def _obj(value: Any, what: str) -> dict[str, Any]:
+    """A JSON object as read, before its fields are checked."""
     if not isinstance(value, dict):
         raise InputError(f"{what} is not a JSON object (found {type(value).__name__})")
     return value
@@ -85,7 +150,7 @@ class Layers:
         self.tree = Tree(limits, policy.keep)
         self.budget = [0]
         self.markers: dict[str, tuple[int, set[bytes]]] = {}
-        self.info: list[dict[str, Any]] = []
+        self.info: list[LayerInfo] = []
 
     def apply(self, blob: Readable, what: str, blob_hash: Hashing | None, diff_id: str | None) -> None:
         if self.policy.on_layer is not None:
@@ -138,7 +203,7 @@ class Layers:
                     self.markers[path] = (tree.layer, scan_markers(tar.content_chunks(), wanted))
         tar.drain()
         ahead.finish()
-        entry: dict[str, Any] = {"compression": compression, "entries": tar.count}
+        entry = LayerInfo(compression=compression, entries=tar.count)
         if uncompressed is not None:
             entry["diff_id"] = uncompressed.verify()
         if blob_hash is not None:
@@ -154,14 +219,14 @@ class Layers:
         self.info.append(entry)
         tree.layer += 1
 
-    def image(self, config: dict[str, Any] | None, info: dict[str, Any]) -> Image:
+    def image(self, config: ImageConfig | None, info: ArchiveInfo) -> Image:
         info["layers"] = self.info
         info["layer_count"] = len(self.info)
         info["uncompressed_bytes"] = self.budget[0]
         info["entries"] = self.tree.entries
         info["whiteouts"] = self.tree.whiteouts
         info["special_files"] = self.tree.skipped[:20]
-        live = {}
+        live: dict[str, set[bytes]] = {}
         for path, (layer, found) in self.markers.items():
             hit = self.tree.lookup(path, follow=False)
             if hit is not None and hit[1].layer == layer:
@@ -324,16 +389,19 @@ def _matches(platform: Any, want: dict[str, str]) -> bool:
 
 
 # -- OCI (layout directory or archive) --------------------------------------------------------------
-def _descriptor(value: Any, what: str) -> dict[str, Any]:
+def _descriptor(value: Any, what: str) -> Descriptor:
     d = _obj(value, what)
     check_digest(d.get("digest"), what)
     size = d.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise InputError(f"{what}: size {str(size)[:40]!r} is not a non-negative integer")
-    return d
+    annotations = d.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise InputError(f"{what}: annotations is a {type(annotations).__name__}, expected an object")
+    return cast(Descriptor, d)
 
 
-def _read_blob_json(store: Store, desc: dict[str, Any], limits: Limits, what: str) -> Any:
+def _read_blob_json(store: Store, desc: Descriptor, limits: Limits, what: str) -> Any:
     digest = desc["digest"]
     if desc["size"] > limits.max_metadata_bytes:
         raise InputError(
@@ -351,7 +419,7 @@ def _read_blob_json(store: Store, desc: dict[str, Any], limits: Limits, what: st
 
 def _pick_manifest(
     store: Store, index: dict[str, Any], want: dict[str, str], limits: Limits, depth: int = 0
-) -> dict[str, Any]:
+) -> Descriptor:
     manifests = index.get("manifests")
     if not isinstance(manifests, list) or not manifests:
         raise InputError(f"{store.path}: the image index lists no manifests")
@@ -367,9 +435,9 @@ def _pick_manifest(
             return _pick_manifest(store, inner, want, limits, depth + 1)
         seen = sorted(
             {
-                "/".join(str(d.get("platform", {}).get(k, "?")) for k in ("os", "architecture"))
+                "/".join(str(platform.get(k, "?")) for k in ("os", "architecture"))
                 for d in descs
-                if isinstance(d.get("platform"), dict)
+                if isinstance(platform := d.get("platform"), dict)
             }
         )
         raise InputError(
@@ -382,7 +450,7 @@ def _pick_manifest(
             raise InputError(f"{store.path}: image indexes nested more than 4 deep")
         inner = _obj(_read_blob_json(store, chosen, limits, f"{store.path}: nested index"), "nested index")
         return _pick_manifest(store, inner, want, limits, depth + 1)
-    return dict(chosen)
+    return Descriptor(**chosen)
 
 
 def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Policy) -> Image:
@@ -412,15 +480,15 @@ def load_oci(store: Store, fmt: str, platform: str, limits: Limits, policy: Poli
             applier.apply(h, what, h, diff_id)
         finally:
             close()
-    info = {
-        "format": fmt,
-        "platform": platform,
-        "manifest_digest": mdesc["digest"],
-        "config_digest": cdesc["digest"],
-        "compressed_bytes": sum(d["size"] for d in descs),
-        "verified_blobs": len(descs) + 2,
-        "ref": (mdesc.get("annotations") or {}).get("org.opencontainers.image.ref.name"),
-    }
+    info = ArchiveInfo(
+        format=fmt,
+        platform=platform,
+        manifest_digest=mdesc["digest"],
+        config_digest=cdesc["digest"],
+        compressed_bytes=sum(d["size"] for d in descs),
+        verified_blobs=len(descs) + 2,
+        ref=(mdesc.get("annotations") or {}).get("org.opencontainers.image.ref.name"),
+    )
     return applier.image(config, info)
 
 
@@ -435,11 +503,11 @@ _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def checked_config(config: dict[str, Any], what: str) -> dict[str, Any]:
+def checked_config(config: dict[str, Any], what: str) -> ImageConfig:
     """The image config, with the fields the audit reads checked for type (a wrong type is malformed input)."""
     section = config.get("config")
     if section is None:
-        return config
+        return cast(ImageConfig, config)
     if not isinstance(section, dict):
         raise InputError(f"{what}: the image config's 'config' is a {type(section).__name__}, expected an object")
     for key, types in _CONFIG_TYPES.items():
@@ -456,11 +524,11 @@ def checked_config(config: dict[str, Any], what: str) -> dict[str, Any]:
     for key in ("architecture", "os", "created"):
         if config.get(key) is not None and not isinstance(config[key], str):
             raise InputError(f"{what}: the image config's {key} is not a string")
-    return config
+    return cast(ImageConfig, config)
 
 
-def _diff_ids(config: dict[str, Any], count: int, what: str) -> list[str | None]:
-    rootfs = config.get("rootfs")
+def _diff_ids(config: ImageConfig, count: int, what: str) -> list[str | None]:
+    rootfs: object = config.get("rootfs")
     ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
     if not isinstance(ids, list):
         raise InputError(f"{what}: the image config has no rootfs.diff_ids")
@@ -478,7 +546,7 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
     if not isinstance(manifest, list) or not manifest:
         raise InputError(f"{store.path}: manifest.json is not a non-empty list of images")
     entries = [_obj(e, f"{store.path}: manifest.json entry") for e in manifest]
-    chosen: tuple[dict[str, Any], dict[str, Any], str] | None = None
+    chosen: tuple[dict[str, Any], ImageConfig, str] | None = None
     for entry in entries:
         name = entry.get("Config")
         if not isinstance(name, str):
@@ -513,15 +581,15 @@ def load_docker(store: TarStore, platform: str, limits: Limits, policy: Policy) 
         h = Hashing(src, stored, what, size)
         applier.apply(h, what, h, diff_id)
         close()
-    info: dict[str, Any] = {
-        "format": "docker-archive",
-        "platform": platform,
-        "config_digest": config_digest or None,
-        "repo_tags": entry.get("RepoTags") if isinstance(entry.get("RepoTags"), list) else [],
-        "compressed_bytes": compressed,
-        "verified_blobs": len(layers) + (1 if config_digest else 0),
-        "images_in_archive": len(entries),
-    }
+    info = ArchiveInfo(
+        format="docker-archive",
+        platform=platform,
+        config_digest=config_digest or None,
+        repo_tags=[t for t in tags if isinstance(t, str)] if isinstance(tags := entry.get("RepoTags"), list) else [],
+        compressed_bytes=compressed,
+        verified_blobs=len(layers) + (1 if config_digest else 0),
+        images_in_archive=len(entries),
+    )
     return applier.image(config, info)
 
 
@@ -543,11 +611,9 @@ def load_rootfs_stream(src: Readable, path: str, fmt: str, limits: Limits, polic
     applier.apply(counted, path, counted, None)
     return applier.image(
         None,
-        {
-            "format": fmt,
-            "verified_blobs": 0,
-            "note": "a rootfs carries no digests and no config (User, Env, Entrypoint)",
-        },
+        ArchiveInfo(
+            format=fmt, verified_blobs=0, note="a rootfs carries no digests and no config (User, Env, Entrypoint)"
+        ),
     )
 
 
@@ -557,11 +623,11 @@ def load_rootfs_dir(path: str, limits: Limits, policy: Policy) -> Image:
     applier.markers.update({name: (applier.tree.layer, found) for name, found in scanned.items()})
     return applier.image(
         None,
-        {
-            "format": "rootfs-dir",
-            "verified_blobs": 0,
-            "note": "a rootfs directory carries no digests and no config (User, Env, Entrypoint)",
-        },
+        ArchiveInfo(
+            format="rootfs-dir",
+            verified_blobs=0,
+            note="a rootfs directory carries no digests and no config (User, Env, Entrypoint)",
+        ),
     )
 
 

@@ -28,7 +28,7 @@ def facts_of(image: Image, path: str) -> dict[str, Any]:
     inv = findings.inventory(tree)
     torch = findings.torch_facts(tree, inv, path_var)
     cfg = (config or {}).get("config") if config is not None else None
-    info = dict(image.info)
+    info: dict[str, Any] = dict(image.info)  # facts["image"]: the archive's info and what the audit adds
     tags = info.get("repo_tags") or []
     ref = info.get("ref")  # an OCI layout's ref.name is often just a tag ("1"), not a name to run
     info.update(

@@ -16,7 +16,7 @@ import re
 import shlex
 import shutil
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ddp_doctor import proc
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.checks import table
 from ddp_doctor.errors import InputError, UsageError
-from ddp_doctor.report import Report, Result, Status
+from ddp_doctor.report import Report, Result, Status, Target
 
 MOUNT = "/ddp-doctor"
 STARTUP_S = 90.0
@@ -252,38 +252,42 @@ def _inner(done: proc.Completed) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and "results" in value else None
 
 
+@dataclass(frozen=True)
+class ContainerRun:
+    """How the container ran: facts["container"] of the report."""
+
+    engine: str
+    argv: list[str]
+    flags: list[str]
+    defaults_used: bool
+    recommended_flags: list[str]
+    dropped_flags: list[str]
+    returncode: int | None
+    duration_s: float
+    vendored: list[str]
+    command: str
+    stderr_tail: str
+
+
 def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float) -> Report:
     command = by_hand(p)
-    flags = shlex.join(p.flags)
-    facts: dict[str, Any] = {
-        "engine": p.engine,
-        "argv": p.argv,
-        "flags": p.flags,
-        "defaults_used": p.defaults_used,
-        "recommended_flags": p.recommended,
-        "dropped_flags": list(p.dropped),
-        "returncode": done.returncode,
-        "duration_s": round(done.duration_s, 3),
-        "vendored": mounted,
-        "command": command,
-        "stderr_tail": done.stderr[-4000:],
-    }
-    which = "the recommended flags" if p.defaults_used else "your flags"
-    inner: Report | None = None
-    problem = None
-    if done.timed_out:
-        problem = f"the container did not finish within {deadline:.0f} s; it was killed and removed"
-    elif (data := _inner(done)) is not None:
-        try:
-            inner = Report.from_dict(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            problem = f"the report printed inside the container is unreadable: {exc}"
-    else:
-        tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
-        problem = f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
-    report = Report(command="check", target={"image": config.image, "engine": p.engine})
+    run = ContainerRun(
+        engine=p.engine,
+        argv=p.argv,
+        flags=p.flags,
+        defaults_used=p.defaults_used,
+        recommended_flags=p.recommended,
+        dropped_flags=list(p.dropped),
+        returncode=done.returncode,
+        duration_s=round(done.duration_s, 3),
+        vendored=mounted,
+        command=command,
+        stderr_tail=done.stderr[-4000:],
+    )
+    inner, problem = _inner_report(p, done, deadline)
+    report = Report(command="check", target=Target(image=config.image or "", engine=p.engine))
     if inner is None:
-        report.facts = {"container": facts}
+        report.facts = {"container": asdict(run)}
         report.add(
             Result(
                 "image.container",
@@ -297,7 +301,30 @@ def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted:
             )
         )
         return report
-    report.facts = {**inner.facts, "container": facts}
+    report.facts = {**inner.facts, "container": asdict(run)}
+    report.add(_ran_inside(config, p, done, inner))
+    report.extend(inner.results)
+    report.root_cause = inner.root_cause
+    return report
+
+
+def _inner_report(p: ContainerPlan, done: proc.Completed, deadline: float) -> tuple[Report | None, str | None]:
+    """The report the check printed inside the container, or why there is none."""
+    if done.timed_out:
+        return None, f"the container did not finish within {deadline:.0f} s; it was killed and removed"
+    data = _inner(done)
+    if data is None:
+        tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
+        return None, f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
+    try:
+        return Report.from_dict(data), None
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, f"the report printed inside the container is unreadable: {exc}"
+
+
+def _ran_inside(config: CheckConfig, p: ContainerPlan, done: proc.Completed, inner: Report) -> Result:
+    """image.container: how the check ran in the image, and whether the engine dropped a flag."""
+    which = "the recommended flags" if p.defaults_used else "your flags"
     failed = inner.failures()
     remedy = None
     if failed and not p.defaults_used and p.flags != p.recommended:
@@ -311,20 +338,15 @@ def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted:
             "unlimited locked memory"
         )
         remedy = f"run the engine as root (rootful docker/podman) or raise the hard limits: {shlex.join(p.dropped)}"
-    report.add(
-        Result(
-            "image.container",
-            "Check inside the image",
-            status,
-            f"ran `ddp-doctor check` in {config.image} with {which}: {p.engine} run {flags}; "
-            f"inside: {inner.verdict().value} ({len(failed)} failing)",
-            cause=cause,
-            remedy=remedy,
-            observed={"flags": p.flags, "engine": p.engine, "defaults_used": p.defaults_used},
-            expected={"recommended_flags": p.recommended},
-            duration_s=round(done.duration_s, 3),
-        )
+    return Result(
+        "image.container",
+        "Check inside the image",
+        status,
+        f"ran `ddp-doctor check` in {config.image} with {which}: {p.engine} run {shlex.join(p.flags)}; "
+        f"inside: {inner.verdict().value} ({len(failed)} failing)",
+        cause=cause,
+        remedy=remedy,
+        observed={"flags": p.flags, "engine": p.engine, "defaults_used": p.defaults_used},
+        expected={"recommended_flags": p.recommended},
+        duration_s=round(done.duration_s, 3),
     )
-    report.extend(inner.results)
-    report.root_cause = inner.root_cause
-    return report

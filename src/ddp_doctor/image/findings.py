@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from typing import Any
 
-from ddp_doctor.image.archive import Policy
+from ddp_doctor.image.archive import ContainerConfig, ImageConfig, Policy
 from ddp_doctor.image.tree import DIR, FILE, SYMLINK, Tree
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -124,8 +124,8 @@ def shebang(data: bytes | None) -> list[str] | None:
     return line.split() or None
 
 
-def env_of(config: dict[str, Any] | None) -> dict[str, str]:
-    cfg = (config or {}).get("config") or {}
+def env_of(config: ImageConfig | None) -> dict[str, str]:
+    cfg = (config or ImageConfig()).get("config") or ContainerConfig()
     out: dict[str, str] = {}
     for item in cfg.get("Env") or []:
         if isinstance(item, str):

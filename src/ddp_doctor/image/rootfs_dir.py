@@ -28,7 +28,9 @@ def _type(mode: int) -> bytes | None:
     return None  # sockets: nothing an image carries
 
 
-def walk_into(root: str, tree: Tree, scan: Callable[[str], tuple[bytes, ...]]) -> dict[str, set[bytes]]:  # noqa: C901 - one fd-safe directory walk; splitting it means passing the open fds around
+def walk_into(root: str, tree: Tree, scan: Callable[[str], tuple[bytes, ...]]) -> dict[str, set[bytes]]:
+    """Every entry under `root` into `tree`, one directory at a time through open fds (never a path a
+    link could redirect); returns path -> the markers found in it (the policy's scan asked for them)."""
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
@@ -49,44 +51,11 @@ def walk_into(root: str, tree: Tree, scan: Callable[[str], tuple[bytes, ...]]) -
                 if t is None:
                     continue
                 path = f"{rel}/{name}" if rel else name
-                link = os.readlink(name, dir_fd=dfd) if t == tarfile.SYMTYPE else ""
-                fd: int | None = None
-
-                def read(n: int, name: str = name, dfd: int = dfd, path: str = path) -> bytes:
-                    nonlocal fd
-                    fd = _open_file(name, dfd, root, path)
-                    return os.read(fd, n) if fd is not None else b""
-
-                try:
-                    full = tree.apply(
-                        path,
-                        t,
-                        st.st_size if t == tarfile.REGTYPE else 0,
-                        stat.S_IMODE(st.st_mode),
-                        st.st_uid,
-                        link,
-                        root,
-                        read,
-                    )
-                    if full is not None:
-                        wanted = scan(full)
-                        if wanted:
-                            fd = fd if fd is not None else _open_file(name, dfd, root, path)
-                            if fd is not None:
-                                os.lseek(fd, 0, os.SEEK_SET)
-                                scanned[full] = scan_markers(_chunks(fd), wanted)
-                finally:
-                    if fd is not None:
-                        os.close(fd)
+                _add(root, tree, scan, scanned, dfd, name, path, t, st)
                 if t == tarfile.DIRTYPE and st.st_dev == device:
-                    try:
-                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
-                    except PermissionError:
-                        # What it holds is unknown: an audit without it could call a present Python missing.
-                        raise InputError(_unreadable(root, path)) from None
-                    except OSError:
-                        continue  # replaced by a link or removed while we walked
-                    todo.append((sub, path))
+                    sub = _open_dir(root, dfd, name, path)
+                    if sub is not None:
+                        todo.append((sub, path))
             if dfd != top:
                 os.close(dfd)
     finally:
@@ -94,7 +63,61 @@ def walk_into(root: str, tree: Tree, scan: Callable[[str], tuple[bytes, ...]]) -
             if dfd != top:
                 os.close(dfd)
         os.close(top)
-    return scanned  # path -> the markers found in it (the policy's scan asked for them)
+    return scanned
+
+
+def _add(
+    root: str,
+    tree: Tree,
+    scan: Callable[[str], tuple[bytes, ...]],
+    scanned: dict[str, set[bytes]],
+    dfd: int,
+    name: str,
+    path: str,
+    t: bytes,
+    st: os.stat_result,
+) -> None:
+    """One entry into the tree; a file the policy wants is read (and scanned) through its own fd."""
+    link = os.readlink(name, dir_fd=dfd) if t == tarfile.SYMTYPE else ""
+    fd: int | None = None
+
+    def read(n: int) -> bytes:
+        nonlocal fd
+        fd = _open_file(name, dfd, root, path)
+        return os.read(fd, n) if fd is not None else b""
+
+    try:
+        full = tree.apply(
+            path,
+            t,
+            st.st_size if t == tarfile.REGTYPE else 0,
+            stat.S_IMODE(st.st_mode),
+            st.st_uid,
+            link,
+            root,
+            read,
+        )
+        if full is not None:
+            wanted = scan(full)
+            if wanted:
+                fd = fd if fd is not None else _open_file(name, dfd, root, path)
+                if fd is not None:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    scanned[full] = scan_markers(_chunks(fd), wanted)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_dir(root: str, dfd: int, name: str, path: str) -> int | None:
+    """A sub-directory's fd, or None when it was replaced by a link or removed while we walked."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+    except PermissionError:
+        # What it holds is unknown: an audit without it could call a present Python missing.
+        raise InputError(_unreadable(root, path)) from None
+    except OSError:
+        return None
 
 
 def _unreadable(root: str, path: str) -> str:

@@ -107,36 +107,16 @@ class TarStream:
         while self._src.read(CHUNK):
             pass
 
-    def members(self) -> Iterator[Member]:  # noqa: C901 - the tar header state machine (pax, GNU long names) in one generator
+    def members(self) -> Iterator[Member]:
+        """The members in order; pax and GNU long-name headers are folded into the member they precede."""
         long_name: str | None = None
         long_link: str | None = None
         pax: dict[str, str] = {}
         padding = 0
-        while True:
-            if self._left or padding:
-                self._skip(
-                    self._left + padding, f"a member declares {self._left} bytes of content the stream does not hold"
-                )
-                self._left = padding = 0
-            if len(self._buf) - self._pos < BLOCK and not self._fill(BLOCK):
-                if len(self._buf) - self._pos == 0:
-                    return  # EOF at a header boundary: an archive without its end blocks
-                raise InputError(f"{self._what} is truncated inside a tar header")
-            block = self._take(BLOCK, "inside a tar header")
-            if block == bytes(BLOCK):
-                return
-            try:
-                info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-            except tarfile.HeaderError as exc:
-                raise InputError(f"{self._what} is not a valid tar stream: {exc} (at entry {self.count + 1})") from None
+        while (info := self._header(padding)) is not None:
             size = info.size
-            if size < 0 or size > self._max:
-                raise InputError(
-                    f"{self._what}: entry {info.name[:200]!r} declares {size} bytes, over the limit of "
-                    f"{self._max} bytes per entry (--max-entry-bytes)"
-                )
             padding = -size % BLOCK
-            if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE):
+            if info.type in _EXTENDED:
                 if size > 1 << 20:
                     raise InputError(
                         f"{self._what}: an extended header of {size} bytes; tar extended headers are small"
@@ -158,15 +138,7 @@ class TarStream:
             name = pax.get("path") or long_name or info.name
             link = pax.get("linkpath") or long_link or info.linkname
             if "size" in pax:
-                try:
-                    size = int(pax["size"])
-                except ValueError:
-                    raise InputError(f"{self._what}: pax size {pax['size'][:40]!r} is not a number") from None
-                if size < 0 or size > self._max:
-                    raise InputError(
-                        f"{self._what}: entry {name[:200]!r} declares {size} bytes, over the limit of "
-                        f"{self._max} bytes per entry (--max-entry-bytes)"
-                    )
+                size = self._pax_size(pax["size"], name)
                 padding = -size % BLOCK
             long_name = long_link = None
             pax = {}
@@ -175,6 +147,46 @@ class TarStream:
             self._left = size if carries_data else 0
             padding = padding if carries_data else 0
             yield Member(name=name, type=info.type, size=size, mode=info.mode, uid=info.uid, linkname=link)
+
+    def _header(self, padding: int) -> tarfile.TarInfo | None:
+        """The next header, past the content and padding of the member before; None at the end."""
+        if self._left or padding:
+            self._skip(
+                self._left + padding, f"a member declares {self._left} bytes of content the stream does not hold"
+            )
+            self._left = 0
+        if len(self._buf) - self._pos < BLOCK and not self._fill(BLOCK):
+            if len(self._buf) - self._pos == 0:
+                return None  # EOF at a header boundary: an archive without its end blocks
+            raise InputError(f"{self._what} is truncated inside a tar header")
+        block = self._take(BLOCK, "inside a tar header")
+        if block == bytes(BLOCK):
+            return None
+        try:
+            info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        except tarfile.HeaderError as exc:
+            raise InputError(f"{self._what} is not a valid tar stream: {exc} (at entry {self.count + 1})") from None
+        if info.size < 0 or info.size > self._max:
+            raise InputError(
+                f"{self._what}: entry {info.name[:200]!r} declares {info.size} bytes, over the limit of "
+                f"{self._max} bytes per entry (--max-entry-bytes)"
+            )
+        return info
+
+    def _pax_size(self, text: str, name: str) -> int:
+        try:
+            size = int(text)
+        except ValueError:
+            raise InputError(f"{self._what}: pax size {text[:40]!r} is not a number") from None
+        if size < 0 or size > self._max:
+            raise InputError(
+                f"{self._what}: entry {name[:200]!r} declares {size} bytes, over the limit of "
+                f"{self._max} bytes per entry (--max-entry-bytes)"
+            )
+        return size
+
+
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE)
 
 
 def _parse_pax(data: bytes, what: str) -> dict[str, str]:
