@@ -690,3 +690,39 @@ def test_an_indexed_jobs_first_pod_is_found_only_through_its_subdomain(
 ) -> None:
     found = _lint(tmp_path, "job.yaml", _INDEXED.format(subdomain=subdomain, host=host))
     assert ("rdzv_host_unresolvable" in found) is unresolvable, found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        (
+            "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=8\n"
+            "srun torchrun --nproc_per_node 8 train.py\n"
+        ),
+        "#!/bin/bash\nsrun -n 16 --ntasks-per-node=8 --gpus-per-node=8 torchrun --nproc_per_node 8 train.py\n",
+    ],
+)
+def test_nodes_implied_by_tasks_and_tasks_per_node(tmp_path: Path, text: str) -> None:
+    """--ntasks N with --ntasks-per-node K and no --nodes: ceil(N / K) nodes, so torchrun needs --nnodes."""
+    assert [sev for _, sev in _lint(tmp_path, "job.sbatch", text)["nnodes_mismatch"]] == ["error"]
+    fixed = text.replace("torchrun --nproc_per_node 8", "torchrun --nnodes 2 --nproc_per_node 8")
+    assert "nnodes_mismatch" not in _lint(tmp_path, "fixed.sbatch", fixed)
+
+
+def test_srun_steps_that_start_ray_nodes_ask_slurm_for_no_gpu(tmp_path: Path) -> None:
+    text = """
+    #!/bin/bash
+    #SBATCH -N 2
+    #SBATCH --ntasks-per-node=1
+    #SBATCH --exclusive
+    #SBATCH --container-image=nvcr.io/nvidia/pytorch:24.01-py3
+    srun --nodes=1 --ntasks=1 -w "$head" bash -c "ray start --head --port=6379 --block" &
+    srun --nodes=1 --ntasks=1 -w "$worker" bash -c "ray start --address $head:6379 --block" &
+    sleep 30
+    srun --overlap --nodes=1 --ntasks=1 -w "$head" ray job submit -- python3 train.py
+    """
+    assert [sev for _, sev in _lint(tmp_path, "ray.sbatch", text)["slurm_gpus_missing"]] == ["warning"]
+    asked = text.replace("#SBATCH --exclusive", "#SBATCH --gpus-per-node=8")
+    assert "slurm_gpus_missing" not in _lint(tmp_path, "asked.sbatch", asked)
+    cpu = text.replace("--block", "--num-gpus=0 --block")
+    assert "slurm_gpus_missing" not in _lint(tmp_path, "cpu.sbatch", cpu)

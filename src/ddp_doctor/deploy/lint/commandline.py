@@ -206,6 +206,8 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
             "--gres": "gres",
             "--gpus-per-node": "gpn",
             "--gpus-per-task": "gpt",
+            "-n": "ntasks",
+            "--ntasks": "ntasks",
         },
     )
     for w in opts:  # -N2 glued
@@ -216,7 +218,18 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
         gpus = gres_gpus(values["gres"])
     nodes = values.get("nodes")
     node_count = _int_at(At(nodes.value.split("-")[-1], nodes.line)) if nodes else None
-    return True, node_count, _int_at(values.get("tpn")), gpus
+    tasks, per = _int_at(values.get("ntasks")), _int_at(values.get("tpn"))
+    if node_count is None and tasks is not None and per is not None and per.value > 0:
+        node_count = At(-(-tasks.value // per.value), tasks.line)  # -n N --ntasks-per-node K: ceil(N / K) nodes
+    return True, node_count, per, gpus
+
+
+def srun_nodes_what(words: list[Word], upto: int) -> str:
+    """How the srun before words[upto] gives its node count, for messages."""
+    start = next((j for j in range(upto) if os.path.basename(words[j].text) == "srun"), upto)
+    opts = [w.text.split("=", 1)[0] for w in words[start + 1 : upto]]
+    explicit = any(o in ("-N", "--nodes") or (o.startswith("-N") and o[2:].isdigit()) for o in opts)
+    return "srun -N" if explicit or not any(o in ("-n", "--ntasks") for o in opts) else "srun -n / --ntasks-per-node"
 
 
 def srun_exports(words: list[Word], upto: int) -> dict[str, At[str]]:
@@ -268,6 +281,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     rest = words[at:]
     srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
     launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
+    launch.srun_nodes_what = srun_nodes_what(words, i)
     submitted = _submitted_nodes(words, i) if not srun else None
     if submitted is not None:
         launch.srun_nodes, launch.srun_nodes_what = submitted
@@ -353,6 +367,7 @@ def _mpirun(words: list[Word], i: int) -> Launch:
     ppr:N:node (per node), -x NAME[=VALUE] (exported to the ranks), the program and its flags."""
     launch = Launch("mpirun", words[i].line)
     _, launch.srun_nodes, launch.srun_tasks_per_node, launch.srun_gpus = _srun(words, i)
+    launch.srun_nodes_what = srun_nodes_what(words, i)
     rest = words[i + 1 :]
     launch.spans_nodes = True
     j = 0
@@ -465,7 +480,8 @@ def launches(
                         launch.deferred = script.deferred
                     launch.exports = {**srun_exports(words, i), **launch.exports}
                     launch.under_srun = launch.under_srun or srun
-                    launch.srun_nodes = launch.srun_nodes or srun_nodes
+                    if launch.srun_nodes is None and srun_nodes is not None:
+                        launch.srun_nodes, launch.srun_nodes_what = srun_nodes, srun_nodes_what(words, i)
                     if launch.srun_nodes is None and submitted is not None:
                         launch.srun_nodes, launch.srun_nodes_what = submitted
                     launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn

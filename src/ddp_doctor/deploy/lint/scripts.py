@@ -223,6 +223,12 @@ def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
                     count = _count(value)
                 if count is not None:
                     found[key] = At(count, n)
+    if "nodes" not in found and "ntasks" in found and "tasks_per_node" in found:
+        # --ntasks with --ntasks-per-node and no --nodes: as many nodes as the tasks need (sbatch(1):
+        # --ntasks-per-node is then the most tasks a node takes).
+        tasks, per = found["ntasks"].value, max(1, found["tasks_per_node"].value)
+        found["nodes"] = At(-(-tasks // per), found["ntasks"].line)
+        found["nodes_implied"] = found["nodes"]
     nodes = found.get("nodes", At(1, 0)).value or 1
     if "tasks_per_node" not in found and "ntasks" in found:
         found["tasks_per_node"] = At(max(1, found["ntasks"].value // nodes), found["ntasks"].line)
@@ -582,15 +588,28 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     scan.images += _container_images(words)
     found = launches(words, resolve=env.resolve, functions=env.functions)
     if not found and words and os.path.basename(words[0].text) == "srun":
-        program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
-        asks = any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in words[1:])
-        if program is not None and not asks:  # a step that asks for its own GPUs has them
-            scan.steps.append(At(program.text, words[0].line))
+        _srun_step(words, scan)
     for launch in found:
         _resolve_launch(launch, env.flat())
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)
         scan.bare.append((launch, env.flat()))
+
+
+def _srun_step(words: list[Word], scan: Scan) -> None:
+    """An srun step with no launcher that starts work of its own in every task: a program (one rank per
+    task) or a Ray node (which takes the GPUs its node shows), unless the step asks for its own GPUs."""
+    program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
+    line = " ".join(w.text for w in words[1:])
+    ray = _RAY_NODE.search(line) is not None
+    if re.search(r"\bray\s+job\s+submit\b", line):
+        program = None  # submitted to the Ray cluster: it runs where the Ray nodes are, not once per task
+    if any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in words[1:]):
+        return  # a step that asks for its own GPUs has them
+    if program is not None:
+        scan.steps.append(At(program.text, words[0].line))
+    elif ray:
+        scan.steps.append(At("ray start", words[0].line))
 
 
 def _container_images(words: list[Word]) -> list[At[str]]:
@@ -608,7 +627,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     if "gpus_per_node" in d:
         u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
     u.nodes = d.get("nodes")
-    u.nodes_what = "#SBATCH --nodes"
+    u.nodes_what = "#SBATCH --ntasks / --ntasks-per-node" if "nodes_implied" in d else "#SBATCH --nodes"
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
