@@ -36,7 +36,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "jobset-603.log",
         # nvidia-container-cli's 'cuda error: unknown error' from a host driver left in a bad state, called healthy
         "libnvidia-container-3.log",
-        "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
+        # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
+        "lightning-21402.log",
         # a library's own check refusing a quantized model across devices, fixed in a later release
         "llamafactory-9.log",
         "mmdetection-4991.log",
@@ -48,6 +49,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pytorch-15592.log",
         "pytorch-177472.log",
         "qlora-137.log",  # a library's own check refusing a quantized model across devices, fixed in a later release
+        # a Slurm launch script run where Slurm is not installed ('srun: not found'), called healthy
+        "safecount-16.log",
         # CUDA 'invalid device function' from code built for another GPU architecture, called healthy
         "tensorrt-yolo-74.log",
         "torchforge-590.log",  # sbatch refusing a memory request the cluster's nodes cannot satisfy
