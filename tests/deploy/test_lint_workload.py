@@ -726,3 +726,19 @@ def test_srun_steps_that_start_ray_nodes_ask_slurm_for_no_gpu(tmp_path: Path) ->
     assert "slurm_gpus_missing" not in _lint(tmp_path, "asked.sbatch", asked)
     cpu = text.replace("--block", "--num-gpus=0 --block")
     assert "slurm_gpus_missing" not in _lint(tmp_path, "cpu.sbatch", cpu)
+
+
+@pytest.mark.parametrize(
+    ("command", "told"),
+    [
+        ("srun python train.py --num_nodes 1 --devices 8", True),
+        ("srun python train.py trainer.num_nodes=1 trainer.devices=8", True),
+        ("srun python train.py --num_nodes 2 --devices 8", False),
+        ("srun python train.py --num_nodes $SLURM_NNODES --devices 8", False),
+        ("srun python gnn.py --nodes 5000", False),  # --nodes of a script is no node count: left alone
+    ],
+)
+def test_a_training_script_told_another_node_count(tmp_path: Path, command: str, told: bool) -> None:
+    text = f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\n{command}\n"
+    found = _lint(tmp_path, "job.sbatch", text)
+    assert ("script_nodes_mismatch" in found) is told, found

@@ -322,7 +322,25 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     script = next((x for x in rest if x.text.endswith(".py") and not x.text.startswith("-")), None)
     launch.script = At(script.text, script.line) if script is not None else None
     _script_flags(launch, rest)
+    if script is not None:
+        launch.script_nodes = script_nodes(rest[next(k for k, x in enumerate(rest) if x is script) + 1 :])
     return launch
+
+
+SCRIPT_NODE_FLAGS = ("--num_nodes", "--num-nodes", "--trainer.num_nodes", "--trainer.num-nodes")
+"""A training script's own node count (PyTorch Lightning's Trainer(num_nodes=...) through argparse or
+LightningCLI), which must equal the nodes the job runs on
+(https://lightning.ai/docs/pytorch/stable/clouds/cluster_advanced.html)."""
+
+
+def script_nodes(words: list[Word]) -> At[int] | None:
+    """The node count a training script's flags give it (--num_nodes N, trainer.num_nodes=N)."""
+    found = _flag_values(words, SCRIPT_NODE_FLAGS)
+    for w in words:
+        name, eq, value = w.text.partition("=")
+        if eq and name.lstrip("+") in ("trainer.num_nodes", "num_nodes"):
+            found[name] = At(value, w.line)
+    return next((n for n in (_int_at(v) for v in found.values()) if n is not None), None)
 
 
 def _script_flags(launch: Launch, rest: list[Word]) -> None:
@@ -392,6 +410,7 @@ def _mpirun(words: list[Word], i: int) -> Launch:
     if program is not None:
         launch.script = At(rest[program].text, rest[program].line)
         _script_flags(launch, rest[program + 1 :])
+        launch.script_nodes = script_nodes(rest[program + 1 :])
     return launch
 
 

@@ -75,6 +75,8 @@ class Launch:
     """--rdzv-backend; torchrun's default is 'static' (--master-addr + --node-rank)."""
     config_file: At[str] | None = None
     """accelerate --config_file: a file that may hold num_machines and machine_rank."""
+    script_nodes: At[int] | None = None
+    """The node count the training script is told by its own flags (Lightning's --num_nodes, trainer.num_nodes=)."""
 
 
 IMAGE_DECIDES = "the image's USER decides (root for most CUDA and PyTorch images)"
@@ -196,6 +198,8 @@ class Unit:
     """A data set a Dockerfile copies or downloads into the image (COPY data/, RUN wget .../imagenet.tar)."""
     steps: list[At[str]] = field(default_factory=list)
     """Slurm: srun steps that run a program in every task with no launcher (one rank per task)."""
+    script_nodes: list[At[int]] = field(default_factory=list)
+    """Slurm: the node counts such steps' programs are told by their own flags (--num_nodes)."""
     idles: At[str] | None = None
     """What keeps the command running after its work (a final long sleep, sshd -D, an endless loop)."""
     syntax: At[str] | None = None

@@ -587,6 +587,21 @@ def world_size(u: Unit) -> Iterator[Hit]:
             yield Hit("nnodes_mismatch", launch.nnodes.line, {**ctx, "nnodes": launch.nnodes.value})
 
 
+@check
+def script_node_count(u: Unit) -> Iterator[Hit]:
+    """A training script told its node count by its own flags (Lightning's num_nodes) beside a job of
+    another size: it computes a world size the launcher or Slurm does not start."""
+    told = [(n, "srun") for n in u.script_nodes] + [(l.script_nodes, l.tool) for l in u.launches if l.script_nodes]
+    if not told or (u.nodes is None and not any(nnodes_max(l) for l in u.launches)):
+        return
+    nodes = node_count(u)
+    for n, starter in told:
+        if n.value != nodes:
+            ctx = {"told": n.value, "nodes": nodes, "nodes_from": nodes_from(u), "starter": starter}
+            yield Hit("script_nodes_mismatch", n.line, ctx)
+            return
+
+
 # Operators that hand each pod its node rank (PET_NODE_RANK) for torchrun's static rendezvous.
 INJECTS_NODE_RANK = ("pytorchjob", "trainjob")
 

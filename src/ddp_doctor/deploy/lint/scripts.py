@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint.commandline import SHELLS, RunCommand, gres_gpus, launches, run_command
+from ddp_doctor.deploy.lint.commandline import SHELLS, RunCommand, gres_gpus, launches, run_command, script_nodes
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -361,6 +361,8 @@ class Scan:
     nested: list[Unit] = field(default_factory=list)
     steps: list[At[str]] = field(default_factory=list)
     """srun steps that start a program of their own in every task (one rank per task), no launcher."""
+    script_nodes: list[At[int]] = field(default_factory=list)
+    """The node counts those programs are told by their own flags (--num_nodes)."""
 
 
 def read(
@@ -608,6 +610,9 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
         return  # a step that asks for its own GPUs has them
     if program is not None:
         scan.steps.append(At(program.text, words[0].line))
+        told = script_nodes(words[next(k for k, w in enumerate(words) if w is program) + 1 :])
+        if told is not None:
+            scan.script_nodes.append(told)
     elif ray:
         scan.steps.append(At("ray start", words[0].line))
 
@@ -631,6 +636,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
+    u.script_nodes = scan.script_nodes
     u.root = _remapped_root(text, first_line)
     u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))
