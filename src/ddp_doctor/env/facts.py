@@ -11,38 +11,86 @@ import importlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from ddp_doctor import knowledge
 from ddp_doctor.env import target as env_target
 from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
+from ddp_doctor.env.probes.interp_child import InterpreterFacts, TorchMetadata
+from ddp_doctor.env.probes.nccl_probe import NcclLoad, NetPlugins
+from ddp_doctor.env.probes.torch_probe import TorchImport
 from ddp_doctor.proc import Background
 
 NVML_TIMEOUT_S = 20.0
 
 
-def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_error: str | None) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "installed": meta["installed"],
-        "version": meta["version"],
-        "location": meta["location"],
-        "importable": None,
-        "import_error": None,
-        "cuda": meta["cuda"],
-        "hip": meta["hip"],
-        "cudnn": None,
-        "flavour": None,
-        "arch_list": [],
-        "distributed": None,
-        "backends": {"nccl": False, "gloo": False, "mpi": False},
-        "nccl_version": None,
-        "git_version": meta.get("git_version"),
-        "nccl_requirement": meta.get("nccl_requirement"),
-        "run_module": None,
-        "source": "files",
-        "metadata_version": meta["version"],
-    }
+# facts["torch"] and facts["nccl"] of the report's JSON (checks/facts reads them).
+class TorchFacts(TypedDict, total=False):
+    installed: bool
+    version: str | None
+    location: str | None
+    importable: bool | None
+    """None: not tried (--static without the import probe)."""
+    import_error: str | None
+    import_stderr_tail: str
+    cuda: str | None
+    hip: str | None
+    cudnn: int | None
+    flavour: str | None
+    """cuda, rocm or cpu."""
+    arch_list: list[str]
+    distributed: bool | None
+    backends: dict[str, bool]
+    nccl_version: str | None
+    git_version: str | None
+    nccl_requirement: str | None
+    run_module: bool | None
+    source: str
+    """files, or import when a child interpreter imported it."""
+    metadata_version: str | None
+    numpy: str | None
+    import_s: float | None
+    probe_errors: dict[str, str]
+
+
+class NcclCandidate(TypedDict):
+    source: str
+    path: str
+
+
+class NcclFacts(TypedDict, total=False):
+    library: str | None
+    source: str | None
+    loadable: bool | None
+    version: str | None
+    error: str | None
+    candidates: list[NcclCandidate]
+    net_plugins: NetPlugins
+
+
+def _torch_facts(meta: TorchMetadata, imported: TorchImport | None, probe_error: str | None) -> TorchFacts:
+    facts = TorchFacts(
+        installed=meta["installed"],
+        version=meta["version"],
+        location=meta["location"],
+        importable=None,
+        import_error=None,
+        cuda=meta["cuda"],
+        hip=meta["hip"],
+        cudnn=None,
+        flavour=None,
+        arch_list=[],
+        distributed=None,
+        backends={"nccl": False, "gloo": False, "mpi": False},
+        nccl_version=None,
+        git_version=meta.get("git_version"),
+        nccl_requirement=meta.get("nccl_requirement"),
+        run_module=None,
+        source="files",
+        metadata_version=meta["version"],
+    )
     if imported is not None or probe_error is not None:
-        data = imported or {}
+        data = imported or TorchImport()
         facts["source"] = "import"
         facts["importable"] = bool(data.get("importable"))
         facts["import_error"] = data.get("import_error") or probe_error
@@ -54,9 +102,9 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
             facts["hip"] = data.get("hip")
             facts["cudnn"] = data.get("cudnn")
             facts["arch_list"] = list(data.get("arch_list") or [])
-            dist = data.get("dist") or {}
-            facts["distributed"] = dist.get("available")
-            facts["backends"] = dict(dist.get("backends") or facts["backends"])
+            dist = data.get("dist")
+            facts["distributed"] = dist.get("available") if dist else None
+            facts["backends"] = dict((dist.get("backends") if dist else None) or facts["backends"])
             facts["nccl_version"] = data.get("nccl_version")
             facts["numpy"] = data.get("numpy")
             facts["run_module"] = data.get("run_module")
@@ -69,24 +117,22 @@ def _torch_facts(meta: dict[str, Any], imported: dict[str, Any] | None, probe_er
 
 
 def _nccl_facts(
-    torch: dict[str, Any],
-    imported: dict[str, Any] | None,
-    loaded: dict[str, Any] | None,
+    torch: TorchFacts,
+    imported: TorchImport | None,
+    loaded: NcclLoad | None,
     candidate: tuple[str, str] | None,
     on_disk: list[tuple[str, Path]],
-) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "library": None,
-        "source": None,
-        "loadable": None,
-        "version": None,
-        "error": None,
-        "candidates": [],
-    }
-    mapped = (imported or {}).get("nccl_loaded")
+) -> NcclFacts:
+    facts = NcclFacts(library=None, source=None, loadable=None, version=None, error=None, candidates=[])
+    mapped = (imported or TorchImport()).get("nccl_loaded")
     if mapped:
         facts.update(
-            library=mapped, source="loaded by torch", loadable=True, version=(imported or {}).get("nccl_loaded_version")
+            NcclFacts(
+                library=mapped,
+                source="loaded by torch",
+                loadable=True,
+                version=(imported or TorchImport()).get("nccl_loaded_version"),
+            )
         )
         for src, path in on_disk:
             if str(path) == mapped or mapped.startswith(str(path.parent)):
@@ -94,18 +140,18 @@ def _nccl_facts(
                 break
         return facts
     if candidate is not None:
-        facts.update(library=candidate[1], source=candidate[0])
+        facts.update(NcclFacts(library=candidate[1], source=candidate[0]))
         if loaded is not None:
-            facts.update(loadable=loaded.get("loadable"), version=loaded.get("version"), error=loaded.get("error"))
+            facts.update(
+                NcclFacts(loadable=loaded.get("loadable"), version=loaded.get("version"), error=loaded.get("error"))
+            )
     elif torch.get("nccl_version"):
-        facts.update(source="statically linked into torch", loadable=True, version=torch["nccl_version"])
+        facts.update(NcclFacts(source="statically linked into torch", loadable=True, version=torch.get("nccl_version")))
     return facts
 
 
 def _warm_up() -> None:
     """The parent is idle while the child imports torch: load what judging and rendering need now."""
-    from ddp_doctor import knowledge
-
     knowledge.releases()
     knowledge.load_mapping("variables.yaml")
     knowledge.load_list("import_errors.yaml", "patterns")
@@ -139,8 +185,38 @@ def gather(
         if first is not None and torch_job is None
         else None
     )
+    facts = _fast_facts(target, described, route_to)
 
-    facts: dict[str, Any] = {
+    _warm_up()
+    gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
+    facts["gpus"] = gpus or _no_gpus(gpu_error)
+    facts["topology"] = {"pairs": facts["gpus"].get("topology", [])}
+
+    imported, import_error = torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None)
+    facts["torch"] = _torch_facts(meta, imported, import_error)
+
+    loaded: NcclLoad | None = None
+    if nccl_job is not None:
+        loaded, err = nccl_job.result(nccl_probe.LOAD_TIMEOUT_S + 5)
+        loaded = loaded or NcclLoad(loadable=False, version=None, error=err)
+    elif first is not None and not (imported or TorchImport()).get("nccl_loaded"):
+        loaded = nccl_probe.load(first[1])
+    nccl = _nccl_facts(facts["torch"], imported, loaded, first, nccl_candidates)
+    nccl["candidates"] = [NcclCandidate(source=s, path=str(p)) for s, p in nccl_candidates]
+    # Where NCCL would find an external network plugin: NCCL_NET can only name IB, Socket or one of them.
+    nccl["net_plugins"] = nccl_probe.net_plugins(facts["env"], meta["location"], nccl["library"])
+    if nccl["library"] is None and nccl["version"] is None:
+        static = nccl_probe.static_in_torch(meta["location"])
+        if static:
+            nccl.update(NcclFacts(library=static, source="statically linked into libtorch_cuda", loadable=None))
+    facts["nccl"] = nccl
+    facts["gather_s"] = round(time.monotonic() - started, 3)
+    return facts
+
+
+def _fast_facts(target: env_target.Target, described: InterpreterFacts, route_to: str | None) -> dict[str, Any]:
+    """The facts that need neither torch nor NVML: read while those probes run."""
+    return {
         "target": target.to_dict(),
         "python": described["python"],
         "torchrun": system.torchrun(target.python),
@@ -156,39 +232,19 @@ def gather(
         },
     }
 
-    _warm_up()
-    gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
-    facts["gpus"] = gpus or {
-        "driver_loaded": False,
-        "driver_version": None,
-        "cuda_driver_version": None,
-        "count": 0,
-        "physical_count": 0,
-        "visible": [],
-        "all": [],
-        "cuda_visible_devices": None,
-        "error": gpu_error,
-        "device_nodes": gpu.device_nodes(),
-        "topology": [],
-    }
-    facts["topology"] = {"pairs": facts["gpus"].get("topology", [])}
 
-    imported, import_error = torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None)
-    facts["torch"] = _torch_facts(meta, imported, import_error)
-
-    loaded = None
-    if nccl_job is not None:
-        loaded, err = nccl_job.result(nccl_probe.LOAD_TIMEOUT_S + 5)
-        loaded = loaded or {"loadable": False, "error": err}
-    elif first is not None and not (imported or {}).get("nccl_loaded"):
-        loaded = nccl_probe.load(first[1])
-    facts["nccl"] = _nccl_facts(facts["torch"], imported, loaded, first, nccl_candidates)
-    facts["nccl"]["candidates"] = [{"source": s, "path": str(p)} for s, p in nccl_candidates]
-    # Where NCCL would find an external network plugin: NCCL_NET can only name IB, Socket or one of them.
-    facts["nccl"]["net_plugins"] = nccl_probe.net_plugins(facts["env"], meta["location"], facts["nccl"]["library"])
-    if facts["nccl"]["library"] is None and facts["nccl"]["version"] is None:
-        static = nccl_probe.static_in_torch(meta["location"])
-        if static:
-            facts["nccl"].update(library=static, source="statically linked into libtorch_cuda", loadable=None)
-    facts["gather_s"] = round(time.monotonic() - started, 3)
-    return facts
+def _no_gpus(error: str | None) -> gpu.GpuProbe:
+    """facts["gpus"] when NVML did not answer."""
+    return gpu.GpuProbe(
+        driver_loaded=False,
+        driver_version=None,
+        cuda_driver_version=None,
+        count=0,
+        physical_count=0,
+        visible=[],
+        all=[],
+        cuda_visible_devices=None,
+        error=error,
+        device_nodes=gpu.device_nodes(),
+        topology=[],
+    )

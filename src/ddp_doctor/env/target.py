@@ -24,10 +24,12 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ddp_doctor import proc
 from ddp_doctor.checks.facts.software import NOT_FOUND
+from ddp_doctor.env.probes import interp_child
+from ddp_doctor.env.probes.interp_child import InterpreterFacts
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 from ddp_doctor.errors import UsageError
 
@@ -132,11 +134,9 @@ def _child_source() -> str:
     return resources.files(__package__ + ".probes").joinpath("interp_child.py").read_text(encoding="utf-8")
 
 
-def describe(target: Target) -> dict[str, Any]:
+def describe(target: Target) -> InterpreterFacts:
     """python facts, torch metadata and NCCL package files of the target, as its own import system sees them."""
     if target.own:
-        from ddp_doctor.env.probes import interp_child
-
         return interp_child.collect()
     done = proc.run([target.python, "-c", _child_source()], timeout_s=PROBE_TIMEOUT_S)
     for line in reversed(done.stdout.strip().splitlines()):
@@ -145,7 +145,7 @@ def describe(target: Target) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         if isinstance(data, dict):
-            return data
+            return cast(InterpreterFacts, data)  # what interp_child printed there: collect()'s JSON
     tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
     why = "did not answer in time" if done.timed_out else f"exited {done.returncode}: {tail}"
     raise UsageError(f"the target interpreter {target.python} could not be examined: {why}")

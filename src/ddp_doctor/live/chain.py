@@ -50,7 +50,7 @@ def gpu_snapshot() -> dict[str, Any]:
     from ddp_doctor.env.probes import gpu
 
     value, _ = Background("the NVML probe", gpu.probe).result(NVML_TIMEOUT_S)
-    return value if isinstance(value, dict) else {}
+    return dict(value) if value is not None else {}
 
 
 def visible_gpus() -> int:

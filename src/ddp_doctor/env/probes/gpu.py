@@ -7,7 +7,63 @@ import glob
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+
+# What the probe writes into facts["gpus"] (the report's JSON; checks/facts reads it).
+class GpuProcess(TypedDict):
+    pid: int
+    used_bytes: int | None
+    name: str | None
+    container: str | None
+    """The container id (12 hex digits) the process runs in, from its cgroup."""
+
+
+class ProcessOwner(TypedDict):
+    name: str | None
+    container: str | None
+
+
+class GpuUsage(TypedDict):
+    memory_used_bytes: int | None
+    util_pct: float | None
+    processes: list[GpuProcess] | None
+    """None when NVML would not say."""
+
+
+class GpuDevice(GpuUsage):
+    index: int
+    name: str
+    uuid: str
+    memory_bytes: int | None
+    compute_capability: str | None
+    mig_mode: str
+    pci_bus_id: str | None
+    nvlinks_active: int | None
+
+
+class GpuPair(TypedDict):
+    a: int
+    b: int
+    p2p_read: str | None
+    p2p_nvlink: str | None
+    path: str | None
+    """How the two are connected (NVML's topology level, in words)."""
+
+
+class GpuProbe(TypedDict, total=False):
+    driver_loaded: bool
+    driver_version: str | None
+    cuda_driver_version: str | None
+    count: int
+    physical_count: int
+    visible: list[GpuDevice]
+    all: list[GpuDevice]
+    cuda_visible_devices: str | None
+    error: str | None
+    device_nodes: list[str]
+    topology: list[GpuPair]
+    nvml_missing: bool
 
 
 def _text(value: Any) -> str:
@@ -23,14 +79,14 @@ def device_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/nvidiactl") + glob.glob("/dev/nvidia-uvm"))
 
 
-def apply_visible(devices: list[dict[str, Any]], spec: str | None) -> list[dict[str, Any]]:
+def apply_visible(devices: list[GpuDevice], spec: str | None) -> list[GpuDevice]:
     """The devices CUDA would expose under CUDA_VISIBLE_DEVICES (indices or UUID prefixes).
 
     CUDA stops at the first entry it cannot resolve, and an empty value hides every GPU.
     """
     if spec is None:
         return list(devices)
-    chosen: list[dict[str, Any]] = []
+    chosen: list[GpuDevice] = []
     for raw in spec.split(","):
         entry = raw.strip()
         if not entry:
@@ -57,7 +113,7 @@ def _optional(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _topology(pynvml: Any, handles: list[Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _topology(pynvml: Any, handles: list[Any], devices: list[GpuDevice]) -> list[GpuPair]:
     levels = {
         getattr(pynvml, "NVML_TOPOLOGY_INTERNAL", 0): "same board",
         getattr(pynvml, "NVML_TOPOLOGY_SINGLE", 10): "one PCIe switch",
@@ -83,13 +139,13 @@ def _topology(pynvml: Any, handles: list[Any], devices: list[dict[str, Any]]) ->
             nvlink = _optional(pynvml.nvmlDeviceGetP2PStatus, a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
             level = _optional(pynvml.nvmlDeviceGetTopologyCommonAncestor, a, b)
             pairs.append(
-                {
-                    "a": devices[i]["index"],
-                    "b": devices[j]["index"],
-                    "p2p_read": statuses.get(read, str(read)) if read is not None else None,
-                    "p2p_nvlink": statuses.get(nvlink, str(nvlink)) if nvlink is not None else None,
-                    "path": levels.get(level, str(level)) if level is not None else None,
-                }
+                GpuPair(
+                    a=devices[i]["index"],
+                    b=devices[j]["index"],
+                    p2p_read=statuses.get(read, str(read)) if read is not None else None,
+                    p2p_nvlink=statuses.get(nvlink, str(nvlink)) if nvlink is not None else None,
+                    path=levels.get(level, str(level)) if level is not None else None,
+                )
             )
     return pairs
 
@@ -108,9 +164,9 @@ def _nvlink_count(pynvml: Any, handle: Any) -> int | None:
     return active
 
 
-def _process(pid: int) -> dict[str, Any]:
+def _process(pid: int) -> ProcessOwner:
     """Name and container of a pid, when this pid namespace can see it (NVML reports host pids)."""
-    info: dict[str, Any] = {"name": None, "container": None}
+    info = ProcessOwner(name=None, container=None)
     try:
         info["name"] = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip() or None
         cgroup = Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8")
@@ -121,7 +177,7 @@ def _process(pid: int) -> dict[str, Any]:
     return info
 
 
-def usage(pynvml: Any, handle: Any) -> dict[str, Any]:
+def usage(pynvml: Any, handle: Any) -> GpuUsage:
     """What is on the GPU right now: memory in use, utilisation, and the compute processes holding it."""
     mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, handle)
     util = _optional(pynvml.nvmlDeviceGetUtilizationRates, handle)
@@ -129,37 +185,38 @@ def usage(pynvml: Any, handle: Any) -> dict[str, Any]:
         getattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3", None) or pynvml.nvmlDeviceGetComputeRunningProcesses
     )
     procs = _optional(getter, handle)
-    return {
-        "memory_used_bytes": int(mem.used) if mem is not None else None,
-        "util_pct": float(util.gpu) if util is not None else None,
-        "processes": None
-        if procs is None
-        else [
-            {
-                "pid": int(p.pid),
-                # NVML reports None (NVML_VALUE_NOT_AVAILABLE) without the rights to see it.
-                "used_bytes": int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None,
-                **_process(int(p.pid)),
-            }
-            for p in procs
-        ],
-    }
+    return GpuUsage(
+        memory_used_bytes=int(mem.used) if mem is not None else None,
+        util_pct=float(util.gpu) if util is not None else None,
+        processes=None if procs is None else [_gpu_process(p) for p in procs],
+    )
 
 
-def probe() -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "driver_loaded": False,
-        "driver_version": None,
-        "cuda_driver_version": None,
-        "count": 0,
-        "physical_count": 0,
-        "visible": [],
-        "all": [],
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "error": None,
-        "device_nodes": device_nodes(),
-        "topology": [],
-    }
+def _gpu_process(p: Any) -> GpuProcess:
+    owner = _process(int(p.pid))
+    return GpuProcess(
+        pid=int(p.pid),
+        # NVML reports None (NVML_VALUE_NOT_AVAILABLE) without the rights to see it.
+        used_bytes=int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None,
+        name=owner["name"],
+        container=owner["container"],
+    )
+
+
+def probe() -> GpuProbe:
+    facts = GpuProbe(
+        driver_loaded=False,
+        driver_version=None,
+        cuda_driver_version=None,
+        count=0,
+        physical_count=0,
+        visible=[],
+        all=[],
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        error=None,
+        device_nodes=device_nodes(),
+        topology=[],
+    )
     try:
         import pynvml
     except ImportError as exc:
@@ -185,17 +242,17 @@ def probe() -> dict[str, Any]:
             mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
             pci = _optional(pynvml.nvmlDeviceGetPciInfo, h)
             facts["all"].append(
-                {
-                    "index": i,
-                    "name": _text(pynvml.nvmlDeviceGetName(h)),
-                    "uuid": _text(pynvml.nvmlDeviceGetUUID(h)),
-                    "memory_bytes": int(mem.total) if mem is not None else None,
-                    "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
-                    "mig_mode": ("enabled" if mig[0] else "disabled") if mig else "not supported",
-                    "pci_bus_id": _text(pci.busId) if pci is not None else None,
-                    "nvlinks_active": _nvlink_count(pynvml, h),
+                GpuDevice(
+                    index=i,
+                    name=_text(pynvml.nvmlDeviceGetName(h)),
+                    uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+                    memory_bytes=int(mem.total) if mem is not None else None,
+                    compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                    mig_mode=("enabled" if mig[0] else "disabled") if mig else "not supported",
+                    pci_bus_id=_text(pci.busId) if pci is not None else None,
+                    nvlinks_active=_nvlink_count(pynvml, h),
                     **usage(pynvml, h),
-                }
+                )
             )
         facts["physical_count"] = len(facts["all"])
         facts["visible"] = apply_visible(facts["all"], facts["cuda_visible_devices"])

@@ -11,7 +11,7 @@ import platform
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 _VERSION_FIELD = re.compile(r"^(__version__|cuda|hip|git_version)\s*(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
@@ -42,37 +42,74 @@ def _nccl_pin(requires: list[str] | None) -> str | None:
     return None
 
 
-def python_facts() -> dict[str, Any]:
+class PythonFacts(TypedDict):
+    """An interpreter: facts["python"] of the report (checks/facts reads it)."""
+
+    version: str
+    implementation: str
+    executable: str
+    prefix: str
+    base_prefix: str
+    venv: bool
+    conda_env: str | None
+
+
+def python_facts() -> PythonFacts:
     prefix = sys.prefix
     conda = os.environ.get("CONDA_DEFAULT_ENV")
     if conda is None and Path(prefix, "conda-meta").is_dir():
         conda = Path(prefix).name
-    return {
-        "version": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "executable": sys.executable,
-        "prefix": prefix,
-        "base_prefix": sys.base_prefix,
-        "venv": sys.prefix != sys.base_prefix,
-        "conda_env": conda,
-    }
+    return PythonFacts(
+        version=platform.python_version(),
+        implementation=platform.python_implementation(),
+        executable=sys.executable,
+        prefix=prefix,
+        base_prefix=sys.base_prefix,
+        venv=sys.prefix != sys.base_prefix,
+        conda_env=conda,
+    )
 
 
-def torch_metadata() -> dict[str, Any]:
+class TorchMetadata(TypedDict, total=False):
+    """torch as its files say, without importing it."""
+
+    installed: bool
+    version: str | None
+    location: str | None
+    cuda: str | None
+    hip: str | None
+    git_version: str | None
+    nccl_requirement: str | None
+    """The nvidia-nccl-cu* pin in torch's Requires-Dist."""
+    distribution: str | None
+    build_version: str | None
+    """torch/version.py's __version__."""
+
+
+class InterpreterFacts(TypedDict):
+    """What this module prints as JSON when run in the target interpreter."""
+
+    python: PythonFacts
+    torch: TorchMetadata
+    nccl_packages: list[list[str]]
+    """[source, path] of each libnccl.so an nvidia-nccl package installed."""
+
+
+def torch_metadata() -> TorchMetadata:
     """What can be known about torch from files alone, as this interpreter would import it."""
     import importlib.metadata as md
     import importlib.util
 
-    facts: dict[str, Any] = {
-        "installed": False,
-        "version": None,
-        "location": None,
-        "cuda": None,
-        "hip": None,
-        "git_version": None,
-        "nccl_requirement": None,
-        "distribution": None,
-    }
+    facts = TorchMetadata(
+        installed=False,
+        version=None,
+        location=None,
+        cuda=None,
+        hip=None,
+        git_version=None,
+        nccl_requirement=None,
+        distribution=None,
+    )
     try:
         dist = md.distribution("torch")
     except md.PackageNotFoundError:
@@ -115,8 +152,8 @@ def nccl_packages() -> list[list[str]]:
     return found
 
 
-def collect() -> dict[str, Any]:
-    return {"python": python_facts(), "torch": torch_metadata(), "nccl_packages": nccl_packages()}
+def collect() -> InterpreterFacts:
+    return InterpreterFacts(python=python_facts(), torch=torch_metadata(), nccl_packages=nccl_packages())
 
 
 if __name__ == "__main__":

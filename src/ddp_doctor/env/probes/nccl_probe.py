@@ -11,7 +11,7 @@ import shutil
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from ddp_doctor import proc
 from ddp_doctor.env.probes import interp_child
@@ -154,19 +154,40 @@ def static_in_torch(torch_location: str | None) -> str | None:
     return str(lib)
 
 
-def load(path: str, timeout_s: float = LOAD_TIMEOUT_S) -> dict[str, Any]:
+class NcclLoad(TypedDict):
+    """What loading a libnccl in a child process told (the child prints it as JSON)."""
+
+    loadable: bool
+    version: str | None
+    error: str | None
+
+
+class NetPluginFound(TypedDict):
+    where: str
+    path: str
+
+
+class NetPlugins(TypedDict):
+    names: list[str]
+    """The library names NCCL tries, in its order."""
+    searched: list[str]
+    """Where we looked, in order."""
+    found: list[NetPluginFound]
+
+
+def load(path: str, timeout_s: float = LOAD_TIMEOUT_S) -> NcclLoad:
     done = proc.run([sys.executable, "-c", _CHILD, path], timeout_s=timeout_s)
     if done.timed_out:
-        return {"loadable": False, "version": None, "error": f"loading {path} did not finish within {timeout_s:.0f} s"}
+        return NcclLoad(loadable=False, version=None, error=f"loading {path} did not finish within {timeout_s:.0f} s")
     for line in reversed(done.stdout.strip().splitlines()):
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
             continue
         if isinstance(data, dict):
-            return data
+            return cast(NcclLoad, data)  # _CHILD's one JSON line
     tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"loadable": False, "version": None, "error": f"loading {path} crashed (status {done.returncode}): {tail}"}
+    return NcclLoad(loadable=False, version=None, error=f"loading {path} crashed (status {done.returncode}): {tail}")
 
 
 # ---- network plugins (NCCL_NET / NCCL_NET_PLUGIN) ------------------------------------------
@@ -205,11 +226,8 @@ def net_plugins(
     nccl_library: str | None,
     use_ldconfig: bool = True,
     default_dirs: tuple[str, ...] = DEFAULT_LIB_DIRS,
-) -> dict[str, Any]:
-    """Which NCCL network plugin libraries the loader would find for the target's environment `env`.
-
-    Returns {"names": [library names NCCL tries], "searched": [where we looked, in order],
-    "found": [{"where": ..., "path": ...}]}."""
+) -> NetPlugins:
+    """Which NCCL network plugin libraries the loader would find for the target's environment `env`."""
     names = net_plugin_names(env.get("NCCL_NET_PLUGIN"))
     dirs: list[tuple[str, str]] = [
         ("LD_LIBRARY_PATH", d) for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d
@@ -219,16 +237,18 @@ def net_plugins(
     if torch_location:
         dirs.append(("torch/lib", str(Path(torch_location, "lib"))))
     dirs.extend(("default directory", d) for d in default_dirs)
-    found: list[dict[str, str]] = []
+    found: list[NetPluginFound] = []
     for name in names:
         if "/" in name:
             if Path(name).is_file():
-                found.append({"where": "NCCL_NET_PLUGIN path", "path": name})
+                found.append(NetPluginFound(where="NCCL_NET_PLUGIN path", path=name))
             continue
-        found.extend({"where": where, "path": str(Path(d, name))} for where, d in dirs if Path(d, name).is_file())
+        found.extend(
+            NetPluginFound(where=where, path=str(Path(d, name))) for where, d in dirs if Path(d, name).is_file()
+        )
     searched = [d if where == "default directory" else f"{d} ({where})" for where, d in dirs]
     if use_ldconfig and any("/" not in n for n in names):
         searched.append("the ldconfig cache")
         cached = {str(p.name): p for p in ldconfig_libs("libnccl-net")}
-        found.extend({"where": "ldconfig cache", "path": str(cached[n])} for n in names if n in cached)
-    return {"names": names, "searched": searched, "found": found}
+        found.extend(NetPluginFound(where="ldconfig cache", path=str(cached[n])) for n in names if n in cached)
+    return NetPlugins(names=names, searched=searched, found=found)

@@ -10,39 +10,79 @@ import resource
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor.checks.facts.host import dist_env
 from ddp_doctor.env.probes import interp_child
+from ddp_doctor.env.probes.interp_child import PythonFacts
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 
 SHM_PATH = "/dev/shm"
 
 
-def python() -> dict[str, Any]:
+# What each probe writes into its section of the host facts (the report's JSON; checks/facts reads it).
+class TorchrunProbe(TypedDict):
+    path: str | None
+    shebang_python: str | None
+    same_env: bool | None
+    """Whether the torchrun on PATH runs the target interpreter."""
+    env_script: str | None
+    """The target environment's own torchrun, when it has one."""
+
+
+class ShmProbe(TypedDict):
+    path: str
+    size_bytes: int | None
+    free_bytes: int | None
+    error: str | None
+
+
+class UlimitsProbe(TypedDict):
+    memlock_soft_bytes: int | None
+    memlock_hard_bytes: int | None
+    nofile_soft: int | None
+    nofile_hard: int | None
+    """None: unlimited."""
+
+
+class ContainerProbe(TypedDict):
+    in_container: bool
+    kind: str | None
+    kubernetes: bool
+    evidence: list[str]
+
+
+class UserProbe(TypedDict):
+    uid: int
+    gid: int
+    name: str | None
+    root: bool
+
+
+class InfinibandProbe(TypedDict):
+    devices: list[str]
+    libibverbs: str | None
+
+
+def python() -> PythonFacts:
     """The doctor's own interpreter (the target's: `target.describe(t)["python"]`)."""
     return interp_child.python_facts()
 
 
-def torchrun(python: str | None = None) -> dict[str, Any]:
+def torchrun(python: str | None = None) -> TorchrunProbe:
     """The torchrun on PATH and whether it runs `python` (the target interpreter; default: the doctor's)."""
     python = python or sys.executable
     path = shutil.which("torchrun")
     own = Path(python).parent / "torchrun"
-    facts: dict[str, Any] = {
-        "path": path,
-        "shebang_python": None,
-        "same_env": None,
-        "env_script": str(own) if own.is_file() else None,
-    }
+    facts = TorchrunProbe(path=path, shebang_python=None, same_env=None, env_script=str(own) if own.is_file() else None)
     if path:
-        facts["shebang_python"] = shebang_python(Path(path))
-        facts["same_env"] = same_environment(facts["shebang_python"], python) if facts["shebang_python"] else None
+        shebang = facts["shebang_python"] = shebang_python(Path(path))
+        facts["same_env"] = same_environment(shebang, python) if shebang else None
     return facts
 
 
-def shm() -> dict[str, Any]:
-    facts: dict[str, Any] = {"path": SHM_PATH, "size_bytes": None, "free_bytes": None, "error": None}
+def shm() -> ShmProbe:
+    facts = ShmProbe(path=SHM_PATH, size_bytes=None, free_bytes=None, error=None)
     try:
         st = os.statvfs(SHM_PATH)
     except OSError as exc:
@@ -57,15 +97,15 @@ def _limit(value: int) -> int | None:
     return None if value == resource.RLIM_INFINITY else int(value)
 
 
-def ulimits() -> dict[str, Any]:
+def ulimits() -> UlimitsProbe:
     memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return {
-        "memlock_soft_bytes": _limit(memlock[0]),
-        "memlock_hard_bytes": _limit(memlock[1]),
-        "nofile_soft": _limit(nofile[0]),
-        "nofile_hard": _limit(nofile[1]),
-    }
+    return UlimitsProbe(
+        memlock_soft_bytes=_limit(memlock[0]),
+        memlock_hard_bytes=_limit(memlock[1]),
+        nofile_soft=_limit(nofile[0]),
+        nofile_hard=_limit(nofile[1]),
+    )
 
 
 def _read(path: str) -> str:
@@ -75,7 +115,7 @@ def _read(path: str) -> str:
         return ""
 
 
-def container() -> dict[str, Any]:
+def container() -> ContainerProbe:
     evidence: list[str] = []
     kind: str | None = None
     if Path("/.dockerenv").exists():
@@ -100,21 +140,18 @@ def container() -> dict[str, Any]:
     if kind is None and os.environ.get("container"):
         kind = os.environ["container"]
         evidence.append(f"container={kind} in the environment")
-    return {
-        "in_container": kind is not None or kubernetes,
-        "kind": kind,
-        "kubernetes": kubernetes,
-        "evidence": evidence,
-    }
+    return ContainerProbe(
+        in_container=kind is not None or kubernetes, kind=kind, kubernetes=kubernetes, evidence=evidence
+    )
 
 
-def user() -> dict[str, Any]:
+def user() -> UserProbe:
     uid = os.geteuid()
     try:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:
         name = None
-    return {"uid": uid, "gid": os.getegid(), "name": name, "root": uid == 0}
+    return UserProbe(uid=uid, gid=os.getegid(), name=name, root=uid == 0)
 
 
 def env_vars() -> dict[str, str]:
@@ -122,7 +159,7 @@ def env_vars() -> dict[str, str]:
     return dist_env(os.environ)
 
 
-def infiniband() -> dict[str, Any]:
+def infiniband() -> InfinibandProbe:
     devices = (
         sorted(p.name for p in Path("/sys/class/infiniband").glob("*"))
         if Path("/sys/class/infiniband").is_dir()
@@ -141,4 +178,4 @@ def infiniband() -> dict[str, Any]:
             if hits:
                 verbs = hits[0]
                 break
-    return {"devices": devices, "libibverbs": verbs}
+    return InfinibandProbe(devices=devices, libibverbs=verbs)
