@@ -223,6 +223,10 @@ AttributeError: 'NoneType' object has no attribute 'close'
         "RuntimeError: CUDA error: an illegal instruction was encountered",
         "train-worker-1 exited with code 137",
         "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.16 GiB for an array with shape (1000, 3, 512)",
+        "slurmstepd: error: execve(): /tmp/slurmd/job00089/slurm_script: No such file or directory",
+        "srun: error: Unable to create step for job 29986033: Memory required by task is not available",
+        "docker: Error response from daemon: stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded",
+        "Processing batches ━━━━━━━━━━━━━━   0% -:--:--Segmentation fault (core dumped)",
     ],
 )
 def test_a_process_ending_badly_is_never_healthy(line: str) -> None:

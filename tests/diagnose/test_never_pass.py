@@ -35,14 +35,6 @@ CONTRADICTED = {
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
     "llama-moe-54.log": "blind: a failure called healthy, its class not known yet",
     "ray-30333.log": "blind: a failure called healthy, its class not known yet",
-    # Fitted, collected last: a one-line error from a tool outside Python (Slurm's srun/slurmstepd, the container
-    # runtime's nvidia-container-cli, a native CUDA error print) or a message quoted without its exception type.
-    "arjunausers-46.log": "fitted: slurmstepd's error before the job starts is not read as the end of the job yet",
-    "dla-future-337.log": "fitted: srun's 'Unable to create step' is not read as the end of the job yet",
-    "dockwater-10.log": "fitted: nvidia-container-cli's initialization error is not read as a failure yet",
-    "libnvidia-container-3.log": "fitted: nvidia-container-cli's initialization error is not read as a failure yet",
-    "tensorrt-yolo-74.log": "fitted: a native 'CUDA Error' print followed by a segfault after a progress bar",
-    "trl-722.log": "fitted: an exception message quoted without its type is not read as a failure yet",
     "safecount-16.log": "fitted: a shell's 'srun: not found' is not read as the end of the job yet",
 }
 

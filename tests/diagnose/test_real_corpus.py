@@ -23,23 +23,13 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
-        # Slurm's slurmstepd failing before the job starts (a node-side spool problem), called healthy
-        "arjunausers-46.log",
         "axolotl-494.log",
         "colossalai-104.log",
         "deepspeed-windows-4.log",
-        "dla-future-337.log",  # srun unable to create a job step, called healthy
-        # the container runtime's nvidia-container-cli error when the host driver is broken, called healthy
-        "dockwater-10.log",
         "eccv2022-rife-52.log",
         "examples-611.log",
         "jobset-603.log",
-        # nvidia-container-cli's 'cuda error: unknown error' from a host driver left in a bad state, called healthy
-        "libnvidia-container-3.log",
-        # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
-        "lightning-21402.log",
-        # a library's own check refusing a quantized model across devices, fixed in a later release
-        "llamafactory-9.log",
+        "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "mmdetection-4991.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-tests-218.log",
@@ -48,14 +38,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pyllama-25.log",
         "pytorch-15592.log",
         "pytorch-177472.log",
-        "qlora-137.log",  # a library's own check refusing a quantized model across devices, fixed in a later release
         # a Slurm launch script run where Slurm is not installed ('srun: not found'), called healthy
         "safecount-16.log",
-        # CUDA 'invalid device function' from code built for another GPU architecture, called healthy
-        "tensorrt-yolo-74.log",
-        "torchforge-590.log",  # sbatch refusing a memory request the cluster's nodes cannot satisfy
-        # a quantized model loaded onto one GPU in every DDP process (device_map), quoted in prose, called healthy
-        "trl-722.log",
         "ucx-7239.log",
     }
 )
