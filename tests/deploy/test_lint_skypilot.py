@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.deploy.lint.engine import lint_file
 from tests.conftest import FIXTURES, run_cli
 
@@ -74,3 +76,34 @@ def test_yaml_of_no_known_format_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     for fmt in ("Kubernetes manifest", "compose file", "SkyPilot task", "Dockerfile", "Slurm script"):
         assert fmt in proc.stderr
+
+
+_RAY_TRAIN = """
+resources:
+  accelerators: L4:2
+num_nodes: 2
+run: |
+  HEAD_IP=`echo "$SKYPILOT_NODE_IPS" | head -n1`
+  if [ "$SKYPILOT_NODE_RANK" == "0" ]; then
+    ray start --head --port 6379
+    python train.py {flags}
+  else
+    ray start --address $HEAD_IP:6379
+  fi
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "idle"),
+    [
+        ("--num-workers $SKYPILOT_NUM_NODES --use-gpu", True),  # 2 workers on 4 GPUs
+        ("--num-workers 4 --use-gpu", False),
+        ("--num_workers 2", False),  # a DataLoader's workers, for all lint knows: no --use-gpu
+    ],
+)
+def test_ray_train_workers_against_the_clusters_gpus(tmp_path: Path, flags: str, idle: bool) -> None:
+    """Ray Train's --num-workers N --use-gpu starts N workers in all, one GPU each, on the task's Ray cluster."""
+    path = tmp_path / "ray-train.yaml"
+    path.write_text(_RAY_TRAIN.format(flags=flags).lstrip())
+    found = {r.id for r in lint_file(str(path)).results}
+    assert ("lint.skypilot.nproc_below_gpus" in found) is idle, found

@@ -333,6 +333,24 @@ LightningCLI), which must equal the nodes the job runs on
 (https://lightning.ai/docs/pytorch/stable/clouds/cluster_advanced.html)."""
 
 
+RAY_TRAIN_FLAGS = (("--num-workers", "--num_workers"), ("--use-gpu", "--use_gpu"))
+"""Ray Train's examples take ScalingConfig(num_workers=N, use_gpu=True) as --num-workers N --use-gpu: N
+workers in all, one GPU each (https://docs.ray.io/en/latest/train/user-guides/using-gpus.html). Both
+flags are asked for, so a DataLoader's --num_workers alone is not read as Ray's."""
+
+
+def ray_train_workers(words: list[Word]) -> At[int] | None:
+    """The Ray Train workers a python script is told to start, in all, when it is told to use GPUs."""
+    texts = [w.text.split("=", 1)[0] for w in words]
+    if not any(t.endswith(".py") or os.path.basename(t).startswith("python") for t in texts):
+        return None
+    if not any(t in RAY_TRAIN_FLAGS[1] for t in texts):
+        return None
+    count = _int_at(next(iter(_flag_values(words, RAY_TRAIN_FLAGS[0]).values()), None))
+    flag = next((w for w, t in zip(words, texts, strict=True) if t in RAY_TRAIN_FLAGS[0]), None)
+    return At(count.value, flag.line) if count is not None and flag is not None else None
+
+
 def script_nodes(words: list[Word]) -> At[int] | None:
     """The node count a training script's flags give it (--num_nodes N, trainer.num_nodes=N)."""
     found = _flag_values(words, SCRIPT_NODE_FLAGS)

@@ -200,6 +200,8 @@ class Unit:
     """Slurm: srun steps that run a program in every task with no launcher (one rank per task)."""
     script_nodes: list[At[int]] = field(default_factory=list)
     """Slurm: the node counts such steps' programs are told by their own flags (--num_nodes)."""
+    ray_workers: At[int] | None = None
+    """Ray Train workers in all (one GPU each), where the unit starts Ray nodes and a script told --num-workers N --use-gpu."""
     idles: At[str] | None = None
     """What keeps the command running after its work (a final long sleep, sshd -D, an endless loop)."""
     syntax: At[str] | None = None

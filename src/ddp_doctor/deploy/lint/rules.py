@@ -161,6 +161,19 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
         yield Hit("nproc_below_gpus", line, ctx)
 
 
+@check
+def ray_train_gpus(u: Unit) -> Iterator[Hit]:
+    """Ray Train workers, one GPU each, against the GPUs of the cluster the unit starts."""
+    if u.ray_workers is None or u.gpus is None or u.gpus.value is None or u.launches:
+        return
+    nodes = u.nodes.value if u.nodes is not None else 1
+    workers, gpus = u.ray_workers.value, u.gpus.value
+    if workers < gpus * nodes and workers % nodes == 0:
+        per = workers // nodes
+        ctx = {"nproc": per, "gpus": gpus, "idle": gpus - per, "tool": "ray-train", "gpus_line": u.gpus.line}
+        yield Hit("nproc_below_gpus", u.ray_workers.line, ctx)
+
+
 # Launchers that start their own ranks on the node (nproc of them): one Slurm task per node each.
 PER_NODE_LAUNCHERS = ("torchrun", "tune", "ddp-doctor", "accelerate", "deepspeed")
 

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint.commandline import SHELLS, RunCommand, gres_gpus, launches, run_command, script_nodes
+from ddp_doctor.deploy.lint.commandline import (
+    SHELLS,
+    RunCommand,
+    gres_gpus,
+    launches,
+    ray_train_workers,
+    run_command,
+    script_nodes,
+)
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -363,6 +371,8 @@ class Scan:
     """srun steps that start a program of their own in every task (one rank per task), no launcher."""
     script_nodes: list[At[int]] = field(default_factory=list)
     """The node counts those programs are told by their own flags (--num_nodes)."""
+    ray_workers: list[At[int]] = field(default_factory=list)
+    """Ray Train workers a script is told to start on GPUs (--num-workers N --use-gpu)."""
 
 
 def read(
@@ -591,6 +601,9 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     found = launches(words, resolve=env.resolve, functions=env.functions)
     if not found and words and os.path.basename(words[0].text) == "srun":
         _srun_step(words, scan)
+    workers = ray_train_workers(words) if not found else None
+    if workers is not None:
+        scan.ray_workers.append(workers)
     for launch in found:
         _resolve_launch(launch, env.flat())
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
@@ -603,7 +616,7 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
     task) or a Ray node (which takes the GPUs its node shows), unless the step asks for its own GPUs."""
     program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
     line = " ".join(w.text for w in words[1:])
-    ray = _RAY_NODE.search(line) is not None
+    ray = RAY_NODE.search(line) is not None
     if re.search(r"\bray\s+job\s+submit\b", line):
         program = None  # submitted to the Ray cluster: it runs where the Ray nodes are, not once per task
     if any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in words[1:]):
@@ -656,7 +669,7 @@ def _remapped_root(text: str, first_line: int) -> At[str] | None:
     return None
 
 
-_RAY_NODE = re.compile(r"\bray\s+start\b(?![^\n]*--num-gpus[= ]0\b)")
+RAY_NODE = re.compile(r"\bray\s+start\b(?![^\n]*--num-gpus[= ]0\b)")
 """A Ray node takes every GPU its machine shows unless told --num-gpus=0."""
 
 
@@ -664,7 +677,7 @@ def _node_held(text: str, first_line: int, scan: Scan) -> At[str] | None:
     """A per-node launcher (run in a pod, container or allocation) that ends by waiting forever while it
     holds GPUs: a Ray node it started, or a GPU launcher it ran. The line is that of the waiting command."""
     code = _code(text)
-    gpu_work = _RAY_NODE.search(code) is not None or any(
+    gpu_work = RAY_NODE.search(code) is not None or any(
         launch.tool in ("torchrun", "accelerate", "deepspeed") for launch, _ in scan.bare
     )
     held = holds_forever(code) if gpu_work else None

@@ -127,6 +127,8 @@ def units(doc: YMap, source: str, notes: list[str]) -> list[Unit]:
         scan, env = scripts.read(text, source, notes, doc.value_line(section), env)
         u.launches += [launch for launch, _ in scan.bare]
         found += scan.docker
+        if scan.ray_workers and scripts.RAY_NODE.search(text):
+            u.ray_workers = scan.ray_workers[0]  # the task's own Ray cluster runs them
     u.env = {**env.flat(), **u.env}
     u.trains = bool(u.launches)
     run = doc.get("run")
