@@ -24,6 +24,9 @@ FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 FITTED_GAPS: dict[str, str] = {
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
+    "gke-samples-verl-ray-cluster-standard.yaml": (
+        "an image tag that names a moving build by its suffix (verlai/verl:vllm011.latest): image_unpinned"
+    ),
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "skypilot-detectron2-docker.yaml": "a training command in the task's container not read as a launcher: ranks_below_gpus",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
