@@ -742,3 +742,20 @@ def test_a_training_script_told_another_node_count(tmp_path: Path, command: str,
     text = f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\n{command}\n"
     found = _lint(tmp_path, "job.sbatch", text)
     assert ("script_nodes_mismatch" in found) is told, found
+
+
+@pytest.mark.parametrize(
+    ("lines", "conflict"),
+    [
+        ("export WORLD_SIZE=8\nsrun python train.py", True),  # 16 tasks, each one rank
+        ("NNODES=2\nexport WORLD_SIZE=$((NNODES * 8))\nsrun python train.py", False),
+        ("export WORLD_SIZE=$SLURM_NTASKS\nsrun python train.py", False),
+        ("srun python train.py --world_size 8", True),
+        ("srun python train.py --world_size 16", False),
+        ("export WORLD_SIZE=8\nsrun torchrun --nnodes 2 --nproc_per_node 8 train.py", False),  # torchrun sets its own
+    ],
+)
+def test_a_world_size_stated_apart_from_the_tasks_srun_starts(tmp_path: Path, lines: str, conflict: bool) -> None:
+    text = f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\n{lines}\n"
+    found = _lint(tmp_path, "job.sbatch", text)
+    assert ("world_size_conflict" in found) is conflict, found

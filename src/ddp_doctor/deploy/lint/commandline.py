@@ -351,6 +351,14 @@ def ray_train_workers(words: list[Word]) -> At[int] | None:
     return At(count.value, flag.line) if count is not None and flag is not None else None
 
 
+WORLD_SIZE_FLAGS = ("--world_size", "--world-size")
+
+
+def script_world_size(words: list[Word]) -> At[int] | None:
+    """The world size a training script is told by its own flag (--world_size N)."""
+    return _int_at(next(iter(_flag_values(words, WORLD_SIZE_FLAGS).values()), None))
+
+
 def script_nodes(words: list[Word]) -> At[int] | None:
     """The node count a training script's flags give it (--num_nodes N, trainer.num_nodes=N)."""
     found = _flag_values(words, SCRIPT_NODE_FLAGS)

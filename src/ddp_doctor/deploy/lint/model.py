@@ -200,6 +200,8 @@ class Unit:
     """Slurm: srun steps that run a program in every task with no launcher (one rank per task)."""
     script_nodes: list[At[int]] = field(default_factory=list)
     """Slurm: the node counts such steps' programs are told by their own flags (--num_nodes)."""
+    script_world: list[At[int]] = field(default_factory=list)
+    """Slurm: the world sizes such steps' programs are told by their own flags (--world_size)."""
     ray_workers: At[int] | None = None
     """Ray Train workers in all (one GPU each), where the unit starts Ray nodes and a script told --num-workers N --use-gpu."""
     idles: At[str] | None = None

@@ -600,6 +600,41 @@ def world_size(u: Unit) -> Iterator[Hit]:
             yield Hit("nnodes_mismatch", launch.nnodes.line, {**ctx, "nnodes": launch.nnodes.value})
 
 
+_ARITHMETIC = re.compile(r"^\$\(\(\s*(\d+(?:\s*\*\s*\d+)*)\s*\)\)$")
+
+
+def _number(text: str) -> int | None:
+    """'16' or '$((2 * 8))' (what the script's own arithmetic leaves once its variables are filled in)."""
+    text = text.strip("'\"")
+    if text.isdigit():
+        return int(text)
+    m = _ARITHMETIC.match(text)
+    if m is None:
+        return None
+    product = 1
+    for factor in m.group(1).split("*"):
+        product *= int(factor)
+    return product
+
+
+@check
+def slurm_world_size(u: Unit) -> Iterator[Hit]:
+    """srun steps that each run one rank (no launcher) while the script states the world size itself: its
+    own --world_size flag, or WORLD_SIZE for torch's env:// rendezvous, against the tasks srun starts."""
+    if u.area != "slurm" or not u.steps or u.launches:
+        return
+    ranks = (u.nodes.value if u.nodes else 1) * (u.tasks_per_node.value if u.tasks_per_node else 1)
+    told = [(w.value, w.line, "--world_size") for w in u.script_world]
+    env = u.env.get("WORLD_SIZE")
+    if env is not None and _number(env.value) is not None:
+        told.append((_number(env.value) or 0, env.line, "WORLD_SIZE"))
+    for size, line, what in told:
+        if size != ranks:
+            tasks = f"{u.nodes.value if u.nodes else 1} x {u.tasks_per_node.value if u.tasks_per_node else 1}"
+            yield Hit("world_size_conflict", line, {"told": size, "what": what, "ranks": ranks, "tasks": tasks})
+            return
+
+
 @check
 def script_node_count(u: Unit) -> Iterator[Hit]:
     """A training script told its node count by its own flags (Lightning's num_nodes) beside a job of

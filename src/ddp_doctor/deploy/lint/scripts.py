@@ -18,6 +18,7 @@ from ddp_doctor.deploy.lint.commandline import (
     ray_train_workers,
     run_command,
     script_nodes,
+    script_world_size,
 )
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
@@ -373,6 +374,8 @@ class Scan:
     """The node counts those programs are told by their own flags (--num_nodes)."""
     ray_workers: list[At[int]] = field(default_factory=list)
     """Ray Train workers a script is told to start on GPUs (--num-workers N --use-gpu)."""
+    script_world: list[At[int]] = field(default_factory=list)
+    """The world sizes srun steps' programs are told by their own flags (--world_size)."""
 
 
 def read(
@@ -623,9 +626,12 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
         return  # a step that asks for its own GPUs has them
     if program is not None:
         scan.steps.append(At(program.text, words[0].line))
-        told = script_nodes(words[next(k for k, w in enumerate(words) if w is program) + 1 :])
+        after = words[next(k for k, w in enumerate(words) if w is program) + 1 :]
+        told, world = script_nodes(after), script_world_size(after)
         if told is not None:
             scan.script_nodes.append(told)
+        if world is not None:
+            scan.script_world.append(world)
     elif ray:
         scan.steps.append(At("ray start", words[0].line))
 
@@ -650,6 +656,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
     u.script_nodes = scan.script_nodes
+    u.script_world = scan.script_world
     u.root = _remapped_root(text, first_line)
     u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))
