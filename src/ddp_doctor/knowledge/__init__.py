@@ -9,9 +9,33 @@ import functools
 import re
 import sys
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor.knowledge.arch import runs_on
+
+
+class Release(TypedDict, total=False):
+    """One torch release of torch_releases.yaml: what its official wheels support."""
+
+    version: str
+    python: list[str]
+    cuda_variants: list[str]
+    nccl: dict[str, str]
+    """wheel variant -> the NCCL it bundles."""
+    arch_list: dict[str, list[str]]
+    """wheel variant -> the GPU archs it is built for."""
+    source: str | None
+
+
+class DriverFloor(TypedDict, total=False):
+    """The drivers a CUDA runtime needs (cuda_drivers.yaml)."""
+
+    cuda: str
+    minor_compat: str
+    """The oldest driver of the family that runs it under minor-version compatibility."""
+    ga_driver: str | None
+    """The driver the toolkit shipped with."""
+    source: str
 
 
 @functools.cache
@@ -39,19 +63,19 @@ def release_key(torch_version: str) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
-def release(torch_version: str) -> dict[str, Any] | None:
+def release(torch_version: str) -> Release | None:
     key = release_key(torch_version)
     entry = releases().get(key) if key else None
-    if entry is None:
+    if key is None or entry is None:
         return None
-    return {
-        "version": key,
-        "python": list(entry.get("python") or []),
-        "cuda_variants": list(entry.get("cuda_variants") or []),
-        "nccl": dict(entry.get("nccl") or {}),
-        "arch_list": {k: list(v) for k, v in (entry.get("arch_list") or {}).items()},
-        "source": entry.get("source"),
-    }
+    return Release(
+        version=key,
+        python=list(entry.get("python") or []),
+        cuda_variants=list(entry.get("cuda_variants") or []),
+        nccl=dict(entry.get("nccl") or {}),
+        arch_list={k: list(v) for k, v in (entry.get("arch_list") or {}).items()},
+        source=entry.get("source"),
+    )
 
 
 def official_variants(torch_version: str) -> list[str] | None:
@@ -87,7 +111,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
-def driver_floor(cuda_version: str) -> dict[str, Any] | None:
+def driver_floor(cuda_version: str) -> DriverFloor | None:
     """Driver floors for a CUDA runtime '12.6': minor-compat floor of its family and its GA driver."""
     data = _load("cuda_drivers.yaml")
     parts = cuda_version.split(".")
@@ -95,12 +119,12 @@ def driver_floor(cuda_version: str) -> dict[str, Any] | None:
     if family is None:
         return None
     toolkit = data["toolkits"].get(".".join(parts[:2])) or {}
-    return {
-        "cuda": ".".join(parts[:2]),
-        "minor_compat": str(family["minor_compat"]),
-        "ga_driver": toolkit.get("ga_driver"),
-        "source": "; ".join(s for s in (family.get("source"), toolkit.get("source")) if s),
-    }
+    return DriverFloor(
+        cuda=".".join(parts[:2]),
+        minor_compat=str(family["minor_compat"]),
+        ga_driver=toolkit.get("ga_driver"),
+        source="; ".join(s for s in (family.get("source"), toolkit.get("source")) if s),
+    )
 
 
 def load_mapping(name: str) -> dict[str, Any]:

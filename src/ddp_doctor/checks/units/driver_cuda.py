@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor import knowledge
 from ddp_doctor.checks.facts.gpu_devices import TorchOnGpuFacts
 from ddp_doctor.checks.model import Check, Finding, skip
+from ddp_doctor.knowledge import DriverFloor, Release
 from ddp_doctor.report import Status
 
 vt = knowledge.version_tuple
 
 
-def _upgrade(f: TorchOnGpuFacts, floor: dict[str, Any]) -> str:
+def _upgrade(f: TorchOnGpuFacts, floor: DriverFloor) -> str:
     """Upgrade the driver, or install the same torch release built for a CUDA the driver runs."""
     t, driver_cuda = f.torch, f.gpus.cuda_driver_version
-    rel = knowledge.release(t.version or "") or {}
+    rel = knowledge.release(t.version or "") or Release()
     fitting = [
         v
         for v in rel.get("cuda_variants", [])
@@ -32,7 +31,7 @@ def _upgrade(f: TorchOnGpuFacts, floor: dict[str, Any]) -> str:
     return f"upgrade the NVIDIA driver to >= {floor.get('ga_driver') or floor.get('minor_compat')} (the CUDA {t.cuda} GA driver){alt}"
 
 
-def _new_enough(f: TorchOnGpuFacts, floor: dict[str, Any]) -> str | None:
+def _new_enough(f: TorchOnGpuFacts, floor: DriverFloor) -> str | None:
     """Why the driver runs torch's CUDA outright, or None."""
     torch_cuda, driver, driver_cuda = str(f.torch.cuda), f.gpus.driver_version or "", f.gpus.cuda_driver_version
     if driver_cuda and vt(driver_cuda)[:2] >= vt(torch_cuda)[:2]:
@@ -57,7 +56,7 @@ def judge(f: TorchOnGpuFacts) -> Finding:
     if t.flavour != "cuda" or not t.cuda:
         return skip(f"torch is not a CUDA build ({t.flavour or 'not installed'})")
     torch_cuda, driver, driver_cuda = str(t.cuda), g.driver_version or "", g.cuda_driver_version
-    floor = knowledge.driver_floor(torch_cuda) or {}
+    floor = knowledge.driver_floor(torch_cuda) or DriverFloor()
     observed = {"driver": driver, "driver_max_cuda": driver_cuda, "torch_cuda": torch_cuda}
     expected = {"minor_compat_driver": floor.get("minor_compat"), "ga_driver": floor.get("ga_driver")}
     fine = _new_enough(f, floor)
