@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 
 import pytest
 
@@ -61,3 +62,34 @@ def test_engine_flags_lose_the_separator() -> None:
 def test_bad_flags_are_a_usage_error(argv: tuple[str, ...], message: str) -> None:
     proc = run_cli("check", *argv)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"timeout": 0.0}, "--timeout must be positive, got 0"),
+        ({"expect_gpus": -1}, "--expect-gpus must be 0 or more, got -1"),
+        ({"nproc": 0}, "--nproc must be at least 1, got 0"),
+        ({"master_port": 70000}, "--master-port must be 1..65535, got 70000"),
+        ({"dataloader_workers": -2}, "--dataloader-workers must be 0 or more, got -2"),
+        ({"batch_mb": 0.0}, "--batch-mb must be positive, got 0"),
+        ({"join_timeout": -5.0}, "--join-timeout must be positive, got -5"),
+        ({"engine_flags": ("--shm-size", "2g")}, "engine flags after '--' need --image"),
+    ],
+)
+def test_a_config_that_could_not_run_refuses_itself(fields: dict[str, object], words: str) -> None:
+    """One place checks the settings (as torch elastic's LaunchConfig does), whoever builds the config."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        CheckConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_every_problem_is_named_at_once() -> None:
+    with pytest.raises(ValueError, match="--nproc must be at least 1, got 0; --batch-mb must be positive, got -1"):
+        CheckConfig(nproc=0, batch_mb=-1.0)
+
+
+def test_the_command_turns_a_refused_config_into_one_usage_line() -> None:
+    args = check_parser().parse_args([])
+    args.batch_mb = -1.0  # past the parser's own bound, as a caller building the namespace could
+    with pytest.raises(check.UsageError, match="--batch-mb must be positive, got -1"):
+        config_from_args(args)

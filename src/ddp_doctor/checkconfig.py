@@ -41,7 +41,44 @@ class CheckConfig:
     engine_flags: tuple[str, ...] = ()
     """Flags for the engine's run command (given after '--'), without the '--'."""
 
+    def __post_init__(self) -> None:
+        """A config that could not run is refused here, once, whoever built it (the flags' parser already
+        bounds each flag; a config built in code gets the same words). ValueError: this layer knows no
+        UsageError, commands/check.config_from_args turns it into one."""
+        problems = [message for bad, message in self._limits() if bad]
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def _limits(self) -> list[tuple[bool, str]]:
+        return [
+            (self.timeout <= 0, f"--timeout must be positive, got {_number(self.timeout)}"),
+            (
+                self.expect_gpus is not None and self.expect_gpus < 0,
+                f"--expect-gpus must be 0 or more, got {self.expect_gpus}",
+            ),
+            (self.nproc is not None and self.nproc < 1, f"--nproc must be at least 1, got {self.nproc}"),
+            (
+                self.master_port is not None and not 0 < self.master_port < 65536,
+                f"--master-port must be 1..65535, got {self.master_port}",
+            ),
+            (self.dataloader_workers < 0, f"--dataloader-workers must be 0 or more, got {self.dataloader_workers}"),
+            (self.batch_mb <= 0, f"--batch-mb must be positive, got {_number(self.batch_mb)}"),
+            (
+                self.join_timeout is not None and self.join_timeout <= 0,
+                f"--join-timeout must be positive, got {_number(self.join_timeout)}",
+            ),
+            (
+                bool(self.engine_flags) and not self.image,
+                f"unexpected arguments {' '.join(self.engine_flags)!r}: engine flags after '--' need --image",
+            ),
+        ]
+
     @property
     def multinode(self) -> bool:
         """Several nodes meet at a c10d rendezvous (torchrun --nnodes N / --rdzv-endpoint)."""
         return bool(self.nnodes and self.nnodes != "1") or bool(self.rdzv_endpoint)
+
+
+def _number(value: float | None) -> str:
+    """1.0 as 1, 0.5 as 0.5 (a refused value in the flag's own words); None where no value was given."""
+    return "none" if value is None else f"{value:g}"

@@ -135,23 +135,18 @@ def config_from_args(args: argparse.Namespace) -> CheckConfig:
     given = vars(args)
     flags = list(given["engine_flags"] or [])
     values = {f.name: given[f.name] for f in fields(CheckConfig) if f.name != "engine_flags"}
-    return CheckConfig(**values, engine_flags=tuple(flags[1:] if flags[:1] == ["--"] else flags))
+    try:
+        return CheckConfig(**values, engine_flags=tuple(flags[1:] if flags[:1] == ["--"] else flags))
+    except ValueError as exc:  # the config refuses itself (CheckConfig.__post_init__): one line, exit 2
+        raise UsageError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> Report:
     config = config_from_args(args)
-    if config.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {config.timeout}")
-    if config.engine_flags and not config.image:
-        raise UsageError(
-            f"unexpected arguments {' '.join(config.engine_flags)!r}: engine flags after '--' need --image"
-        )
     if config.image:
         from ddp_doctor.image.container import check_in_image
 
         return check_in_image(config)
-    if config.expect_gpus is not None and config.expect_gpus < 0:
-        raise UsageError(f"--expect-gpus must be 0 or more, got {config.expect_gpus}")
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
     if config.static or chosen.source == "none":  # with no training environment there is nothing to launch

@@ -18,7 +18,6 @@ from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.env.target import Target
-from ddp_doctor.errors import UsageError
 from ddp_doctor.live import capacity, hostcheck
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Merged, Plan, first_failure, merge
@@ -70,14 +69,6 @@ def _baseline_env(snapshot: dict[str, Any]) -> str:
 def plan_for(
     config: CheckConfig, target: Target | None = None, snapshot: dict[str, Any] | None = None
 ) -> tuple[Plan, launcher.TorchrunSpec, RankConfig]:
-    if config.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {config.timeout}")
-    if config.nproc is not None and config.nproc < 1:
-        raise UsageError(f"--nproc must be at least 1, got {config.nproc}")
-    if config.master_port is not None and not 0 < config.master_port < 65536:
-        raise UsageError(f"--master-port must be 1..65535, got {config.master_port}")
-    if config.dataloader_workers < 0 or config.batch_mb <= 0:
-        raise UsageError("--dataloader-workers must be >= 0 and --batch-mb > 0")
     wants_gpus = config.backend in (None, "nccl") and (config.backend is None or config.nproc is None)
     if snapshot is None and wants_gpus:
         snapshot = gpu_snapshot()
