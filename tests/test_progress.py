@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor import progress
+from ddp_doctor.rundir.records import Heartbeat
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (.ci/run installs it)")
@@ -131,13 +132,19 @@ def test_wanted_only_for_a_person_at_a_terminal(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_lines_name_phase_deadline_op_and_size() -> None:
-    beats = {0: {"phase": "ddp", "since": 100.0, "deadline": 154.0, "step": "step 3"}, 1: {"phase": "init"}}
+    beats = {
+        0: Heartbeat("ddp", time=103.0, pid=10, progress=4, step="step 3", since=100.0, deadline=154.0),
+        1: Heartbeat("init", time=101.0, pid=11, progress=1),
+    }
     assert progress.rank_lines(beats, "starting", now=103.25) == [
         "rank 0  ddp            3.2 s of 54 s  step 3",
         "rank 1  init        ",
     ]
     assert progress.rank_lines({}, "starting torchrun") == ["starting torchrun"]
-    bench = {0: {"phase": "bench", "step": "all_reduce fp32 1048576 B in-place"}, 1: {"phase": "bench"}}
+    bench = {
+        0: Heartbeat("bench", time=1.0, pid=10, progress=9, step="all_reduce fp32 1048576 B in-place"),
+        1: Heartbeat("bench", time=1.0, pid=11, progress=9),
+    }
     assert progress.bench_lines(bench, "") == ["bench: all_reduce fp32 1 MiB in-place", "2 ranks running"]
     assert progress.bytes_lines(3 << 20, 12 << 20, "read") == ["read: 3 MiB of 12 MiB (25%)"]
 

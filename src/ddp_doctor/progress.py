@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ddp_doctor.rundir.records import Heartbeat
 from ddp_doctor.words import human_bytes, plural
 
 MACHINE_FORMATS = ("json", "junit", "sarif")
 REFRESH_PER_S = 4
 
-Beats = dict[int, dict[str, Any]]
+Beats = dict[int, Heartbeat]
 
 
 def wanted(fmt: str, quiet: bool, output: str | None) -> bool:
@@ -95,15 +96,14 @@ def rank_lines(beats: Beats | None, waiting: str, now: float | None = None) -> l
     now = time.time() if now is None else now
     lines = []
     for rank, beat in sorted(beats.items()):
-        phase = str(beat.get("phase") or "?")
-        since, deadline = beat.get("since"), beat.get("deadline")
-        line = f"rank {rank}  {phase:<12}"
-        if isinstance(since, (int, float)):
+        since, deadline = beat.since, beat.deadline
+        line = f"rank {rank}  {beat.phase or '?':<12}"
+        if since is not None:
             line += f" {max(0.0, now - since):5.1f} s"
-            if isinstance(deadline, (int, float)) and deadline > since:
+            if deadline is not None and deadline > since:
                 line += f" of {deadline - since:.0f} s"
-        if beat.get("step"):
-            line += f"  {beat['step']}"
+        if beat.step:
+            line += f"  {beat.step}"
         lines.append(line)
     return lines
 
@@ -116,9 +116,8 @@ def bench_lines(beats: Beats | None, waiting: str) -> list[str]:
     if not beats:
         return [waiting]
     beat = beats.get(0) or next(iter(beats.values()))
-    step = str(beat.get("step") or "")
-    step = _BYTES.sub(lambda m: human_bytes(int(m.group(1))), step)
-    phase = str(beat.get("phase") or "")
+    step = _BYTES.sub(lambda m: human_bytes(int(m.group(1))), beat.step or "")
+    phase = beat.phase
     return [f"{phase}: {step}" if step else phase, plural(len(beats), "rank") + " running"]
 
 

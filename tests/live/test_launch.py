@@ -15,6 +15,7 @@ from ddp_doctor.live import faults, launch, nccl_log
 from ddp_doctor.live.launch import TorchrunSpec, build_command, port_problem
 from ddp_doctor.rundir import layout, reader, writer
 from ddp_doctor.rundir.logs import parse_exit_codes
+from ddp_doctor.rundir.records import RankResult
 
 TORCHRUN = ("/opt/env/bin/torchrun",)
 
@@ -175,11 +176,13 @@ def test_rank_files_are_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv(layout.RUN_DIR_ENV, str(tmp_path))
     monkeypatch.setenv("RANK", "3")
     writer.heartbeat("ddp", "step:4")
-    writer.write_result({"rank": 3, "phases": []})
-    (tmp_path / "rank-4.json").write_text("{half a file")  # never half-written by the writer, but tolerated
+    writer.write_result(RankResult.of({"rank": 3, "pid": os.getpid(), "phases": []}))
+    (tmp_path / "rank-4.json").write_text("{half a file")  # never half-written by the writer, but named
     beats = reader.read_heartbeats(tmp_path)
-    assert beats[3]["phase"] == "ddp" and beats[3]["step"] == "step:4" and beats[3]["pid"] == os.getpid()
-    assert reader.read_results(tmp_path) == {3: {"rank": 3, "phases": []}}
+    assert beats[3].phase == "ddp" and beats[3].step == "step:4" and beats[3].pid == os.getpid()
+    results = reader.results(tmp_path)
+    assert results.records == {3: RankResult(rank=3, pid=os.getpid(), finished=False, body={"phases": []})}
+    assert list(results.unreadable) == ["rank-4.json"] and "not JSON" in results.unreadable["rank-4.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

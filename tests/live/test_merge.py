@@ -6,6 +6,7 @@ from typing import Any
 
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
+from ddp_doctor.rundir.records import Heartbeat
 
 PHASES = ["init", "collectives", "dataloader", "sampler", "ddp", "balance"]
 
@@ -47,7 +48,7 @@ def outcome(
         timed_out=False,
         duration_s=3.0,
         ranks=ranks,
-        heartbeats=beats,
+        heartbeats={r: Heartbeat.from_dict(b) for r, b in beats.items()},
         exit_codes=codes,
         **kw,
     )
@@ -194,7 +195,10 @@ def test_a_warning_diagnosis_never_lends_its_remedy_to_a_failing_phase() -> None
             + [{"name": "ddp", "status": "fail", "kind": "error", "started": 14.0, "failed_at": 14.5, "error": error}],
         ),
     }
-    beats = {0: {"phase": "done", "time": 16.0, "pid": 100}, 1: {"phase": "done", "time": 14.6, "pid": 101}}
+    beats = {
+        0: {"phase": "done", "time": 16.0, "pid": 100, "progress": 9},
+        1: {"phase": "done", "time": 14.6, "pid": 101, "progress": 9},
+    }
     log = ["torch.distributed.elastic.multiprocessing.api.SignalException: Process 1200 got signal: 15"]
     m = merge(outcome(ranks, beats, {"rank 1": 1, "torchrun": 1}, logs={"rank-1.log": log}), plan())
     failed = next(r for r in m.results if r.id == "live.ddp" and r.rank == 1)

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from ddp_doctor.rundir.records import Heartbeat
 from tests.multinode.netns import Cluster, Host
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -228,8 +229,8 @@ def _worker_phase(c: Cluster, host: Host) -> str | None:
             if "ddp_doctor.live.worker" not in " ".join(proc.cmdline()):
                 continue
             env = proc.environ()
-            beat = json.loads(Path(env["DDP_DOCTOR_RUN_DIR"], f"rank-{env['RANK']}.hb").read_text())
-            return str(beat.get("phase"))
+            beat = Heartbeat.from_json(Path(env["DDP_DOCTOR_RUN_DIR"], f"rank-{env['RANK']}.hb").read_text())
+            return beat.phase
         except (psutil.Error, OSError, KeyError, ValueError):
             continue
     return None

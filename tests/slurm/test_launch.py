@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ddp_doctor.rundir.records import Heartbeat
 from tests.conftest import DOCTOR
 from tests.jobwatch.runner import JOB
 from tests.slurm.cluster import JobEnd, Slurm
@@ -70,8 +71,8 @@ def _worker_phase(slurm: Slurm, node: int) -> str | None:
             if "ddp_doctor.live.worker" not in " ".join(proc.cmdline()):
                 continue
             env = proc.environ()
-            beat = json.loads(Path(env["DDP_DOCTOR_RUN_DIR"], f"rank-{env['RANK']}.hb").read_text())
-            return str(beat.get("phase"))
+            beat = Heartbeat.from_json(Path(env["DDP_DOCTOR_RUN_DIR"], f"rank-{env['RANK']}.hb").read_text())
+            return beat.phase
         except (psutil.Error, OSError, KeyError, ValueError):
             continue
     return None

@@ -9,7 +9,7 @@ import json
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from ddp_doctor.bench import formulas
 from ddp_doctor.bench.records import RankPayload, RankSweep
@@ -18,6 +18,7 @@ from ddp_doctor.diagnose import diagnose
 from ddp_doctor.health import gpu as health
 from ddp_doctor.live.launch import RunOutcome, TorchrunSpec, launch
 from ddp_doctor.report import Evidence, Report, Result, Status
+from ddp_doctor.rundir.records import Heartbeat
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def launch_spec(spec: SweepSpec) -> TorchrunSpec:
     )
 
 
-def run(spec: SweepSpec, report: Report, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> Report:
+def run(spec: SweepSpec, report: Report, on_poll: Callable[[dict[int, Heartbeat]], None] | None = None) -> Report:
     outcome = launch(launch_spec(spec), on_poll=on_poll)
     return merge(spec, outcome, report)
 
@@ -163,7 +164,7 @@ def _failure_summary(spec: SweepSpec, outcome: RunOutcome, unfinished: list[int]
     """How the run ended, where the unfinished ranks were, and what was not measured."""
     where = (
         ", ".join(
-            f"rank {r}: {b.get('phase')}" + (f" ({b.get('step')})" if b.get("step") else "")
+            f"rank {r}: {b.phase}" + (f" ({b.step})" if b.step else "")
             for r, b in sorted(outcome.heartbeats.items())
             if r in unfinished
         )
@@ -222,7 +223,7 @@ def _launch_failure(
             observed={
                 "returncode": outcome.returncode,
                 "timed_out": outcome.timed_out,
-                "heartbeats": outcome.heartbeats,
+                "heartbeats": {r: b.to_dict() for r, b in outcome.heartbeats.items()},
                 "exit_codes": outcome.exit_codes,
             },
             evidence=_failure_evidence(outcome)[:12],

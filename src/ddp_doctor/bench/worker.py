@@ -24,6 +24,7 @@ from ddp_doctor.health.gpu import GpuHealth
 from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import worker as live_worker
 from ddp_doctor.rundir import writer
+from ddp_doctor.rundir.records import RankResult
 
 
 def _stack_dumps_on_sigusr1() -> None:
@@ -87,10 +88,10 @@ def run(cfg: RankSweep) -> RankPayload:
         for dtype in cfg.dtypes[:1] if op == "barrier" else cfg.dtypes:
             writer.heartbeat("bench", step=f"{op} {dtype}")
             payload["ops"].append(_sweep_op(cfg, op, dtype, sweep, ctx))
-            writer.write_result(dict(payload))  # partial results survive a later hang
+            writer.write_result(RankResult.of(payload))  # partial results survive a later hang
 
     payload["finished"] = True
-    writer.write_result(dict(payload))
+    writer.write_result(RankResult.of(payload))
     writer.heartbeat("done")
     dist.destroy_process_group()
     return payload

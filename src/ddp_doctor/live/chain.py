@@ -28,6 +28,7 @@ from ddp_doctor.live.reconcile import blame_variables, reconcile
 from ddp_doctor.live.worker import PHASES
 from ddp_doctor.proc import Background
 from ddp_doctor.report import Evidence, Report, Result, Status
+from ddp_doctor.rundir.records import Heartbeat
 from ddp_doctor.words import count, plural
 
 NVML_TIMEOUT_S = 5.0
@@ -206,8 +207,7 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
 def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
     where = (
         ", ".join(
-            f"rank {r}: {b.get('phase')}" + (f" ({b['step']})" if b.get("step") else "")
-            for r, b in sorted(outcome.heartbeats.items())
+            f"rank {r}: {b.phase}" + (f" ({b.step})" if b.step else "") for r, b in sorted(outcome.heartbeats.items())
         )
         or "no rank had started"
     )
@@ -218,7 +218,7 @@ def _timeout_result(outcome: launcher.RunOutcome, plan: Plan) -> Result:
         f"the run did not finish within {plan.timeout_s:g} s; where each rank was: {where}",
         cause="a rank was stuck (see the stacks) or the machine is too slow for this timeout",
         remedy="read the stacks below; if the ranks were progressing, raise --timeout",
-        observed={"heartbeats": outcome.heartbeats},
+        observed={"heartbeats": {r: b.to_dict() for r, b in outcome.heartbeats.items()}},
     )
     for rank, stack in sorted(outcome.stacks.items()):
         r.evidence.append(Evidence(f"rank-{rank}.stack", stack[-3000:]))
@@ -229,7 +229,7 @@ def run_check(
     config: CheckConfig,
     report: Report,
     target: Target | None = None,
-    on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None,
+    on_poll: Callable[[dict[int, Heartbeat]], None] | None = None,
 ) -> Report:
     """The live check of this node: plan, launch, one host subject judged once, one report."""
     snapshot = gpu_snapshot()  # before anything of ours runs on the GPUs: what others hold there

@@ -35,6 +35,7 @@ from ddp_doctor import torchrun
 from ddp_doctor.live import procnet, procs
 from ddp_doctor.rundir import layout, reader
 from ddp_doctor.rundir.logs import parse_exit_codes, tails
+from ddp_doctor.rundir.records import Heartbeat
 
 GRACE_S = 3.0
 RUN_DIR_PREFIX = "ddp-doctor-run-"
@@ -91,9 +92,11 @@ class RunOutcome:
     timed_out: bool
     duration_s: float
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """rank -> its rank-N.json payload."""
-    heartbeats: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """rank -> its last heartbeat {"phase", "step", "time", "pid", "progress"}."""
+    """rank -> its rank-N.json payload (`RankResult.payload()`: its body with rank, pid and finished)."""
+    heartbeats: dict[int, Heartbeat] = field(default_factory=dict)
+    """rank -> its last heartbeat."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """A rank-N.json / rank-N.hb that is not a record of this ddp-doctor (cut short, foreign) -> why."""
     logs: dict[str, list[str]] = field(default_factory=dict)
     """torchrun.log, rank-N.log, <name>-rank-N.log -> last lines."""
     exit_codes: dict[str, int] = field(default_factory=dict)
@@ -246,11 +249,11 @@ def port_problem(port: int) -> str | None:
 # ---- running -------------------------------------------------------------------------------
 
 
-def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[int], tracked: dict[int, int]) -> None:
+def _ask_for_stacks(run_dir: Path, beats: dict[int, Heartbeat], done: set[int], tracked: dict[int, int]) -> None:
     """SIGUSR1 to each rank still running: its faulthandler writes rank-N.stack."""
     asked: list[Path] = []
     for r, beat in beats.items():
-        pid = int(beat.get("pid") or 0)
+        pid = beat.pid
         if r in done or pid not in procs.alive(tracked):
             continue
         try:
@@ -266,7 +269,7 @@ def _ask_for_stacks(run_dir: Path, beats: dict[int, dict[str, Any]], done: set[i
         time.sleep(0.05)
 
 
-def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> RunOutcome:
+def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] | None = None) -> RunOutcome:
     """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
     started = time.monotonic()
     deadline = started + spec.timeout_s
@@ -329,7 +332,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, dict[str, Any]]], No
         if outcome.timed_out:
             tracked.update(procs.descendants(proc.pid, tracked))
             beats = reader.read_heartbeats(run_dir)
-            done = {r for r, p in reader.read_results(run_dir).items() if p.get("finished")}
+            done = {r for r, res in reader.results(run_dir).records.items() if res.finished}
             _ask_for_stacks(run_dir, beats, done, tracked)
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -433,12 +436,14 @@ def _finish(
             proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             pass
-    outcome.heartbeats = reader.read_heartbeats(run_dir)
-    outcome.ranks = reader.read_results(run_dir)
+    beats, results = reader.heartbeats(run_dir), reader.results(run_dir)
+    outcome.heartbeats = beats.records
+    outcome.ranks = {r: res.payload() for r, res in results.records.items()}
+    outcome.unreadable = {**beats.unreadable, **results.unreadable}
     outcome.error_files = reader.read_error_files(run_dir)
     outcome.stacks = reader.read_stacks(run_dir)
-    pid_rank = {int(b["pid"]): r for r, b in outcome.heartbeats.items() if b.get("pid")}
-    pid_rank.update({int(p["pid"]): r for r, p in outcome.ranks.items() if p.get("pid")})
+    pid_rank = {b.pid: r for r, b in beats.records.items()}
+    pid_rank.update({res.pid: r for r, res in results.records.items()})
     outcome.logs = tails(run_dir, LOG_TAIL_LINES, pid_rank=pid_rank)
     codes = parse_exit_codes("\n".join(outcome.logs.get("torchrun.log", [])))
     if proc is not None and outcome.returncode is not None:

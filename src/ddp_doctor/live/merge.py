@@ -19,6 +19,7 @@ from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
+from ddp_doctor.rundir import layout
 from ddp_doctor.words import all_of, plural, ranks
 
 PHASE_TITLES = {
@@ -255,7 +256,8 @@ def _explain_stuck(r: Result, rank: int, rec: dict[str, Any], err: dict[str, Any
         "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
         "the rank that is furthest behind is the one to look at"
     )
-    r.observed["progress"] = (outcome.heartbeats.get(rank) or {}).get("progress")
+    beat = outcome.heartbeats.get(rank)
+    r.observed["progress"] = beat.progress if beat else None
 
 
 def _phase_error(t: _Triage, rank: int, node: str, rec: dict[str, Any], outcome: RunOutcome) -> None:
@@ -314,7 +316,7 @@ def _judge_phases(t: _Triage, outcome: RunOutcome, plan: Plan) -> None:
 
 def _never_started(t: _Triage, rank: int, node: str, outcome: RunOutcome) -> None:
     who = t.blamed.get(rank)
-    rec = {"name": "init", "started": min((b["time"] for b in outcome.heartbeats.values()), default=None)}
+    rec = {"name": "init", "started": min((b.time for b in outcome.heartbeats.values()), default=None)}
     r = _phase_result(
         rank,
         node,
@@ -346,7 +348,8 @@ def _stopped(t: _Triage, s: _Silent, r: Result, where: str, outcome: RunOutcome)
         r.cause = f"rank {rank} stopped making progress in {r.phase}{where}; its peers gave up waiting"
         r.remedy = f"see rank {rank}'s stack and rank-{rank}.log for where it is stuck"
     _apply_diagnosis(r, rank, outcome, [])
-    r.observed.update({"exit_code": s.code, "heartbeat": outcome.heartbeats.get(rank)})
+    beat = outcome.heartbeats.get(rank)
+    r.observed.update({"exit_code": s.code, "heartbeat": beat.to_dict() if beat else None})
     t.add(r, t.primary)
 
 
@@ -358,15 +361,15 @@ def _silent_rank(t: _Triage, rank: int, outcome: RunOutcome, plan: Plan) -> None
         _never_started(t, rank, node, outcome)
         return
     done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
-    phase = (beat or {}).get("phase")
+    phase = beat.phase if beat else None
     starting = phase == "start" and not p.get("phases")
     if starting:
         phase = "init"  # it died between its first heartbeat and its first phase (e.g. importing torch)
     elif phase in (None, "start", "done") or phase in done_phases:
         return
     rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
-    rec = {**rec, "started": (beat or {}).get("time", rec.get("started"))}
-    step = (beat or {}).get("step")
+    rec = {**rec, "started": beat.time if beat else rec.get("started")}
+    step = beat.step if beat else None
     where = f" (at {step})" if step else ""
     t.reached.setdefault(phase, set()).add(rank)
     s = _Silent(rank, outcome.exit_codes.get(f"rank {rank}"), starting, rank in t.blamed, outcome.timed_out)
@@ -512,9 +515,7 @@ def _live_facts(outcome: RunOutcome, plan: Plan, world: int, root: Result | None
             ]
             for r, p in payloads.items()
         },
-        "heartbeats": {
-            r: {"phase": b.get("phase"), "step": b.get("step"), "time": b.get("time")} for r, b in beats.items()
-        },
+        "heartbeats": {r: {"phase": b.phase, "step": b.step, "time": b.time} for r, b in beats.items()},
         "devices": {r: p.get("device") for r, p in payloads.items() if p.get("device")},
         "exit_codes": outcome.exit_codes,
         "root_cause": (
@@ -538,11 +539,23 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     t.results.extend(_teardown(payloads))
     t.results.extend(_unreached(t, plan))
     root = _pick_root(t)
+    _name_unreadable_files(t.results, outcome.unreadable)
     t.results.extend(_nccl_results(outcome, plan))
     rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
     return Merged(
         results=t.results, root=root, torch_facts=rank0.get("torch"), live_facts=_live_facts(outcome, plan, world, root)
     )
+
+
+def _name_unreadable_files(results: list[Result], unreadable: dict[str, str]) -> None:
+    """A rank's result or heartbeat that was no record (cut short, foreign, another version) left that rank
+    judged from less than it wrote: its failing results say which file and why."""
+    for name, why in sorted(unreadable.items()):
+        rank = layout.rank_of(name, "json")
+        rank = layout.rank_of(name, "hb") if rank is None else rank
+        for r in results:
+            if r.rank == rank and r.status is not Status.PASS:
+                r.evidence.append(Evidence(name, why))
 
 
 def _nccl_results(outcome: RunOutcome, plan: Plan) -> list[Result]:

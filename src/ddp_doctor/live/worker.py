@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import faulthandler
-import json
 import os
 import signal
 import socket
@@ -29,6 +28,7 @@ from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import rankconfig
 from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.rundir import layout, reader, writer
+from ddp_doctor.rundir.records import Heartbeat, RankResult, RecordError
 
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
@@ -106,7 +106,7 @@ class Watchdog(threading.Thread):
                 continue
             if ctx.phase == "done":  # every phase reported; only the teardown hangs (NCCL can)
                 ctx.payload.update(finished=True, teardown_stuck=True)
-                writer.write_result(ctx.payload)
+                writer.write_result(RankResult.of(ctx.payload))
                 os._exit(0)
             self.stack_file.write(f"--- watchdog: phase {ctx.phase} overran its deadline ---\n")
             self.stack_file.flush()
@@ -125,15 +125,14 @@ class Watchdog(threading.Thread):
                     "step": _last_step(),
                 },
             )
-            writer.write_result(ctx.payload)
+            writer.write_result(RankResult.of(ctx.payload))
             os._exit(EXIT_STUCK)
 
 
 def _last_step() -> str | None:
     try:
-        step = json.loads(writer.path("hb").read_text()).get("step")
-        return str(step) if step is not None else None
-    except (OSError, ValueError):
+        return Heartbeat.from_json(writer.path("hb").read_text()).step
+    except (OSError, RecordError):
         return None
 
 
@@ -183,7 +182,8 @@ def _ask_for_stacks(ranks: list[int]) -> None:
     beats = reader.read_heartbeats(writer.run_dir())
     asked = False
     for r in ranks:
-        pid = int((beats.get(r) or {}).get("pid") or 0)
+        beat = beats.get(r)
+        pid = beat.pid if beat else 0
         if pid > 0:
             try:
                 os.kill(pid, signal.SIGUSR1)
@@ -270,7 +270,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
             )
             ctx.phase_deadline = float("inf")
             faulthandler.cancel_dump_traceback_later()
-            writer.write_result(payload)
+            writer.write_result(RankResult.of(payload))
             _ask_for_stacks(getattr(exc, "blame_ranks", None) or [])
             ok = False
             break
@@ -286,7 +286,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
             checks=checks,
         )
         ok = ok and not failed
-        writer.write_result(payload)
+        writer.write_result(RankResult.of(payload))
     # -- multi-node (helper G, live/multinode/rankside.py): cross-node probes, every rank's payload to node 0
     if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
         from ddp_doctor.live.multinode import rankside
@@ -306,7 +306,7 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
     except Exception:  # noqa: BLE001, S110 - teardown of a failed group must not hide the phase results
         pass
     payload["finished"] = True
-    writer.write_result(payload)
+    writer.write_result(RankResult.of(payload))
     return 0 if ok else 1
 
 

@@ -3,6 +3,7 @@
 One package writes and reads them, below both live/ and jobwatch/, so the file names, the JSON
 reading and the records are written down once:
 
+    records.py   the typed records (Heartbeat, RankResult) both sides share, with a schema version
     layout.py    where each file is: rank-N.<kind> names, the environment that names the directory
     jsonfile.py  atomic writes; a JSON object read back, or None when torn or not an object
     writer.py    the rank side: heartbeat, result file (imported by every rank before torch)

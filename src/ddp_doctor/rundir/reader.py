@@ -1,24 +1,62 @@
-"""The parent side: every rank's files of a run directory read back (files that do not parse are left out)."""
+"""The parent side: every rank's files of a run directory read back.
+
+A result or heartbeat file that is not a record of this schema (cut short, foreign, another version)
+is named in `Read.unreadable` with why, so the report can say so instead of treating the rank as
+silent for no stated reason.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ddp_doctor.rundir import layout
 from ddp_doctor.rundir.jsonfile import read_objects
+from ddp_doctor.rundir.records import Heartbeat, RankResult, RecordError
+
+T = TypeVar("T")
 
 
-def read_heartbeats(directory: Path) -> dict[int, dict[str, Any]]:
-    return read_objects(layout.scan(directory, "hb"))
+@dataclass(frozen=True)
+class Read(Generic[T]):
+    records: dict[int, T] = field(default_factory=dict)
+    """rank -> its record."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """file name -> why it is not a record (RecordError's line)."""
 
 
-def read_results(directory: Path) -> dict[int, dict[str, Any]]:
-    return read_objects(layout.scan(directory, "json"))
+def _read(directory: Path, kind: str, parse: Callable[[str, str], T]) -> Read[T]:
+    out: Read[T] = Read()
+    for r, p in sorted(layout.scan(directory, kind).items()):
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue  # gone between the listing and the read: nothing to say about it
+        try:
+            out.records[r] = parse(text, p.name)
+        except RecordError as exc:
+            out.unreadable[p.name] = str(exc)
+    return out
+
+
+def heartbeats(directory: Path) -> Read[Heartbeat]:
+    return _read(directory, "hb", Heartbeat.from_json)
+
+
+def results(directory: Path) -> Read[RankResult]:
+    return _read(directory, "json", RankResult.from_json)
+
+
+def read_heartbeats(directory: Path) -> dict[int, Heartbeat]:
+    """The heartbeats that read as records (while polling; `heartbeats` also says which did not)."""
+    return heartbeats(directory).records
 
 
 def read_error_files(directory: Path) -> dict[int, dict[str, Any]]:
-    """torchelastic error files (`@record`), one per rank that died of an uncaught exception."""
+    """torchelastic error files (`@record`), one per rank that died of an uncaught exception; their shape is
+    torchelastic's (or jobwatch's hook's copy of it), read as it is."""
     return read_objects(layout.scan(directory, "error.json"))
 
 
@@ -36,7 +74,8 @@ def read_stacks(directory: Path, keep_chars: int = 20000) -> dict[int, str]:
 
 
 def read_hook_files(directory: Path, kind: str) -> dict[int, dict[str, Any]]:
-    """rank -> its rank-N.pid or rank-N.exit, written by jobwatch's startup hook inside the job."""
+    """rank -> its rank-N.pid or rank-N.exit, written by jobwatch's startup hook inside the job (standard
+    library only, in the job's own interpreter, so it cannot import these records)."""
     if kind not in ("pid", "exit"):
         raise ValueError(f"not a hook file kind: {kind!r}")
     return read_objects(layout.scan(directory, kind))

@@ -2,7 +2,7 @@
 
     from ddp_doctor.rundir import writer
     writer.heartbeat("collectives", step="all_reduce")   # where this rank is, for the parent
-    writer.write_result({...})                          # rank-N.json, atomically
+    writer.write_result(RankResult.of(payload))         # rank-N.json, atomically
 
 Every file is replaced by an atomic rename, so the parent never reads half a file even when a rank
 is killed mid-write.
@@ -11,7 +11,6 @@ is killed mid-write.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from ddp_doctor.rundir import layout
 from ddp_doctor.rundir.jsonfile import write_atomic
+from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 _progress = itertools.count(1)
 _phase: dict[str, Any] = {}  # the phase of this rank's last heartbeat: its name, start and deadline
@@ -51,17 +51,17 @@ def heartbeat(phase: str, step: str | None = None, deadline: float | None = None
         _phase.update(phase=phase, since=now, deadline=None)
     if deadline is not None and deadline != float("inf"):
         _phase["deadline"] = deadline
-    beat = {
-        "phase": phase,
-        "step": step,
-        "time": now,
-        "pid": os.getpid(),
-        "progress": next(_progress),
-        "since": _phase["since"],
-        "deadline": _phase["deadline"],
-    }
-    write_atomic(path("hb"), json.dumps(beat))
+    beat = Heartbeat(
+        phase=phase,
+        step=step,
+        time=now,
+        pid=os.getpid(),
+        progress=next(_progress),
+        since=_phase["since"],
+        deadline=_phase["deadline"],
+    )
+    write_atomic(path("hb"), beat.to_json())
 
 
-def write_result(payload: dict[str, Any]) -> None:
-    write_atomic(path("json"), json.dumps(payload, default=str))
+def write_result(result: RankResult) -> None:
+    write_atomic(path("json"), result.to_json())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.rundir import jsonfile, layout, writer
+from ddp_doctor.rundir.records import RankResult
 
 CLUSTER_FILE_ENV = "DDP_DOCTOR_CLUSTER_FILE"
 """Set by the parent on every node of a multi-node run; the collector writes the gathered entries there."""
@@ -302,7 +303,7 @@ def _main() -> int:
         ok = False
         payload["error"] = f"{type(exc).__name__}: {exc}"
     payload["finished"] = True
-    writer.write_result(payload)
+    writer.write_result(RankResult.of(payload))
     finish(payload, ok, time.time() + 40)
     if ok:
         dist.destroy_process_group()

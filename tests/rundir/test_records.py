@@ -1,0 +1,88 @@
+"""The records a rank writes for its parent: both sides through one module; a torn or foreign file is a
+clear error naming the file, never a half-read record; the parent's report names such a file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.live.launch import RunOutcome
+from ddp_doctor.live.merge import Plan, merge
+from ddp_doctor.rundir import reader, writer
+from ddp_doctor.rundir.layout import RUN_DIR_ENV
+from ddp_doctor.rundir.records import SCHEMA, Heartbeat, RankResult, RecordError
+
+
+def test_a_heartbeat_and_a_result_come_back_as_they_were_written() -> None:
+    beat = Heartbeat("ddp", time=12.5, pid=7, progress=3, step="step 4", since=10.0, deadline=40.0)
+    assert Heartbeat.from_json(beat.to_json()) == beat
+    result = RankResult(rank=2, pid=7, finished=True, body={"phases": [{"name": "init", "status": "pass"}]})
+    assert RankResult.from_json(result.to_json()) == result
+    assert result.payload() == {"phases": [{"name": "init", "status": "pass"}], "rank": 2, "pid": 7, "finished": True}
+    assert json.loads(result.to_json())["schema"] == SCHEMA
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"schema": 1, "phase": "ddp", "time": 1.0, "pi', "not JSON"),  # cut short
+        ("", "not JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"phase": "ddp", "time": 1.0, "pid": 3, "progress": 1}', "no schema field"),  # another tool's file
+        ('{"schema": 2, "phase": "ddp", "time": 1.0, "pid": 3, "progress": 1}', "schema 2"),  # a newer doctor
+        ('{"schema": 1, "phase": "ddp", "time": 1.0, "pid": "3", "progress": 1}', "'pid' is '3'"),
+        ('{"schema": 1, "phase": "ddp", "time": 1.0, "pid": 3}', "lacks its 'progress'"),
+        ('{"schema": 1, "phase": "ddp", "time": true, "pid": 3, "progress": 1}', "'time' is True"),
+    ],
+)
+def test_a_torn_foreign_or_newer_heartbeat_is_refused_with_why(text: str, said: str) -> None:
+    with pytest.raises(RecordError, match="rank-3.hb") as caught:
+        Heartbeat.from_json(text, "rank-3.hb")
+    assert said in str(caught.value)
+
+
+def test_a_result_of_an_unknown_version_is_refused() -> None:
+    text = json.dumps({"schema": SCHEMA + 1, "rank": 0, "pid": 5, "finished": True})
+    with pytest.raises(RecordError, match=f"schema {SCHEMA + 1}; this ddp-doctor reads schema {SCHEMA}"):
+        RankResult.from_json(text, "rank-0.json")
+
+
+def test_the_reader_names_each_file_that_is_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("RANK", "0")
+    writer.heartbeat("init")
+    writer.write_result(RankResult.of({"rank": 0, "pid": os.getpid(), "finished": True, "phases": []}))
+    (tmp_path / "rank-1.json").write_text('{"schema": 1, "rank": 1, "pid": 9, "fin')
+    (tmp_path / "rank-1.hb").write_text(json.dumps({"schema": 99, "phase": "init"}))
+    results, beats = reader.results(tmp_path), reader.heartbeats(tmp_path)
+    assert set(results.records) == {0} and results.records[0].finished
+    assert set(beats.records) == {0} and beats.records[0].phase == "init"
+    assert list(results.unreadable) == ["rank-1.json"]
+    assert "schema 99" in beats.unreadable["rank-1.hb"]
+
+
+def test_the_report_names_a_rank_file_that_could_not_be_read() -> None:
+    # Rank 1's result file is torn: it is judged from its heartbeat, and its result says which file was unreadable.
+    phases = [{"name": "init", "status": "pass", "started": 10.0, "duration_s": 0.1, "checks": []}]
+    outcome = RunOutcome(
+        argv=["torchrun"],
+        returncode=1,
+        timed_out=False,
+        duration_s=3.0,
+        ranks={0: {"rank": 0, "pid": 100, "node": "n0", "phases": phases, "finished": True}},
+        heartbeats={
+            0: Heartbeat("done", time=20.0, pid=100, progress=9),
+            1: Heartbeat("collectives", time=15.0, pid=101, progress=3),
+        },
+        unreadable={"rank-1.json": "rank-1.json is not JSON (cut short, or not written by a rank): ..."},
+        exit_codes={"rank 1": -9, "torchrun": 1},
+    )
+    plan = Plan(
+        backend="gloo", nproc=2, world_size=2, nnodes="1", phases=["init", "collectives"], timeout_s=60, node="n0"
+    )
+    m = merge(outcome, plan)
+    assert m.root is not None and m.root.rank == 1
+    assert [e.text for e in m.root.evidence if e.source == "rank-1.json"] == [outcome.unreadable["rank-1.json"]]
