@@ -151,7 +151,7 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-class Target(TypedDict, total=False):
+class TargetJson(TypedDict, total=False):
     """What was examined: a host, an image or one or more files."""
 
     host: str
@@ -173,7 +173,7 @@ _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.INFO: 0, Status.WARN: 1, Sta
 @dataclass
 class Report:
     command: str
-    target: Target
+    target: TargetJson
     results: list[Result] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -187,7 +187,7 @@ class Report:
 
     @classmethod
     def for_host(cls, command: str) -> Report:
-        return cls(command=command, target=Target(host=socket.gethostname()))
+        return cls(command=command, target=TargetJson(host=socket.gethostname()))
 
     def add(self, *results: Result) -> None:
         self.results.extend(results)
@@ -247,7 +247,7 @@ class Report:
         return cls(
             command=_kind(d, "command", str, required=True),
             # A report of another version may name other keys: they are kept and shown as they are.
-            target=cast(Target, dict(_kind(d, "target", dict) or {})),
+            target=cast(TargetJson, dict(_kind(d, "target", dict) or {})),
             results=[Result.from_dict(r) for r in _kind(d, "results", list) or []],
             facts=dict(_kind(d, "facts", dict) or {}),
             started=str(d.get("started", "")),

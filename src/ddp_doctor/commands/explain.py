@@ -23,7 +23,7 @@ from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.diagnose.logread import open_log
 from ddp_doctor.diagnose.patterns import engine
 from ddp_doctor.errors import InputError, UsageError
-from ddp_doctor.report import Report, Result, Status, Target
+from ddp_doctor.report import Report, Result, Status, TargetJson
 from ddp_doctor.words import listing, plural
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
@@ -101,9 +101,9 @@ def run(args: argparse.Namespace) -> Report:
     results = _explain(args, given, logs, stats)
     names = [name for _, name in logs]
     if len(logs) == 1:
-        target = Target(file=given[0] if given[0] != "-" else "stdin")
+        target = TargetJson(file=given[0] if given[0] != "-" else "stdin")
     else:
-        target = Target(file=given[0] if len(given) == 1 else listing(given, limit=3))
+        target = TargetJson(file=given[0] if len(given) == 1 else listing(given, limit=3))
     report = Report(command="explain", target=target)
     report.facts = {
         "log": {

@@ -16,7 +16,7 @@ from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.errors import EXIT_USAGE, DoctorError, InputError
 from ddp_doctor.render import render
 from ddp_doctor.render.headline import compose as compose_headline
-from ddp_doctor.report import Evidence, Report, Result, Status, Target
+from ddp_doctor.report import Evidence, Report, Result, Status, TargetJson
 from ddp_doctor.words import listing
 
 FORMATS = ("text", "json", "sarif")
@@ -47,7 +47,7 @@ def inputs(args: argparse.Namespace) -> list[str]:
 def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report, list[str]]:
     """All files -> one Report, plus one message per file that could not be read."""
 
-    target = Target(file=paths[0]) if len(paths) == 1 else Target(files=listing(paths, limit=3))
+    target = TargetJson(file=paths[0]) if len(paths) == 1 else TargetJson(files=listing(paths, limit=3))
     report = Report(command="lint", target=target)
     unreadable: list[str] = []
     files: list[dict[str, Any]] = []

@@ -21,7 +21,7 @@ from ddp_doctor.deploy.manifests import (
     JobTemplate,
     Network,
     ObjectMeta,
-    PodTemplate,
+    PodTemplateJson,
     ReplicatedJob,
 )
 from ddp_doctor.deploy.serialize import yaml_documents
@@ -43,7 +43,9 @@ def job_template(spec: LaunchSpec, command: list[str], container: str, env: list
     policy = failurepolicy.pod_failure_policy(spec, container, in_jobset=True)
     if policy:
         job["podFailurePolicy"] = policy
-    job["template"] = PodTemplate(metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec)
+    job["template"] = PodTemplateJson(
+        metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec
+    )
     return job
 
 

@@ -15,7 +15,7 @@ from ddp_doctor.deploy.manifests import (
     JobSpec,
     ObjectFieldSelector,
     ObjectMeta,
-    PodTemplate,
+    PodTemplateJson,
     ServiceDocument,
     ServicePort,
     ServiceSpec,
@@ -61,7 +61,7 @@ def job(spec: LaunchSpec) -> JobDocument:
     policy = failurepolicy.pod_failure_policy(spec, pod.CONTAINER, in_jobset=False)
     if policy:
         job_spec["podFailurePolicy"] = policy
-    job_spec["template"] = PodTemplate(
+    job_spec["template"] = PodTemplateJson(
         metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec
     )
     return JobDocument(apiVersion="batch/v1", kind="Job", metadata=pod.metadata(spec), spec=job_spec)

@@ -122,7 +122,7 @@ class PodSpec(TypedDict, total=False):
     volumes: list[Volume]
 
 
-class PodTemplate(TypedDict, total=False):
+class PodTemplateJson(TypedDict, total=False):
     metadata: ObjectMeta
     spec: PodSpec
 
@@ -177,7 +177,7 @@ class JobSpec(TypedDict, total=False):
     completions: int
     parallelism: int
     podFailurePolicy: PodFailurePolicy
-    template: PodTemplate
+    template: PodTemplateJson
 
 
 class JobDocument(TypedDict):
@@ -237,7 +237,7 @@ class JobSetDocument(TypedDict):
 class ReplicaSpec(TypedDict):
     replicas: int
     restartPolicy: str
-    template: PodTemplate
+    template: PodTemplateJson
 
 
 class ElasticPolicy(TypedDict):

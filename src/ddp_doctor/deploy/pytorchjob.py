@@ -14,7 +14,7 @@ from ddp_doctor.deploy.manifests import (
     ContainerPort,
     ElasticPolicy,
     ObjectMeta,
-    PodTemplate,
+    PodTemplateJson,
     PyTorchJobDocument,
     PyTorchJobSpec,
     ReplicaSpec,
@@ -35,7 +35,7 @@ def _replica(spec: LaunchSpec, replicas: int, rdzv_host: str) -> ReplicaSpec:
     return ReplicaSpec(
         replicas=replicas,
         restartPolicy="Never",
-        template=PodTemplate(metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec),
+        template=PodTemplateJson(metadata=ObjectMeta(labels={"app.kubernetes.io/name": spec.name}), spec=template_spec),
     )
 
 

@@ -25,7 +25,7 @@ NVML_TIMEOUT_S = 20.0
 
 
 # facts["torch"] and facts["nccl"] of the report's JSON (checks/facts reads them).
-class TorchFacts(TypedDict, total=False):
+class TorchJson(TypedDict, total=False):
     installed: bool
     version: str | None
     location: str | None
@@ -58,7 +58,7 @@ class NcclCandidate(TypedDict):
     path: str
 
 
-class NcclFacts(TypedDict, total=False):
+class NcclJson(TypedDict, total=False):
     library: str | None
     source: str | None
     loadable: bool | None
@@ -68,8 +68,8 @@ class NcclFacts(TypedDict, total=False):
     net_plugins: NetPlugins
 
 
-def _torch_facts(meta: TorchMetadata, imported: TorchImport | None, probe_error: str | None) -> TorchFacts:
-    facts = TorchFacts(
+def _torch_facts(meta: TorchMetadata, imported: TorchImport | None, probe_error: str | None) -> TorchJson:
+    facts = TorchJson(
         installed=meta["installed"],
         version=meta["version"],
         location=meta["location"],
@@ -117,17 +117,17 @@ def _torch_facts(meta: TorchMetadata, imported: TorchImport | None, probe_error:
 
 
 def _nccl_facts(
-    torch: TorchFacts,
+    torch: TorchJson,
     imported: TorchImport | None,
     loaded: NcclLoad | None,
     candidate: tuple[str, str] | None,
     on_disk: list[tuple[str, Path]],
-) -> NcclFacts:
-    facts = NcclFacts(library=None, source=None, loadable=None, version=None, error=None, candidates=[])
+) -> NcclJson:
+    facts = NcclJson(library=None, source=None, loadable=None, version=None, error=None, candidates=[])
     mapped = (imported or TorchImport()).get("nccl_loaded")
     if mapped:
         facts.update(
-            NcclFacts(
+            NcclJson(
                 library=mapped,
                 source="loaded by torch",
                 loadable=True,
@@ -140,13 +140,13 @@ def _nccl_facts(
                 break
         return facts
     if candidate is not None:
-        facts.update(NcclFacts(library=candidate[1], source=candidate[0]))
+        facts.update(NcclJson(library=candidate[1], source=candidate[0]))
         if loaded is not None:
             facts.update(
-                NcclFacts(loadable=loaded.get("loadable"), version=loaded.get("version"), error=loaded.get("error"))
+                NcclJson(loadable=loaded.get("loadable"), version=loaded.get("version"), error=loaded.get("error"))
             )
     elif torch.get("nccl_version"):
-        facts.update(NcclFacts(source="statically linked into torch", loadable=True, version=torch.get("nccl_version")))
+        facts.update(NcclJson(source="statically linked into torch", loadable=True, version=torch.get("nccl_version")))
     return facts
 
 
@@ -208,7 +208,7 @@ def gather(
     if nccl["library"] is None and nccl["version"] is None:
         static = nccl_probe.static_in_torch(meta["location"])
         if static:
-            nccl.update(NcclFacts(library=static, source="statically linked into libtorch_cuda", loadable=None))
+            nccl.update(NcclJson(library=static, source="statically linked into libtorch_cuda", loadable=None))
     facts["nccl"] = nccl
     facts["gather_s"] = round(time.monotonic() - started, 3)
     return facts

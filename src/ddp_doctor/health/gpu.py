@@ -82,7 +82,7 @@ class SpecRow:
 
 
 @dataclass(frozen=True)
-class Straggler:
+class GpuStraggler:
     """One GPU's metric that fell below its peers' median (a result's `observed.stragglers` entry)."""
 
     device_index: int | None
@@ -247,8 +247,8 @@ def _get(d: Mapping[str, object], path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def _label(gpu: GpuHealth | Straggler) -> str:
-    if isinstance(gpu, Straggler):
+def _label(gpu: GpuHealth | GpuStraggler) -> str:
+    if isinstance(gpu, GpuStraggler):
         return f"GPU {gpu.device_index if gpu.device_index is not None else '?'} ({gpu.name or 'unknown'})"
     return f"GPU {gpu.get('device_index', '?')} ({gpu.get('name', 'unknown')})"
 
@@ -360,7 +360,7 @@ def _stragglers(prefix: str, gpus: list[GpuHealth], tolerance: float) -> Result:
     rid, title = f"{prefix}.straggler", "GPU straggler (against the other GPUs of this machine)"
     if len(gpus) < 2:
         return Result(rid, title, Status.SKIP, "one GPU: no peers to compare against")
-    slow: list[Straggler] = []
+    slow: list[GpuStraggler] = []
     for key, (path, _spec, _thr, unit, label) in METRICS.items():
         values = [(g, _get(g, path)) for g in gpus]
         present = [(g, v) for g, v in values if v is not None]
@@ -370,7 +370,7 @@ def _stragglers(prefix: str, gpus: list[GpuHealth], tolerance: float) -> Result:
         for g, v in present:
             if median > 0 and v < (1.0 - tolerance) * median:
                 slow.append(
-                    Straggler(
+                    GpuStraggler(
                         device_index=g.get("device_index"),
                         name=g.get("name"),
                         rank=g.get("rank"),

@@ -24,7 +24,7 @@ from ddp_doctor import proc
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.checks import table
 from ddp_doctor.errors import InputError, UsageError
-from ddp_doctor.report import Report, Result, Status, Target
+from ddp_doctor.report import Report, Result, Status, TargetJson
 
 MOUNT = "/ddp-doctor"
 STARTUP_S = 90.0
@@ -285,7 +285,7 @@ def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted:
         stderr_tail=done.stderr[-4000:],
     )
     inner, problem = _inner_report(p, done, deadline)
-    report = Report(command="check", target=Target(image=config.image or "", engine=p.engine))
+    report = Report(command="check", target=TargetJson(image=config.image or "", engine=p.engine))
     if inner is None:
         report.facts = {"container": asdict(run)}
         report.add(

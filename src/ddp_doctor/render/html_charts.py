@@ -103,7 +103,7 @@ class RankSpan(TypedDict, total=False):
     detail: str
 
 
-class Stack(TypedDict, total=False):
+class StackJson(TypedDict, total=False):
     method: str
     text: str
 
@@ -117,7 +117,7 @@ class Hang(TypedDict, total=False):
     at_s: float
     kind: str
     message: str
-    stacks: dict[str, Stack]
+    stacks: dict[str, StackJson]
     states: dict[str, RankState]
 
 

@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 
 # What the probe writes into facts["gpus"] (the report's JSON; checks/facts reads it).
-class GpuProcess(TypedDict):
+class GpuProcessJson(TypedDict):
     pid: int
     used_bytes: int | None
     name: str | None
@@ -27,11 +27,11 @@ class ProcessOwner(TypedDict):
 class GpuUsage(TypedDict):
     memory_used_bytes: int | None
     util_pct: float | None
-    processes: list[GpuProcess] | None
+    processes: list[GpuProcessJson] | None
     """None when NVML would not say."""
 
 
-class GpuDevice(GpuUsage):
+class GpuDeviceJson(GpuUsage):
     index: int
     name: str
     uuid: str
@@ -42,7 +42,7 @@ class GpuDevice(GpuUsage):
     nvlinks_active: int | None
 
 
-class GpuPair(TypedDict):
+class GpuPairJson(TypedDict):
     a: int
     b: int
     p2p_read: str | None
@@ -57,12 +57,12 @@ class GpuProbe(TypedDict, total=False):
     cuda_driver_version: str | None
     count: int
     physical_count: int
-    visible: list[GpuDevice]
-    all: list[GpuDevice]
+    visible: list[GpuDeviceJson]
+    all: list[GpuDeviceJson]
     cuda_visible_devices: str | None
     error: str | None
     device_nodes: list[str]
-    topology: list[GpuPair]
+    topology: list[GpuPairJson]
     nvml_missing: bool
 
 
@@ -79,14 +79,14 @@ def device_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/nvidiactl") + glob.glob("/dev/nvidia-uvm"))
 
 
-def apply_visible(devices: list[GpuDevice], spec: str | None) -> list[GpuDevice]:
+def apply_visible(devices: list[GpuDeviceJson], spec: str | None) -> list[GpuDeviceJson]:
     """The devices CUDA would expose under CUDA_VISIBLE_DEVICES (indices or UUID prefixes).
 
     CUDA stops at the first entry it cannot resolve, and an empty value hides every GPU.
     """
     if spec is None:
         return list(devices)
-    chosen: list[GpuDevice] = []
+    chosen: list[GpuDeviceJson] = []
     for raw in spec.split(","):
         entry = raw.strip()
         if not entry:
@@ -113,7 +113,7 @@ def _optional(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _topology(pynvml: Any, handles: list[Any], devices: list[GpuDevice]) -> list[GpuPair]:
+def _topology(pynvml: Any, handles: list[Any], devices: list[GpuDeviceJson]) -> list[GpuPairJson]:
     levels = {
         getattr(pynvml, "NVML_TOPOLOGY_INTERNAL", 0): "same board",
         getattr(pynvml, "NVML_TOPOLOGY_SINGLE", 10): "one PCIe switch",
@@ -139,7 +139,7 @@ def _topology(pynvml: Any, handles: list[Any], devices: list[GpuDevice]) -> list
             nvlink = _optional(pynvml.nvmlDeviceGetP2PStatus, a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
             level = _optional(pynvml.nvmlDeviceGetTopologyCommonAncestor, a, b)
             pairs.append(
-                GpuPair(
+                GpuPairJson(
                     a=devices[i]["index"],
                     b=devices[j]["index"],
                     p2p_read=statuses.get(read, str(read)) if read is not None else None,
@@ -192,9 +192,9 @@ def usage(pynvml: Any, handle: Any) -> GpuUsage:
     )
 
 
-def _gpu_process(p: Any) -> GpuProcess:
+def _gpu_process(p: Any) -> GpuProcessJson:
     owner = _process(int(p.pid))
-    return GpuProcess(
+    return GpuProcessJson(
         pid=int(p.pid),
         # NVML reports None (NVML_VALUE_NOT_AVAILABLE) without the rights to see it.
         used_bytes=int(p.usedGpuMemory) if isinstance(getattr(p, "usedGpuMemory", None), int) else None,
@@ -242,7 +242,7 @@ def probe() -> GpuProbe:
             mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
             pci = _optional(pynvml.nvmlDeviceGetPciInfo, h)
             facts["all"].append(
-                GpuDevice(
+                GpuDeviceJson(
                     index=i,
                     name=_text(pynvml.nvmlDeviceGetName(h)),
                     uuid=_text(pynvml.nvmlDeviceGetUUID(h)),

@@ -42,7 +42,7 @@ def _nccl_pin(requires: list[str] | None) -> str | None:
     return None
 
 
-class PythonFacts(TypedDict):
+class PythonJson(TypedDict):
     """An interpreter: facts["python"] of the report (checks/facts reads it)."""
 
     version: str
@@ -54,12 +54,12 @@ class PythonFacts(TypedDict):
     conda_env: str | None
 
 
-def python_facts() -> PythonFacts:
+def python_facts() -> PythonJson:
     prefix = sys.prefix
     conda = os.environ.get("CONDA_DEFAULT_ENV")
     if conda is None and Path(prefix, "conda-meta").is_dir():
         conda = Path(prefix).name
-    return PythonFacts(
+    return PythonJson(
         version=platform.python_version(),
         implementation=platform.python_implementation(),
         executable=sys.executable,
@@ -89,7 +89,7 @@ class TorchMetadata(TypedDict, total=False):
 class InterpreterFacts(TypedDict):
     """What this module prints as JSON when run in the target interpreter."""
 
-    python: PythonFacts
+    python: PythonJson
     torch: TorchMetadata
     nccl_packages: list[list[str]]
     """[source, path] of each libnccl.so an nvidia-nccl package installed."""

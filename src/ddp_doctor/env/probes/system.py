@@ -14,7 +14,7 @@ from typing import TypedDict
 
 from ddp_doctor.checks.facts.host import dist_env
 from ddp_doctor.env.probes import interp_child
-from ddp_doctor.env.probes.interp_child import PythonFacts
+from ddp_doctor.env.probes.interp_child import PythonJson
 from ddp_doctor.env.probes.interpreters import same_environment, shebang_python
 
 SHM_PATH = "/dev/shm"
@@ -64,7 +64,7 @@ class InfinibandProbe(TypedDict):
     libibverbs: str | None
 
 
-def python() -> PythonFacts:
+def python() -> PythonJson:
     """The doctor's own interpreter (the target's: `target.describe(t)["python"]`)."""
     return interp_child.python_facts()
 
