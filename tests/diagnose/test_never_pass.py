@@ -33,9 +33,7 @@ CONTRADICTED = {
     # Blind failures explain still calls healthy: never read here; benchmarks/score_explain_corpus.py lists them
     # as misses, and the class each names is the next thing to learn (strict: a fix shows here).
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
-    "llama-moe-54.log": "blind: a failure called healthy, its class not known yet",
     "ray-30333.log": "blind: a failure called healthy, its class not known yet",
-    "safecount-16.log": "fitted: a shell's 'srun: not found' is not read as the end of the job yet",
 }
 
 

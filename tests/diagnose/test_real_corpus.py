@@ -38,8 +38,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pyllama-25.log",
         "pytorch-15592.log",
         "pytorch-177472.log",
-        # a Slurm launch script run where Slurm is not installed ('srun: not found'), called healthy
-        "safecount-16.log",
         "ucx-7239.log",
     }
 )
