@@ -605,6 +605,11 @@ def test_a_ray_node_whose_object_store_does_not_fit_its_dev_shm(
         ("gantry run --replicas 2 --gpus 8 --", "torchrun --nnodes 2 --nproc_per_node=8 train.py", False),
         ("python mason.py --num_nodes 1 --gpus 8 --", "torchrun --nproc_per_node=8 train.py", False),
         ("python submit.py --num_nodes 2", "torchrun --nproc_per_node=8 train.py", False),  # no `--`: not handed over
+        (
+            "python mason.py --num_nodes 2 -- source env.sh \\&\\& NCCL_DEBUG=INFO",
+            "torchrun --nproc_per_node=8 t.py",
+            True,
+        ),
     ],
 )
 def test_a_submitters_node_count_against_the_launchers(

@@ -266,8 +266,13 @@ mason.py (`--num_nodes 2 ... -- torchrun ...`, allenai/open-instruct mason.py), 
 def _submitted_nodes(words: list[Word], upto: int) -> tuple[At[int], str] | None:
     """The node count of a submitter whose `--` hands words[upto] (the launcher) to every node it starts."""
     dash = next((j for j in range(upto - 1, -1, -1) if words[j].text == "--"), None)
-    if dash is None or any("=" not in w.text.split("/")[0] for w in words[dash + 1 : upto]):
-        return None  # only VAR=value words may stand between `--` and the launcher
+    if dash is None:
+        return None
+    # Setup the nodes run first (`-- source env.sh \&\& torchrun ...`: operators handed over as words),
+    # then only VAR=value words may stand before the launcher.
+    start = max([j for j in range(dash + 1, upto) if words[j].text in ("&&", ";", "||")], default=dash)
+    if any("=" not in w.text.split("/")[0] for w in words[start + 1 : upto]):
+        return None
     values = _flag_values(words[:dash], {flag: flag for flag in SUBMITTER_NODE_FLAGS})
     for flag, value in values.items():
         count = _int_at(value)

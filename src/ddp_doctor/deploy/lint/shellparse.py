@@ -208,7 +208,11 @@ class _Reader:
         before the command itself."""
         if not self.read_substitutions:
             return
-        for c in node.children:
+        # Found with a stack of our own, in source order: a word can nest deeply, and the visit of each
+        # substitution is the only recursion.
+        stack = list(reversed(node.children))
+        while stack:
+            c = stack.pop()
             if c.type == "command_substitution":
                 self.substituted += 1
                 try:
@@ -217,7 +221,7 @@ class _Reader:
                 finally:
                     self.substituted -= 1
             elif c.type not in ("heredoc_body", "comment"):
-                self.substitutions(c)
+                stack += reversed(c.children)
 
     def branch(self, node: Any) -> bool:
         """if / case bodies, and what follows && or || in a list: read, marked as conditional."""
