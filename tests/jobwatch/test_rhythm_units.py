@@ -87,7 +87,7 @@ def test_stacks_name_eval_and_init_phases() -> None:
 
 
 def test_heartbeat_round_trip_and_a_corrupt_file_is_left_out(tmp_path: Path) -> None:
-    beat = heartbeat.Heartbeat(3, 1234, 1.5, (heartbeat.GroupSeq("0", "default_pg", "gloo", 7),))
+    beat = heartbeat.JobHeartbeat(3, 1234, 1.5, (heartbeat.GroupSeq("0", "default_pg", "gloo", 7),))
     heartbeat.write(str(tmp_path), beat)
     (tmp_path / "hb-rank-4.json").write_text('{"rank": 4, "groups": [[')
     (tmp_path / "hb-rank-5.json").write_text(json.dumps({"rank": 6, "pid": 1, "time": 0, "groups": []}))
@@ -97,7 +97,7 @@ def test_heartbeat_round_trip_and_a_corrupt_file_is_left_out(tmp_path: Path) -> 
 
 def _beat(run_dir: Path, rank: int, seq: int) -> None:
     heartbeat.write(
-        str(run_dir), heartbeat.Heartbeat(rank, 100 + rank, 0.0, (heartbeat.GroupSeq("0", "", "gloo", seq),))
+        str(run_dir), heartbeat.JobHeartbeat(rank, 100 + rank, 0.0, (heartbeat.GroupSeq("0", "", "gloo", seq),))
     )
 
 

@@ -33,7 +33,7 @@ class GroupSeq:
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class JobHeartbeat:
     rank: int
     pid: int
     time: float
@@ -58,7 +58,7 @@ class Heartbeat:
         ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> Heartbeat | None:
+    def from_json(cls, data: bytes) -> JobHeartbeat | None:
         """None for anything that is not a heartbeat this module wrote (cut, corrupt, another shape)."""
         try:
             raw = json.loads(data)
@@ -72,7 +72,7 @@ def path(run_dir: str, rank: int) -> str:
     return os.path.join(run_dir, f"hb-rank-{rank}.json")
 
 
-def write(run_dir: str, beat: Heartbeat) -> None:
+def write(run_dir: str, beat: JobHeartbeat) -> None:
     """Atomically (a reader never sees half a record)."""
     target = path(run_dir, beat.rank)
     with open(target + ".tmp", "wb") as f:
@@ -80,9 +80,9 @@ def write(run_dir: str, beat: Heartbeat) -> None:
     os.replace(target + ".tmp", target)
 
 
-def read_all(run_dir: str) -> dict[int, Heartbeat]:
+def read_all(run_dir: str) -> dict[int, JobHeartbeat]:
     """rank -> its latest heartbeat; files that do not parse are left out."""
-    out: dict[int, Heartbeat] = {}
+    out: dict[int, JobHeartbeat] = {}
     try:
         names = os.listdir(run_dir)
     except OSError:
@@ -93,7 +93,7 @@ def read_all(run_dir: str) -> dict[int, Heartbeat]:
             continue
         try:
             with open(os.path.join(run_dir, name), "rb") as f:
-                beat = Heartbeat.from_json(f.read(1 << 20))
+                beat = JobHeartbeat.from_json(f.read(1 << 20))
         except OSError:
             continue
         if beat is not None and beat.rank == int(m.group(1)):
@@ -101,7 +101,7 @@ def read_all(run_dir: str) -> dict[int, Heartbeat]:
     return out
 
 
-def of_this_process(dist: object, rank: int, pid: int, now: float) -> Heartbeat | None:
+def of_this_process(dist: object, rank: int, pid: int, now: float) -> JobHeartbeat | None:
     """The heartbeat of the torch.distributed module `dist` in this process; None before init_process_group."""
     if not dist.is_initialized():  # type: ignore[attr-defined]
         return None
@@ -115,4 +115,4 @@ def of_this_process(dist: object, rank: int, pid: int, now: float) -> Heartbeat 
             continue
         backend = (world.pg_map.get(pg) or ("?",))[0]
         groups.append(GroupSeq(str(name), str(getattr(pg, "group_desc", "") or ""), str(backend), seq))
-    return Heartbeat(rank, pid, now, tuple(sorted(groups, key=lambda g: (len(g.name), g.name))))
+    return JobHeartbeat(rank, pid, now, tuple(sorted(groups, key=lambda g: (len(g.name), g.name))))
