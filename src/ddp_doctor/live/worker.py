@@ -287,14 +287,14 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
         )
         ok = ok and not failed
         writer.write_result(RankResult.of(payload))
-    # -- multi-node (helper G, live/multinode/rankside.py): cross-node probes, every rank's payload to node 0
+    # A rank of a multi-node check (its node set the cluster file): cross-node probes, then every
+    # rank's payload to node 0 (live/multinode/rankside.py).
     if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
         from ddp_doctor.live.multinode import rankside
 
         ctx.phase, ctx.phase_deadline = "cluster", ctx.deadline - MARGIN_S / 2
         rankside.finish(payload, ok, ctx.phase_deadline - 1.0)
         ctx.phase_deadline = float("inf")
-    # -- end multi-node
     writer.heartbeat("done")
     ctx.phase = "done"
     ctx.phase_deadline = time.time() + MARGIN_S + 5.0
