@@ -106,6 +106,10 @@ def test_happy_path_two_gloo_ranks(tmp_path: Path) -> None:
         assert [r["status"] for r in run.live(id_)] == ["pass"], id_
     # torch facts came from rank 0, not from an import in the parent
     assert run.report["facts"]["torch"]["source"] == "rank 0"
+    # the host units were judged once, over the one record the report carries (--expect-gpus included)
+    static = [r["id"] for r in run.report["results"] if r["id"].startswith("env.")]
+    assert static and len(static) == len(set(static)), static
+    assert "expect_gpus" in run.report["facts"] and "live" in run.report["facts"]
     assert run.report["facts"]["torch"]["version"].startswith("2.")
     timed = run.live("live.init", 0)[0]
     assert timed["node"] and timed["phase"] == "init" and timed["started"] and timed["duration_s"] is not None
