@@ -764,3 +764,22 @@ def test_a_world_size_stated_apart_from_the_tasks_srun_starts(tmp_path: Path, li
     text = f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\n{lines}\n"
     found = _lint(tmp_path, "job.sbatch", text)
     assert ("world_size_conflict" in found) is conflict, found
+
+
+def test_sbatch_lines_after_the_first_command_ask_for_nothing(tmp_path: Path) -> None:
+    """sbatch stops reading #SBATCH at the first command: a --nodes=2 after it leaves the job on one node."""
+    late = (
+        "#!/bin/bash\nmodule load cuda\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+        "srun torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint h:29500 train.py\n"
+    )
+    found = _lint(tmp_path, "late.sbatch", late)
+    assert found["sbatch_directive_ignored"] == [(3, "warning")]
+    assert found["nnodes_mismatch"] == [(5, "error")]
+    early = late.replace("module load cuda\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n", "")
+    early = early.replace(
+        "#!/bin/bash\n", "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\nmodule load cuda\n"
+    )
+    assert not {"sbatch_directive_ignored", "nnodes_mismatch"} & set(_lint(tmp_path, "early.sbatch", early))
+    # Another script's directives, written out by this one, are that script's.
+    inner = early + "cat > next.sbatch <<EOF\n#!/bin/bash\n#SBATCH --nodes=4\nsrun hostname\nEOF\n"
+    assert "sbatch_directive_ignored" not in _lint(tmp_path, "inner.sbatch", inner)

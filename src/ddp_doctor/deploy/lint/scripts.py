@@ -249,6 +249,30 @@ def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
     return found
 
 
+def late_directives(text: str, first_line: int = 1) -> list[At[str]]:
+    """#SBATCH lines after the first command: sbatch stops reading directives there, so they ask for nothing
+    (https://slurm.schedmd.com/sbatch.html: "sbatch will stop processing further #SBATCH directives once
+    the first non-comment non-whitespace line has been reached")."""
+    out: list[At[str]] = []
+    started = False
+    heredoc: str | None = None
+    for n, raw in enumerate(text.split("\n"), start=first_line):
+        line = raw.strip()
+        if heredoc is not None:  # the body of another script (cat > job.sh <<EOF): its own directives
+            heredoc = None if line == heredoc else heredoc
+            continue
+        if line and not line.startswith("#"):
+            started = True
+            m = _HEREDOC_START.search(raw)
+            heredoc = m.group(1) if m else None
+        elif started and line.startswith("#SBATCH"):
+            out.append(At(line, n))
+    return out
+
+
+_NODES_DIRECTIVE = re.compile(r"^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
+
+
 def sbatch_image(text: str, first_line: int = 1) -> At[str] | None:
     for n, raw in enumerate(text.split("\n"), start=first_line):
         line = raw.strip()
@@ -652,6 +676,14 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
         u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
     u.nodes = d.get("nodes")
     u.nodes_what = "#SBATCH --ntasks / --ntasks-per-node" if "nodes_implied" in d else "#SBATCH --nodes"
+    late = late_directives(text, first_line)
+    if late:
+        u.structural.append(Structural("sbatch_directive_ignored", late[0].line, {"directive": late[0].value}))
+    asked = next((m for m in (_NODES_DIRECTIVE.match(x.value) for x in late) if m), None)
+    if u.nodes is None and asked is not None and int(asked.group(1)) > 1:
+        # The job asks sbatch for nothing: one node, whatever the ignored line says.
+        line = next(x.line for x in late if _NODES_DIRECTIVE.match(x.value))
+        u.nodes, u.nodes_what = At(1, line), "sbatch's default: its #SBATCH --nodes comes after the first command"
     u.tasks_per_node = d.get("tasks_per_node")
     u.image = sbatch_image(text, first_line) or (scan.images[0] if scan.images else None)
     u.steps = scan.steps
