@@ -29,7 +29,10 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "eccv2022-rife-52.log",
         "examples-611.log",
         "jobset-603.log",
-        "lightning-21402.log",  # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
+        # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
+        "lightning-21402.log",
+        # a GUI's launcher splitting an accelerate flag from its value for several GPUs, called healthy
+        "lora-scripts-next-324.log",
         "mmdetection-4991.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-tests-218.log",
