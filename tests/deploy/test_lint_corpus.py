@@ -24,16 +24,9 @@ FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 FITTED_GAPS: dict[str, str] = {
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
-    "gke-samples-verl-ray-cluster-standard.yaml": (
-        "an image tag that names a moving build by its suffix (verlai/verl:vllm011.latest): image_unpinned"
-    ),
     "colossalai-k8s-2node-test-job.yaml": (
         "a c10d rendezvous endpoint that is a headless Service selecting every pod of the job, not pod 0: "
         "rendezvous_host_wrong"
-    ),
-    "hpc-ml-train_2nodes_4gpus.sh": (
-        "srun --nodes=2 --ntasks=2 overrides the batch's --ntasks-per-node=2 (one task per node): a false "
-        "launcher_per_task error"
     ),
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "skypilot-detectron2-docker.yaml": "a training command in the task's container not read as a launcher: ranks_below_gpus",

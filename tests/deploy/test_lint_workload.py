@@ -783,3 +783,22 @@ def test_sbatch_lines_after_the_first_command_ask_for_nothing(tmp_path: Path) ->
     # Another script's directives, written out by this one, are that script's.
     inner = early + "cat > next.sbatch <<EOF\n#!/bin/bash\n#SBATCH --nodes=4\nsrun hostname\nEOF\n"
     assert "sbatch_directive_ignored" not in _lint(tmp_path, "inner.sbatch", inner)
+
+
+def test_sruns_own_tasks_over_its_nodes_override_the_batch_tasks_per_node(tmp_path: Path) -> None:
+    """srun --nodes=2 --ntasks=2 runs one task per node, whatever #SBATCH --ntasks-per-node says."""
+    text = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-node=2\n"
+        "srun --nodes=2 --ntasks=2 torchrun --nproc_per_node=2 train.py\n"
+    )
+    found = _lint(tmp_path, "job.sbatch", text)
+    assert "tasks_per_node" not in found, found
+    assert found["nnodes_mismatch"] == [(5, "error")]  # two one-node worlds
+    many = text.replace("--ntasks=2 torchrun", "--ntasks=4 torchrun")
+    assert "tasks_per_node" in _lint(tmp_path, "many.sbatch", many)
+
+
+@pytest.mark.parametrize(("tag", "moves"), [("vllm011.latest", True), ("cu121_latest", True), ("2.4.0", False)])
+def test_a_tag_that_names_latest_by_any_separator_moves(tmp_path: Path, tag: str, moves: bool) -> None:
+    text = f"services:\n  t:\n    image: verlai/verl:{tag}\n    user: '1000'\n    command: python serve.py\n"
+    assert ("latest_tag" in _lint(tmp_path, "compose.yaml", text)) is moves

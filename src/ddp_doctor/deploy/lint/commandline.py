@@ -221,6 +221,10 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
     tasks, per = _int_at(values.get("ntasks")), _int_at(values.get("tpn"))
     if node_count is None and tasks is not None and per is not None and per.value > 0:
         node_count = At(-(-tasks.value // per.value), tasks.line)  # -n N --ntasks-per-node K: ceil(N / K) nodes
+    if per is None and tasks is not None and node_count is not None and node_count.value > 0:
+        # srun's own -n over -N: its tasks spread over its nodes, whatever the batch's --ntasks-per-node says
+        # (srun(1): --ntasks takes precedence, --ntasks-per-node is then a maximum).
+        per = At(-(-tasks.value // node_count.value), tasks.line)
     return True, node_count, per, gpus
 
 

@@ -336,7 +336,7 @@ def unpinned(image: str) -> str | None:
     tag = last.rsplit(":", 1)[1]
     if tag == "latest":
         return " (:latest)"
-    if tag.startswith("latest-") or tag.endswith("-latest") or tag in ("nightly", "edge"):
+    if re.search(r"(^|[-._])latest($|[-._])", tag) or tag in ("nightly", "edge"):  # latest-gpu, vllm011.latest
         return f" (:{tag}, a tag that moves with each release)"
     return None
 
