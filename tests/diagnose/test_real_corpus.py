@@ -33,7 +33,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "lightning-21402.log",
         # a GUI's launcher splitting an accelerate flag from its value for several GPUs, called healthy
         "lora-scripts-next-324.log",
-        "mmdetection-4991.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-tests-218.log",
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
