@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from ddp_doctor.words import plural
 
@@ -92,9 +91,16 @@ def step_rates(steps: dict[int, list[tuple[float, int]]]) -> dict[int, dict[str,
     return out
 
 
-def gpu_balance(summary: dict[int, dict[str, float]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GpuBalance:
+    uneven: bool
+    spread_pct: float
+    """Points of mean utilisation between the busiest and the idlest GPU."""
+
+
+def gpu_balance(summary: dict[int, dict[str, float]]) -> GpuBalance:
     if len(summary) < 2:
-        return {"uneven": False, "spread_pct": 0.0}
+        return GpuBalance(uneven=False, spread_pct=0.0)
     means = [s["util_mean_pct"] for s in summary.values()]
     spread = max(means) - min(means)
-    return {"uneven": spread > 20.0, "spread_pct": round(spread, 1)}
+    return GpuBalance(uneven=spread > 20.0, spread_pct=round(spread, 1))

@@ -12,7 +12,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor import words
 from ddp_doctor.jobwatch.config import WatchConfig
@@ -112,19 +112,27 @@ def send(cfg: WatchConfig, report: Report) -> None:
     )
 
 
+class NodeFacts(TypedDict):
+    """One node's part of facts["nodes"] in node 0's report."""
+
+    host: str
+    run: object
+    """That node's facts["run"], as it sent them."""
+
+
 def join(report: Report, received: list[dict[str, Any]], nnodes: int) -> None:
     """Add every other node's results (tagged with the node) and facts to node 0's report."""
     host = str(report.target.get("host"))
     for r in report.results:
         r.node = r.node or host
-    nodes: dict[str, Any] = {"0": {"host": host, "run": report.facts.get("run")}}
+    nodes = {"0": NodeFacts(host=host, run=report.facts.get("run"))}
     for data in sorted(received, key=lambda d: int(d.get("node_rank", 0))):
         other = Report.from_dict({k: v for k, v in data.items() if k != "node_rank"})
         name = str(other.target.get("host"))
         for r in other.results:
             r.node = r.node or name
             report.add(r)
-        nodes[str(data.get("node_rank"))] = {"host": name, "run": other.facts.get("run")}
+        nodes[str(data.get("node_rank"))] = NodeFacts(host=name, run=other.facts.get("run"))
     _order_failures(report)
     missing = nnodes - 1 - len(received)
     report.facts["nodes"] = nodes

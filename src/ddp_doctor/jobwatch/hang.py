@@ -11,7 +11,7 @@ whole window (stuck in GPU work). A rank that is busy with no collective pending
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor import words
 from ddp_doctor.jobwatch.collectives import Comparison
@@ -37,6 +37,21 @@ class RankObs:
     """That collective, e.g. 'gloo:all_reduce #5 (scheduled)'."""
 
 
+class RankLook(TypedDict):
+    """What one rank was doing when the job was judged (facts["run"]["hangs"][i]["states"])."""
+
+    state: str
+    """waiting | busy | idle"""
+    activity: str
+    doing: str
+    where: str | None
+    source: str | None
+    cpu_cores: float
+    same_stack: bool
+    pending_collective: str | None
+    last_collective: str | None
+
+
 @dataclass(frozen=True)
 class Judgement:
     verdict: str
@@ -45,7 +60,7 @@ class Judgement:
     """collective | mismatch | cuda | stalled (for a hang)."""
     behind: tuple[int, ...] = ()
     message: str = ""
-    states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    states: dict[int, RankLook] = field(default_factory=dict)
 
 
 def _waiting(o: RankObs) -> bool:
@@ -62,19 +77,19 @@ def _busy(o: RankObs) -> bool:
     return not _waiting(o) and (o.cpu_per_s >= BUSY_CPU_PER_S or not o.same_stack or o.activity.kind in WORK)
 
 
-def describe(o: RankObs) -> dict[str, Any]:
+def describe(o: RankObs) -> RankLook:
     f = o.activity.frame
-    return {
-        "state": "waiting" if _waiting(o) else "busy" if _busy(o) else "idle",
-        "activity": o.activity.kind,
-        "doing": o.activity.label,
-        "where": f.where() if f else None,
-        "source": f.source() if f else None,
-        "cpu_cores": round(o.cpu_per_s, 3),
-        "same_stack": o.same_stack,
-        "pending_collective": o.pending,
-        "last_collective": o.last,
-    }
+    return RankLook(
+        state="waiting" if _waiting(o) else "busy" if _busy(o) else "idle",
+        activity=o.activity.kind,
+        doing=o.activity.label,
+        where=f.where() if f else None,
+        source=f.source() if f else None,
+        cpu_cores=round(o.cpu_per_s, 3),
+        same_stack=o.same_stack,
+        pending_collective=o.pending,
+        last_collective=o.last,
+    )
 
 
 def _lag(o: RankObs, waiting: list[RankObs]) -> str:
@@ -106,71 +121,93 @@ def judge(
         return Judgement("moving", message="no rank is running yet", states=states)
     waiting = [o for o in obs if _waiting(o)]
     others = [o for o in obs if not _waiting(o)]
-    busy = [o for o in others if _busy(o)]
-    cuda = [o for o in others if o.activity.kind == "cuda" and o.same_stack]
     quiet = f"no {silent} for {quiet_s:.0f} s"
     if waiting and compared is not None and compared.verdict == "mismatch":
         # Ranks that entered different collectives under one sequence id wait for each other for ever,
         # whatever the others do: the mismatch is the cause, not a lag.
         return Judgement("hang", "mismatch", (), f"{quiet}: {compared.message()}", states)
-
     if waiting and others:
-        in_what = sorted({o.pending or o.activity.label for o in waiting})
-        idle = [o for o in others if o not in busy or o in cuda]
-        if not idle:
-            doing = "; ".join(f"rank {o.rank} {o.activity.label}" for o in busy)
-            return Judgement(
-                "busy",
-                message=f"{quiet}, but not hung: {doing}; {_names([o.rank for o in waiting])} {_verb(waiting)} for it",
-                states=states,
-            )
-        behind = tuple(o.rank for o in idle)
-        doing = "; ".join(f"rank {o.rank} is {o.activity.label}" + _lag(o, waiting) for o in idle)
-        kind = "cuda" if all(o in cuda for o in idle) else "collective"
-        return Judgement(
-            "hang",
-            kind,
-            behind,
-            f"{quiet}: {_names([o.rank for o in waiting])} {_verb(waiting)}: {' / '.join(in_what)}; "
-            f"{_names(list(behind))} never joined it: {doing}",
-            states,
-        )
+        return _some_wait(waiting, others, quiet, states)
     if waiting:
-        if not all(o.same_stack for o in waiting):
-            return Judgement("moving", message="ranks move between collectives", states=states)
-        if compared is not None and compared.verdict == "lag":
-            return Judgement(
-                "hang",
-                "collective",
-                compared.behind,
-                f"{quiet}: every rank waits in a collective; {compared.message()}",
-                states,
-            )
-        seqs = {o.rank: o.last_seq for o in waiting if o.last_seq is not None}
-        if len(seqs) >= 2 and min(seqs.values()) < max(seqs.values()):
-            low = min(seqs.values())
-            behind = tuple(r for r, s in seqs.items() if s == low)
-            return Judgement(
-                "hang",
-                "collective",
-                behind,
-                f"{quiet}: every rank waits in a collective; {_names(list(behind))} {'lags' if len(behind) == 1 else 'lag'} behind at collective "
-                f"#{low} while others completed #{max(seqs.values())} (flight recorder)",
-                states,
-            )
+        return _all_wait(waiting, quiet, compared, all_here, states)
+    return _none_waits(others, quiet, states)
+
+
+def _cuda_stuck(others: list[RankObs]) -> list[RankObs]:
+    return [o for o in others if o.activity.kind == "cuda" and o.same_stack]
+
+
+def _some_wait(waiting: list[RankObs], others: list[RankObs], quiet: str, states: dict[int, RankLook]) -> Judgement:
+    """Some ranks wait in a collective: the others are busy getting there, or never will."""
+    busy = [o for o in others if _busy(o)]
+    cuda = _cuda_stuck(others)
+    in_what = sorted({o.pending or o.activity.label for o in waiting})
+    idle = [o for o in others if o not in busy or o in cuda]
+    if not idle:
+        doing = "; ".join(f"rank {o.rank} {o.activity.label}" for o in busy)
+        return Judgement(
+            "busy",
+            message=f"{quiet}, but not hung: {doing}; {_names([o.rank for o in waiting])} {_verb(waiting)} for it",
+            states=states,
+        )
+    behind = tuple(o.rank for o in idle)
+    doing = "; ".join(f"rank {o.rank} is {o.activity.label}" + _lag(o, waiting) for o in idle)
+    kind = "cuda" if all(o in cuda for o in idle) else "collective"
+    return Judgement(
+        "hang",
+        kind,
+        behind,
+        f"{quiet}: {_names([o.rank for o in waiting])} {_verb(waiting)}: {' / '.join(in_what)}; "
+        f"{_names(list(behind))} never joined it: {doing}",
+        states,
+    )
+
+
+def _all_wait(
+    waiting: list[RankObs], quiet: str, compared: Comparison | None, all_here: bool, states: dict[int, RankLook]
+) -> Judgement:
+    """Every rank waits in a collective: the one behind, from the recorder or the sequence numbers."""
+    if not all(o.same_stack for o in waiting):
+        return Judgement("moving", message="ranks move between collectives", states=states)
+    if compared is not None and compared.verdict == "lag":
         return Judgement(
             "hang",
             "collective",
-            (),
-            f"{quiet}: every rank {'of the job' if all_here else 'on this node'} waits in "
-            f"{' / '.join(sorted({o.activity.label for o in waiting}))}; "
-            + (
-                "none is behind: the ranks called different collectives, or one never completes"
-                if all_here
-                else "none is behind here: the missing peer is on another node, or the ranks called different collectives"
-            ),
+            compared.behind,
+            f"{quiet}: every rank waits in a collective; {compared.message()}",
             states,
         )
+    seqs = {o.rank: o.last_seq for o in waiting if o.last_seq is not None}
+    if len(seqs) >= 2 and min(seqs.values()) < max(seqs.values()):
+        low = min(seqs.values())
+        behind = tuple(r for r, s in seqs.items() if s == low)
+        return Judgement(
+            "hang",
+            "collective",
+            behind,
+            f"{quiet}: every rank waits in a collective; {_names(list(behind))} {'lags' if len(behind) == 1 else 'lag'} behind at collective "
+            f"#{low} while others completed #{max(seqs.values())} (flight recorder)",
+            states,
+        )
+    return Judgement(
+        "hang",
+        "collective",
+        (),
+        f"{quiet}: every rank {'of the job' if all_here else 'on this node'} waits in "
+        f"{' / '.join(sorted({o.activity.label for o in waiting}))}; "
+        + (
+            "none is behind: the ranks called different collectives, or one never completes"
+            if all_here
+            else "none is behind here: the missing peer is on another node, or the ranks called different collectives"
+        ),
+        states,
+    )
+
+
+def _none_waits(others: list[RankObs], quiet: str, states: dict[int, RankLook]) -> Judgement:
+    """No rank waits in a collective: stuck in CUDA, busy, reading or writing, or stalled."""
+    busy = [o for o in others if _busy(o)]
+    cuda = _cuda_stuck(others)
     if cuda:
         behind = tuple(o.rank for o in cuda)
         return Judgement(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from ddp_doctor.jobwatch.nvml import NvmlSample
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,7 @@ class LiveView:
         )
         self.live.start()
 
-    def update(
-        self, elapsed_s: float, ranks: list[RankLine], gpus: dict[int, dict[str, Any]], note: str | None
-    ) -> None:
+    def update(self, elapsed_s: float, ranks: list[RankLine], gpus: dict[int, NvmlSample], note: str | None) -> None:
         """Redraw: the job's age, every rank, the latest NVML sample of every GPU, and the timeline's note."""
         from rich.table import Table
 

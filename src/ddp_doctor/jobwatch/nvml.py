@@ -11,15 +11,33 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+
+class NvmlSample(TypedDict, total=False):
+    """One GPU at one moment: a line of the run directory's NVML timeline and of facts["run"]["gpu"]."""
+
+    t: float
+    """Seconds since the timeline started."""
+    gpu: int
+    util_pct: float
+    mem_used_mib: float
+    power_w: float
+    error: str
+    """What NVML raised for this GPU (one that fell off the bus)."""
+
+
+class GpuName(TypedDict):
+    index: int
+    name: str
 
 
 class Timeline:
     def __init__(self, path: Path, hz: float) -> None:
         self.path = path
         self.hz = hz
-        self.samples: list[dict[str, Any]] = []
-        self.devices: list[dict[str, Any]] = []
+        self.samples: list[NvmlSample] = []
+        self.devices: list[GpuName] = []
         self.note: str | None = None
         """Why there is no timeline, when there is none."""
         self._stop = threading.Event()
@@ -42,7 +60,7 @@ class Timeline:
             for i in range(pynvml.nvmlDeviceGetCount()):
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
                 name = pynvml.nvmlDeviceGetName(h)
-                self.devices.append({"index": i, "name": name.decode() if isinstance(name, bytes) else str(name)})
+                self.devices.append(GpuName(index=i, name=name.decode() if isinstance(name, bytes) else str(name)))
                 handles.append(h)
         except Exception as exc:  # noqa: BLE001
             self.note = f"NVML lists no GPU ({exc})"
@@ -59,7 +77,7 @@ class Timeline:
             while not self._stop.is_set():
                 t = round(time.time() - self.t0, 3)
                 for i, h in enumerate(handles):
-                    sample: dict[str, Any] = {"t": t, "gpu": i}
+                    sample = NvmlSample(t=t, gpu=i)
                     try:
                         sample["util_pct"] = float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
                         sample["mem_used_mib"] = round(pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**20, 1)
@@ -74,8 +92,8 @@ class Timeline:
                 out.flush()
                 self._stop.wait(period)
 
-    def latest(self) -> dict[int, dict[str, Any]]:
-        out: dict[int, dict[str, Any]] = {}
+    def latest(self) -> dict[int, NvmlSample]:
+        out: dict[int, NvmlSample] = {}
         for s in reversed(self.samples[-64:]):
             out.setdefault(int(s["gpu"]), s)
         return out

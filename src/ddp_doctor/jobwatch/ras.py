@@ -256,7 +256,7 @@ def _ranks_list(text: str) -> list[int]:
     return out
 
 
-def parse(text: str) -> RasReport:
+def parse(text: str) -> RasReport:  # long: one pass over the lines; the block being read is state every branch shares
     """What RAS's text report says: groups, dead and missing processes, missing ranks, count mismatches."""
     groups: list[RasGroup] = []
     dead: list[RasProcess] = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor import diagnose, words
@@ -10,8 +12,9 @@ from ddp_doctor.diagnose import longtail
 from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.jobwatch import balance, collectives, evidence, ras
 from ddp_doctor.jobwatch.envplan import describe
+from ddp_doctor.jobwatch.nvml import Timeline
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
-from ddp_doctor.jobwatch.supervise import HangEvent, WatchOutcome
+from ddp_doctor.jobwatch.supervise import HangEvent, QuietSpell, WatchOutcome
 from ddp_doctor.knowledge import exitcodes
 from ddp_doctor.report import Evidence, Report, Result, Status
 from ddp_doctor.rundir import reader
@@ -32,39 +35,58 @@ def _exit_codes(out: WatchOutcome, logs: dict[str, list[str]]) -> dict[str, int]
     return codes
 
 
-def _rank_story(out: WatchOutcome, codes: dict[str, int]) -> dict[int, dict[str, Any]]:
-    """rank -> {pid, started_s, ended_s, end: exit|exception|signal|gone|running, detail, traceback}."""
+@dataclass(frozen=True)
+class RankStory:
+    """How one rank's process went (facts["run"]["ranks"]; render/html_charts draws it)."""
+
+    pid: int | None
+    started_s: float
+    end: str
+    """exit | exception | signal | gone | running"""
+    ended_s: float
+    detail: str | None = None
+    traceback: str | None = None
+    """The exception's traceback, when it raised."""
+    exitcode: int | None = None
+    """As the launcher reported it; None when it did not."""
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"pid": self.pid, "started_s": self.started_s, "end": self.end, "detail": self.detail}
+        if self.traceback is not None:
+            out["traceback"] = self.traceback
+        out["ended_s"] = self.ended_s
+        if self.exitcode is not None:
+            out["exitcode"] = self.exitcode
+        return out
+
+
+def _rank_story(out: WatchOutcome, codes: dict[str, int]) -> dict[int, RankStory]:
+    """rank -> how its process started and ended."""
     exits = reader.read_hook_files(out.run_dir, "exit")
     errors = reader.read_error_files(out.run_dir)
-    story: dict[int, dict[str, Any]] = {}
+    story: dict[int, RankStory] = {}
     for r, rec in sorted(out.ranks.items()):
-        s: dict[str, Any] = {
-            "pid": rec.get("pid"),
-            "started_s": round(float(rec.get("time", 0)) - out.started_epoch, 2),
-        }
+        pid, started_s = rec.get("pid"), round(float(rec.get("time", 0)) - out.started_epoch, 2)
         ex = exits.get(r)
         code = codes.get(f"rank {r}")
         if r in errors:
             message, tb, _ = evidence.error_message(errors[r])
-            s.update(end="exception", detail=message, traceback=tb[-6000:])
-            s["ended_s"] = round(float((ex or {}).get("time", out.gone_at.get(r, 0))) - out.started_epoch, 2)
+            ended = round(float((ex or {}).get("time", out.gone_at.get(r, 0))) - out.started_epoch, 2)
+            story[r] = RankStory(pid, started_s, "exception", ended, message, tb[-6000:], code)
         elif ex is not None:
-            s.update(end="exit", detail=None)
-            s["ended_s"] = round(float(ex.get("time", 0)) - out.started_epoch, 2)
+            story[r] = RankStory(
+                pid, started_s, "exit", round(float(ex.get("time", 0)) - out.started_epoch, 2), None, None, code
+            )
         elif r in out.gone_at:
-            s.update(end="signal" if code is not None and code < 0 else "gone", detail=_signal_text(code))
-            s["ended_s"] = round(out.gone_at[r] - out.started_epoch, 2)
+            end = "signal" if code is not None and code < 0 else "gone"
+            ended = round(out.gone_at[r] - out.started_epoch, 2)
+            story[r] = RankStory(pid, started_s, end, ended, _signal_text(code), None, code)
         else:
-            s.update(end="running", detail=None, ended_s=round(out.duration_s, 2))
-        if code is not None:
-            s["exitcode"] = code
-        story[r] = s
+            story[r] = RankStory(pid, started_s, "running", round(out.duration_s, 2), None, None, code)
     return story
 
 
 def _signal_text(code: int | None) -> str:
-    import signal
-
     if code is None:
         return "ended without Python's exit path (a signal, os._exit or a crash; the launcher did not say which)"
     if code < 0:
@@ -75,25 +97,25 @@ def _signal_text(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def _is_consequence(s: dict[str, Any]) -> bool:
-    if s.get("end") == "signal" and s.get("exitcode") in _CLEANUP_SIGNALS:
+def _is_consequence(s: RankStory) -> bool:
+    if s.end == "signal" and s.exitcode in _CLEANUP_SIGNALS:
         return True
-    if s.get("end") == "exception":
-        found = diagnose.diagnose({"error": [str(s.get("detail") or "")]}, {})
+    if s.end == "exception":
+        found = diagnose.diagnose({"error": [str(s.detail or "")]}, {})
         tiers = [(diagnose.signature(r.id) or {}).get("tier") for r in found]
         return bool(tiers) and all(t in ("symptom", "cascade") for t in tiers)
     return False
 
 
-def first_failure(story: dict[int, dict[str, Any]]) -> int | None:
-    failed = {r: s for r, s in story.items() if s["end"] in ("exception", "signal", "gone")}
+def first_failure(story: dict[int, RankStory]) -> int | None:
+    failed = {r: s for r, s in story.items() if s.end in ("exception", "signal", "gone")}
     if not failed:
         return None
     primary = {r: s for r, s in failed.items() if not _is_consequence(s)} or failed
-    return min(primary, key=lambda r: (primary[r].get("ended_s") or 0.0, r))
+    return min(primary, key=lambda r: (primary[r].ended_s or 0.0, r))
 
 
-def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: list[Result]) -> Result | None:
+def _failure_result(out: WatchOutcome, story: dict[int, RankStory], diag: list[Result]) -> Result | None:
     rank = first_failure(story)
     if rank is None and (out.returncode in (0, None) or out.interrupted):
         return None
@@ -107,21 +129,21 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
             remedy=diag[0].remedy if diag else "Read the job's output above; the run directory keeps every rank's log.",
         )
     s = story[rank]
-    tb = str(s.get("traceback") or "")
+    tb = s.traceback or ""
     # The same reading of a traceback as `explain`'s: the exception line, and the phase from the frames.
     raised = longtail.read_traceback(tb, f"rank-{rank}.error.json", Origin(rank=rank)) if tb else None
     placement = longtail.placement(raised) if raised is not None else None
     noun = longtail.phase_noun(placement) if placement is not None else None
     phase = noun or (phase_of_traceback(tb) if tb else "unknown (no traceback: the process was killed)")
-    what = raised.text if raised is not None and not raised.cut else (s.get("detail") or s["end"])
-    match = _signature_of(rank, diag, [str(s.get("detail") or ""), *tb.splitlines()])
+    what = raised.text if raised is not None and not raised.cut else (s.detail or s.end)
+    match = _signature_of(rank, diag, [str(s.detail or ""), *tb.splitlines()])
     evidence_lines = [Evidence(f"rank-{rank}.error.json", line) for line in tb.strip().splitlines()[-8:]]
     unknown = longtail.result(raised, []) if raised is not None and match is None else None
     return Result(
         id="run.failure",
         title="First failing rank",
         status=Status.FAIL,
-        summary=f"rank {rank} failed first ({s['ended_s']:.1f} s after start), in {phase}: {what}",
+        summary=f"rank {rank} failed first ({s.ended_s:.1f} s after start), in {phase}: {what}",
         cause=match.cause
         if match
         else unknown.cause
@@ -134,8 +156,8 @@ def _failure_result(out: WatchOutcome, story: dict[int, dict[str, Any]], diag: l
         rank=rank,
         phase=phase,
         evidence=evidence_lines or (match.evidence[:4] if match else []),
-        observed={"diagnosis": match.id if match else None, "end": s["end"], "consequence": _is_consequence(s)},
-        started=out.started_epoch + float(s.get("ended_s") or 0.0),
+        observed={"diagnosis": match.id if match else None, "end": s.end, "consequence": _is_consequence(s)},
+        started=out.started_epoch + float(s.ended_s or 0.0),
     )
 
 
@@ -300,27 +322,26 @@ def _balance_results(out: WatchOutcome) -> list[Result]:
             metrics={f"steps_per_s_rank_{r}": v["steps_per_s"] for r, v in rates.items()},
         )
     )
-    tl = out.timeline
-    if tl is None or tl.note:
-        results.append(Result("run.balance.gpu", "GPU load", Status.SKIP, (tl.note if tl else None) or "no timeline"))
-    else:
-        summary = tl.summary()
-        bal = balance.gpu_balance(summary)
-        text = "; ".join(
-            f"GPU {g}: util mean {s['util_mean_pct']:.0f}% (max {s['util_max_pct']:.0f}%), mem max {s['mem_max_mib']:.0f} MiB"
-            for g, s in summary.items()
-        )
-        results.append(
-            Result(
-                id="run.balance.gpu",
-                title="GPU load",
-                status=Status.WARN if bal["uneven"] else Status.PASS,
-                summary=(f"uneven ({bal['spread_pct']:.0f} points between GPUs): " if bal["uneven"] else "")
-                + (text or "no samples"),
-                metrics={f"util_mean_pct_gpu_{g}": s["util_mean_pct"] for g, s in summary.items()},
-            )
-        )
+    results.append(_gpu_load(out.timeline))
     return results
+
+
+def _gpu_load(tl: Timeline | None) -> Result:
+    if tl is None or tl.note:
+        return Result("run.balance.gpu", "GPU load", Status.SKIP, (tl.note if tl else None) or "no timeline")
+    summary = tl.summary()
+    bal = balance.gpu_balance(summary)
+    text = "; ".join(
+        f"GPU {g}: util mean {s['util_mean_pct']:.0f}% (max {s['util_max_pct']:.0f}%), mem max {s['mem_max_mib']:.0f} MiB"
+        for g, s in summary.items()
+    )
+    return Result(
+        id="run.balance.gpu",
+        title="GPU load",
+        status=Status.WARN if bal.uneven else Status.PASS,
+        summary=(f"uneven ({bal.spread_pct:.0f} points between GPUs): " if bal.uneven else "") + (text or "no samples"),
+        metrics={f"util_mean_pct_gpu_{g}": s["util_mean_pct"] for g, s in summary.items()},
+    )
 
 
 def exit_class(report: Report, out: WatchOutcome) -> str:
@@ -350,20 +371,7 @@ def build_report(out: WatchOutcome) -> Report:
     diag = (
         diagnose.diagnose(logs, {k: v for k, v in codes.items() if k != "launcher"}) if failed_job or out.hangs else []
     )
-
-    job_ok = out.returncode == 0 and not out.hangs
-    report.add(
-        Result(
-            id="run.job",
-            title="The job",
-            status=Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL,
-            summary=f"{describe(out.command)} exited {out.returncode} after {out.duration_s:.1f} s; "
-            f"{words.plural(len(out.ranks), 'rank')} seen"
-            + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else ""),
-            metrics={"duration_s": out.duration_s, "ranks": float(len(out.ranks))},
-            observed={"exit_status": out.returncode},
-        )
-    )
+    report.add(_job_result(out))
     killed_for_hang = any(e.killed for e in out.hangs)
     # A job the doctor ended for a hang fails because of the hang; its ranks' ends are consequences.
     failure = _failure_result(out, story, diag) if failed_job and not killed_for_hang else None
@@ -372,44 +380,10 @@ def build_report(out: WatchOutcome) -> Report:
     for i, event in enumerate(out.hangs):
         report.add(_hang_result(event, i))
     if out.busy:
-        first, last = out.busy[0], out.busy[-1]
-        span = (
-            f"at {first['at_s']:.0f} s"
-            if len(out.busy) == 1
-            else f"{len(out.busy)} times from {first['at_s']:.0f} s to {last['at_s']:.0f} s"
-        )
-        report.add(
-            Result(
-                "run.quiet",
-                "Quiet, not hung",
-                Status.PASS,
-                f"examined {span}; last: {last['message']}",
-                observed={"looks": out.busy[-20:]},
-            )
-        )
+        report.add(_quiet_result(out.busy))
     report.extend(diag)
     report.extend(_balance_results(out))
-    report.add(
-        Result(
-            id="run.observability",
-            title="What the doctor added",
-            status=Status.PASS,
-            summary="; ".join(f"{i.name}: {i.state}" for i in out.observability),
-            observed={"items": [i.to_dict() for i in out.observability], "stack_notes": out.stack_notes},
-        )
-    )
-    report.add(
-        Result(
-            id="run.cleanup",
-            title="Nothing left behind",
-            status=Status.WARN if out.leftovers else Status.PASS,
-            summary=f"ended {words.plural(out.leftovers, 'process', 'processes')} of the job still running "
-            "after the launcher exited"
-            if out.leftovers
-            else "no process of the job outlived it"
-            + (f"; removed {len(out.shm_removed)} /dev/shm entries" if out.shm_removed else ""),
-        )
-    )
+    report.extend(_doctor_results(out))
     if failure:
         report.root_cause = "run.failure"
     elif out.hangs:
@@ -419,7 +393,60 @@ def build_report(out: WatchOutcome) -> Report:
     return report
 
 
-def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str, int]) -> dict[str, Any]:
+def _job_result(out: WatchOutcome) -> Result:
+    job_ok = out.returncode == 0 and not out.hangs
+    return Result(
+        id="run.job",
+        title="The job",
+        status=Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL,
+        summary=f"{describe(out.command)} exited {out.returncode} after {out.duration_s:.1f} s; "
+        f"{words.plural(len(out.ranks), 'rank')} seen"
+        + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else ""),
+        metrics={"duration_s": out.duration_s, "ranks": float(len(out.ranks))},
+        observed={"exit_status": out.returncode},
+    )
+
+
+def _quiet_result(busy: list[QuietSpell]) -> Result:
+    first, last = busy[0], busy[-1]
+    span = (
+        f"at {first['at_s']:.0f} s"
+        if len(busy) == 1
+        else f"{len(busy)} times from {first['at_s']:.0f} s to {last['at_s']:.0f} s"
+    )
+    return Result(
+        "run.quiet",
+        "Quiet, not hung",
+        Status.PASS,
+        f"examined {span}; last: {last['message']}",
+        observed={"looks": busy[-20:]},
+    )
+
+
+def _doctor_results(out: WatchOutcome) -> list[Result]:
+    """What the doctor added to the job, and that it left nothing behind."""
+    return [
+        Result(
+            id="run.observability",
+            title="What the doctor added",
+            status=Status.PASS,
+            summary="; ".join(f"{i.name}: {i.state}" for i in out.observability),
+            observed={"items": [i.to_dict() for i in out.observability], "stack_notes": out.stack_notes},
+        ),
+        Result(
+            id="run.cleanup",
+            title="Nothing left behind",
+            status=Status.WARN if out.leftovers else Status.PASS,
+            summary=f"ended {words.plural(out.leftovers, 'process', 'processes')} of the job still running "
+            "after the launcher exited"
+            if out.leftovers
+            else "no process of the job outlived it"
+            + (f"; removed {len(out.shm_removed)} /dev/shm entries" if out.shm_removed else ""),
+        ),
+    ]
+
+
+def _facts(out: WatchOutcome, story: dict[int, RankStory], codes: dict[str, int]) -> dict[str, Any]:
     tl = out.timeline
     samples = tl.samples if tl else []
     step = max(1, len(samples) // MAX_TIMELINE_SAMPLES)
@@ -429,7 +456,7 @@ def _facts(out: WatchOutcome, story: dict[int, dict[str, Any]], codes: dict[str,
         "returncode": out.returncode,
         "duration_s": out.duration_s,
         "exit_codes": codes,
-        "ranks": {str(r): s for r, s in story.items()},
+        "ranks": {str(r): s.to_dict() for r, s in story.items()},
         "gpu": {
             "note": tl.note if tl else None,
             "devices": tl.devices if tl else [],

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor.errors import UsageError
 from ddp_doctor.jobwatch import collectives, envplan, evidence, hang, ras
@@ -74,6 +74,16 @@ class HangEvent:
     """The ranks' collectives side by side (flight recorder, else sequence numbers)."""
 
 
+class QuietSpell(TypedDict):
+    """A silence examined and judged not a hang (facts["run"]["quiet"])."""
+
+    at_s: float
+    message: str
+    states: dict[int, hang.RankLook]
+    threshold: str
+    """How the silence that started the examination was set."""
+
+
 @dataclass
 class WatchOutcome:
     command: tuple[str, ...]
@@ -87,8 +97,8 @@ class WatchOutcome:
     gone_at: dict[int, float] = field(default_factory=dict)
     """rank -> epoch seconds at which the doctor saw its process gone."""
     hangs: list[HangEvent] = field(default_factory=list)
-    busy: list[dict[str, Any]] = field(default_factory=list)
-    """Quiet spells judged not to be hangs: {"at_s", "message", "states"}."""
+    busy: list[QuietSpell] = field(default_factory=list)
+    """Quiet spells judged not to be hangs."""
     interrupted: bool = False
     signals: list[str] = field(default_factory=list)
     leftovers: int = 0
@@ -298,7 +308,7 @@ class Watcher:
                 self._stop_job("hang")
         else:
             self.out.busy.append(
-                {"at_s": at_s, "message": verdict.message, "states": verdict.states, "threshold": exam.threshold.why}
+                QuietSpell(at_s=at_s, message=verdict.message, states=verdict.states, threshold=exam.threshold.why)
             )
             self._looked_at = now  # judged busy: look again after another threshold
             self._busy_looks += 1
