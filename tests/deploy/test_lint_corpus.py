@@ -24,10 +24,6 @@ FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 FITTED_GAPS: dict[str, str] = {
     "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
-    "colossalai-k8s-2node-test-job.yaml": (
-        "a c10d rendezvous endpoint that is a headless Service selecting every pod of the job, not pod 0: "
-        "rendezvous_host_wrong"
-    ),
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "skypilot-detectron2-docker.yaml": "a training command in the task's container not read as a launcher: ranks_below_gpus",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",

@@ -802,3 +802,34 @@ def test_sruns_own_tasks_over_its_nodes_override_the_batch_tasks_per_node(tmp_pa
 def test_a_tag_that_names_latest_by_any_separator_moves(tmp_path: Path, tag: str, moves: bool) -> None:
     text = f"services:\n  t:\n    image: verlai/verl:{tag}\n    user: '1000'\n    command: python serve.py\n"
     assert ("latest_tag" in _lint(tmp_path, "compose.yaml", text)) is moves
+
+
+_SERVICE = """
+apiVersion: v1
+kind: Service
+metadata:
+  name: master
+spec:
+  clusterIP: None
+  selector: {selector}
+---
+"""
+
+
+@pytest.mark.parametrize(
+    ("selector", "host", "every_pod"),
+    [
+        ("{app: ddp}", "master", True),
+        ("{app: ddp}", "master.default.svc.cluster.local", True),
+        ("{app: ddp, batch.kubernetes.io/job-completion-index: '0'}", "master", False),  # pod 0 only
+        ("{app: other}", "master", False),
+    ],
+)
+def test_a_rendezvous_at_a_service_that_selects_every_pod(
+    tmp_path: Path, selector: str, host: str, every_pod: bool
+) -> None:
+    job = _INDEXED.format(subdomain="", host=host).replace(
+        "  template:\n    spec:\n", "  template:\n    metadata:\n      labels: {app: ddp}\n    spec:\n"
+    )
+    found = _lint(tmp_path, "job.yaml", _SERVICE.format(selector=selector) + job.lstrip("\n"))
+    assert ("rdzv_host_every_pod" in found) is every_pod, found

@@ -109,6 +109,9 @@ def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, 
         elif not found and kind not in k8s.PASSIVE:
             notes.append(f"{path}:{doc.line}: kind {kind} has no pod template ddp-doctor knows; not checked")
         units += found
+    services = k8s.headless_services(list(_objects(docs)))
+    for u in units:
+        u.services = [n for n, sel in services.items() if u.pod_labels and sel.items() <= u.pod_labels.items()]
     if not kinds_seen:
         raise InputError(f"{path}: not a format lint reads" + ("" if notes else " (empty)") + f"; expected {FORMATS}")
     kind = next(k for k in KINDS if k in kinds_seen) if len(kinds_seen) == 1 else "k8s"

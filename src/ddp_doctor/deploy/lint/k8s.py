@@ -96,6 +96,19 @@ def units(doc: YMap, source: str) -> list[Unit]:
     return out
 
 
+def headless_services(docs: list[Any]) -> dict[str, dict[str, str]]:
+    """The file's headless Services (clusterIP: None) by name, with their selectors."""
+    out: dict[str, dict[str, str]] = {}
+    for doc in docs:
+        if isinstance(doc, YMap) and doc.get("kind") == "Service":
+            spec = ymap(doc, "spec")
+            name = ymap(doc, "metadata").get("name")
+            selector = ymap(spec, "selector")
+            if spec.get("clusterIP") == "None" and isinstance(name, str) and selector:
+                out[name] = {str(k): str(v) for k, v in selector.items()}
+    return out
+
+
 def tgi_shards(image: At[str] | None, env: dict[str, At[str]], words: list[Word]) -> At[str] | None:
     """Text Generation Inference starts one shard process per GPU: --num-shard / NUM_SHARD of its launcher."""
     if image is None or "text-generation-inference" not in image.value:
@@ -136,6 +149,7 @@ def _container(
     )
     u.role = w.role
     u.pod_hostnames = w.pod_hostnames
+    u.pod_labels = dict(w.labels)
     u.subdomain = pod["subdomain"] if isinstance(pod.get("subdomain"), str) else None
     if isinstance(c.get("image"), str):
         u.image = At(c["image"], c.line_of("image"))

@@ -187,6 +187,9 @@ class Unit:
     the pod template's subdomain and a headless Service of that name."""
     subdomain: str | None = None
     """The pod template's spec.subdomain, when set."""
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    services: list[str] = field(default_factory=list)
+    """Headless Services of the same file whose selector takes in these pods (every one of them)."""
     """The host names the operator creates for the first pod (JobSet / TrainJob), when it is known."""
     gpu_evidence: At[str] | None = None
     """Why the workload is taken to need GPUs (the line and what it says), when something says so."""

@@ -809,6 +809,19 @@ def indexed_hostname(u: Unit) -> Iterator[Hit]:
         return
 
 
+@check
+def rendezvous_service(u: Unit) -> Iterator[Hit]:
+    """A rendezvous host that is a headless Service selecting every pod of the job: the name resolves to
+    all of them, not to the one that hosts the store."""
+    if not u.services or node_count(u) <= 1:
+        return
+    for fld, host, line in _rdzv_hosts(u):
+        first = host.split(".", 1)[0]
+        if first in u.services:
+            yield Hit("rdzv_host_every_pod", line, {"field": fld, "value": host, "service": first})
+            return
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)

@@ -77,6 +77,8 @@ class PodTemplate:
     """A Ray group's rayStartParams object-store-memory (bytes), when set."""
     pod_hostnames: At[str] | None = None
     """An Indexed Job's pod hostnames, JOB-INDEX (the value is JOB), where completionMode says so."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The pod template's metadata.labels (what a Service of the file selects), where read."""
     stands_for: int | None = None
     """id() of the pod spec in the object that this (rebuilt) template replaces, so it is not read twice."""
 
@@ -489,7 +491,8 @@ def _one_job(job_spec: YMap, label: str) -> list[PodTemplate]:
         return []
     key = "parallelism" if "parallelism" in job_spec else "completions"
     nodes, what = _nodes(job_spec.get(key, 1), job_spec.line_of(key), key)
-    return [PodTemplate(label, pod, nodes=nodes, nodes_what=what)]
+    labels = ymap(get(job_spec, "template", "metadata"), "labels")
+    return [PodTemplate(label, pod, nodes=nodes, nodes_what=what, labels={str(k): str(v) for k, v in labels.items()})]
 
 
 def _job(doc: YMap, label: str) -> list[PodTemplate]:
