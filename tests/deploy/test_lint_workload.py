@@ -833,3 +833,27 @@ def test_a_rendezvous_at_a_service_that_selects_every_pod(
     )
     found = _lint(tmp_path, "job.yaml", _SERVICE.format(selector=selector) + job.lstrip("\n"))
     assert ("rdzv_host_every_pod" in found) is every_pod, found
+
+
+@pytest.mark.parametrize(
+    ("machines", "exceeds"),
+    [("$NNODES", False), ("2", False), ("1", True)],
+)
+def test_accelerates_total_processes_over_machines_it_cannot_count(
+    tmp_path: Path, machines: str, exceeds: bool
+) -> None:
+    """--num_processes counts every machine's ranks: with --num_machines a variable, the ranks per node are
+    unknown (not the total on one node)."""
+    text = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\nNNODES=$SLURM_NNODES\n"
+        f"srun accelerate launch --num_machines {machines} --num_processes 16 --machine_rank \\$SLURM_NODEID "
+        "--main_process_ip head train.py\n"
+    )
+    assert ("nproc_exceeds_gpus" in _lint(tmp_path, "job.sbatch", text)) is exceeds
+
+
+def test_a_default_for_a_variable_the_scheduler_sets_is_not_what_runs(tmp_path: Path) -> None:
+    text = "#!/bin/bash\n#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\nNGPU=${SLURM_GPUS_ON_NODE:-8}\nsrun torchrun --nproc_per_node $NGPU train.py\n"
+    assert "nproc_exceeds_gpus" not in _lint(tmp_path, "job.sbatch", text)
+    own = text.replace("${SLURM_GPUS_ON_NODE:-8}", "${MY_GPUS:-8}")
+    assert "nproc_exceeds_gpus" in _lint(tmp_path, "own.sbatch", own)

@@ -308,7 +308,9 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     values = _flag_values(rest, table)
     if tool == "accelerate":
         total, machines = _int_at(values.pop("num_processes", None)), _int_at(values.get("nnodes"))
-        if total is not None:
+        # --num_processes counts every machine's: per machine only where the machines are a number (a
+        # `--num_machines $NNODES` lint cannot read leaves the ranks per node unknown, not the total).
+        if total is not None and (machines is not None or "nnodes" not in values):
             per = total.value // (machines.value if machines else 1)
             values["nproc"] = At(str(per), total.line)
         if any(w.text == "--cpu" for w in rest) or any(w.text.startswith("--mpirun_hostfile") for w in rest):

@@ -304,6 +304,12 @@ def strip_prefixes(words: list[Word]) -> list[Word]:
     return words[i:]
 
 
+RUNTIME_SET = ("SLURM_", "SKYPILOT_", "PET_", "OMPI_COMM_WORLD_", "PMI_", "JOB_COMPLETION_INDEX")
+"""Variables the scheduler or launcher sets on the nodes (Slurm's output variables, SkyPilot's, the
+training operator's PET_*, Open MPI's and PMI's rank variables, an Indexed Job's index): a script's
+`${SLURM_GPUS_ON_NODE:-8}` default is what runs elsewhere, not there."""
+
+
 class Env:
     """The script's own variables as bash would have them at each point: scalars and arrays,
     values expanded when assigned (as bash does), `${X:-default}` taking the default when X is unset."""
@@ -327,6 +333,8 @@ class Env:
                 return " ".join(w.text for w in items)
             if name in self.scalars and not index:
                 return self.scalars[name].value
+            if default is not None and name.startswith(RUNTIME_SET):
+                return "${" + name + "}"  # the scheduler sets it where this runs: the default is not what runs
             if default is not None:
                 return default.strip("\"'")
             return m.group(0)
