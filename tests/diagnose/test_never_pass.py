@@ -34,8 +34,6 @@ CONTRADICTED = {
     # as misses, and the class each names is the next thing to learn (strict: a fix shows here).
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
     "ray-30333.log": "blind: a failure called healthy, its class not known yet",
-    # Fitted, collected last: a launcher's own argparse error, one line, not read as a failure yet.
-    "lora-scripts-next-324.log": "fitted: a launcher's argparse 'expected one argument' is not read as a failure yet",
 }
 
 

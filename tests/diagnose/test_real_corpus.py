@@ -31,8 +31,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "jobset-603.log",
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
-        # a GUI's launcher splitting an accelerate flag from its value for several GPUs, called healthy
-        "lora-scripts-next-324.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-tests-218.log",
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
