@@ -6,7 +6,7 @@ from typing import Any
 
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
-from ddp_doctor.rundir.records import Heartbeat
+from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 PHASES = ["init", "collectives", "dataloader", "sampler", "ddp", "balance"]
 
@@ -47,7 +47,7 @@ def outcome(
         returncode=1,
         timed_out=False,
         duration_s=3.0,
-        ranks=ranks,
+        ranks={r: RankResult.from_dict(p) for r, p in ranks.items()},
         heartbeats={r: Heartbeat.from_dict(b) for r, b in beats.items()},
         exit_codes=codes,
         **kw,

@@ -13,15 +13,26 @@ from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
 from ddp_doctor.rundir import reader, writer
 from ddp_doctor.rundir.layout import RUN_DIR_ENV
-from ddp_doctor.rundir.records import SCHEMA, Heartbeat, RankResult, RecordError
+from ddp_doctor.rundir.records import SCHEMA, Heartbeat, PhaseError, PhaseRecord, RankResult, RecordError
 
 
 def test_a_heartbeat_and_a_result_come_back_as_they_were_written() -> None:
     beat = Heartbeat("ddp", time=12.5, pid=7, progress=3, step="step 4", since=10.0, deadline=40.0)
     assert Heartbeat.from_json(beat.to_json()) == beat
-    result = RankResult(rank=2, pid=7, finished=True, body={"phases": [{"name": "init", "status": "pass"}]})
+    error = PhaseError("PeerError", "1 of 2 ranks joined", blame_ranks=(1,), step="join", remedy="look at rank 1")
+    result = RankResult(
+        rank=2,
+        pid=7,
+        finished=True,
+        node="n0",
+        phases=(
+            PhaseRecord("init", "pass", started=1.0, duration_s=0.5, checks=({"id": "live.init.x", "status": "pass"},)),
+            PhaseRecord("collectives", "fail", started=2.0, kind="error", error=error),
+        ),
+        body={"torch": {"version": "2.13.0"}},
+    )
     assert RankResult.from_json(result.to_json()) == result
-    assert result.payload() == {"phases": [{"name": "init", "status": "pass"}], "rank": 2, "pid": 7, "finished": True}
+    assert result.phase("collectives") is not None and result.phase("collectives").error == error  # type: ignore[union-attr]
     assert json.loads(result.to_json())["schema"] == SCHEMA
 
 
@@ -44,6 +55,23 @@ def test_a_torn_foreign_or_newer_heartbeat_is_refused_with_why(text: str, said: 
     assert said in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("phase", "said"),
+    [
+        ({"status": "pass"}, "lacks its 'name'"),
+        ({"name": "init", "status": "fail", "error": {"message": "no type"}}, "lacks its 'type'"),
+        ({"name": "init", "status": "fail", "error": {"type": "E", "blame_ranks": ["1"]}}, "not a list of ranks"),
+        ({"name": "init", "status": "pass", "checks": [{"status": "pass"}]}, "not an object with an id"),
+        ({"name": "init", "status": "pass", "duration_s": "0.5"}, "'duration_s' is '0.5'"),
+    ],
+)
+def test_a_malformed_phase_is_refused_with_why(phase: dict[str, object], said: str) -> None:
+    text = json.dumps({"schema": SCHEMA, "rank": 0, "pid": 5, "finished": True, "phases": [phase]})
+    with pytest.raises(RecordError, match="rank-0.json") as caught:
+        RankResult.from_json(text, "rank-0.json")
+    assert said in str(caught.value)
+
+
 def test_a_result_of_an_unknown_version_is_refused() -> None:
     text = json.dumps({"schema": SCHEMA + 1, "rank": 0, "pid": 5, "finished": True})
     with pytest.raises(RecordError, match=f"schema {SCHEMA + 1}; this ddp-doctor reads schema {SCHEMA}"):
@@ -58,7 +86,7 @@ def test_the_reader_names_each_file_that_is_no_record(tmp_path: Path, monkeypatc
     (tmp_path / "rank-1.json").write_text('{"schema": 1, "rank": 1, "pid": 9, "fin')
     (tmp_path / "rank-1.hb").write_text(json.dumps({"schema": 99, "phase": "init"}))
     results, beats = reader.results(tmp_path), reader.heartbeats(tmp_path)
-    assert set(results.records) == {0} and results.records[0].finished
+    assert set(results.records) == {0} and results.records[0].finished and results.records[0].phases == ()
     assert set(beats.records) == {0} and beats.records[0].phase == "init"
     assert list(results.unreadable) == ["rank-1.json"]
     assert "schema 99" in beats.unreadable["rank-1.hb"]
@@ -72,7 +100,7 @@ def test_the_report_names_a_rank_file_that_could_not_be_read() -> None:
         returncode=1,
         timed_out=False,
         duration_s=3.0,
-        ranks={0: {"rank": 0, "pid": 100, "node": "n0", "phases": phases, "finished": True}},
+        ranks={0: RankResult.from_dict({"rank": 0, "pid": 100, "node": "n0", "phases": phases, "finished": True})},
         heartbeats={
             0: Heartbeat("done", time=20.0, pid=100, progress=9),
             1: Heartbeat("collectives", time=15.0, pid=101, progress=3),

@@ -86,7 +86,7 @@ def _primary(ranks: dict[int, RankPayload]) -> RankPayload | None:
 
 def merge(spec: SweepSpec, outcome: RunOutcome, report: Report) -> Report:
     # The rank files are the JSON bench/worker.py wrote: RankPayload is their shape.
-    ranks = {r: cast(RankPayload, p) for r, p in outcome.ranks.items()}
+    ranks = {r: cast(RankPayload, res.payload()) for r, res in outcome.ranks.items()}
     primary = _primary(ranks)
     world = int(primary["world_size"]) if primary else spec.nproc
     report.facts = {

@@ -298,7 +298,7 @@ def _judged(
     if config.gpu_health:
         from ddp_doctor.health.gpu import evaluate
 
-        per_gpu = [p["gpu_health"] for _, p in sorted(outcome.ranks.items()) if p.get("gpu_health")]
+        per_gpu = [res.body["gpu_health"] for _, res in sorted(outcome.ranks.items()) if res.body.get("gpu_health")]
         results.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
     if outcome.run_dir:
         results.append(

@@ -35,7 +35,7 @@ from ddp_doctor import torchrun
 from ddp_doctor.live import procnet, procs
 from ddp_doctor.rundir import layout, reader
 from ddp_doctor.rundir.logs import parse_exit_codes, tails
-from ddp_doctor.rundir.records import Heartbeat
+from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 GRACE_S = 3.0
 RUN_DIR_PREFIX = "ddp-doctor-run-"
@@ -91,8 +91,8 @@ class RunOutcome:
     """torchrun's exit status; None when it never ran or the deadline ended it."""
     timed_out: bool
     duration_s: float
-    ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """rank -> its rank-N.json payload (`RankResult.payload()`: its body with rank, pid and finished)."""
+    ranks: dict[int, RankResult] = field(default_factory=dict)
+    """rank -> its rank-N.json record."""
     heartbeats: dict[int, Heartbeat] = field(default_factory=dict)
     """rank -> its last heartbeat."""
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -438,7 +438,7 @@ def _finish(
             pass
     beats, results = reader.heartbeats(run_dir), reader.results(run_dir)
     outcome.heartbeats = beats.records
-    outcome.ranks = {r: res.payload() for r, res in results.records.items()}
+    outcome.ranks = results.records
     outcome.unreadable = {**beats.unreadable, **results.unreadable}
     outcome.error_files = reader.read_error_files(run_dir)
     outcome.stacks = reader.read_stacks(run_dir)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddp_doctor.live import nccl_log
@@ -20,6 +20,7 @@ from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.rundir import layout
+from ddp_doctor.rundir.records import PhaseError, PhaseRecord, RankResult
 from ddp_doctor.words import all_of, plural, ranks
 
 PHASE_TITLES = {
@@ -110,8 +111,8 @@ def _apply_diagnosis(result: Result, rank: int, outcome: RunOutcome, extra: list
         result.evidence.append(Evidence(f"rank-{rank}.stack", stack[-3000:]))
 
 
-def _phase_result(rank: int, node: str | None, rec: dict[str, Any], status: Status, summary: str) -> Result:
-    name = rec["name"]
+def _phase_result(rank: int, node: str | None, rec: PhaseRecord, status: Status, summary: str) -> Result:
+    name = rec.name
     return Result(
         id=f"live.{name}",
         title=PHASE_TITLES.get(name, name),
@@ -120,12 +121,14 @@ def _phase_result(rank: int, node: str | None, rec: dict[str, Any], status: Stat
         rank=rank,
         node=node,
         phase=name,
-        started=rec.get("failed_at") or rec.get("started"),
-        duration_s=rec.get("duration_s"),
+        started=rec.failed_at or rec.started,
+        duration_s=rec.duration_s,
     )
 
 
-def _check_result(c: dict[str, Any], phase: str, rank: int | None, node: str | None, started: float | None) -> Result:
+def _check_result(
+    c: Mapping[str, Any], phase: str, rank: int | None, node: str | None, started: float | None
+) -> Result:
     return Result(
         id=c["id"],
         title=c.get("title") or c["id"].split(".", 2)[-1].replace("_", " "),
@@ -143,12 +146,12 @@ def _check_result(c: dict[str, Any], phase: str, rank: int | None, node: str | N
     )
 
 
-def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
+def _merge_checks(payloads: dict[int, RankResult]) -> list[Result]:
     """One Result per check when every rank agrees (rank None), else one per rank that differs."""
-    by_id: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = {}
+    by_id: dict[str, list[tuple[int, PhaseRecord, Mapping[str, Any]]]] = {}
     for rank in sorted(payloads):
-        for rec in payloads[rank].get("phases", []):
-            for c in rec.get("checks") or []:
+        for rec in payloads[rank].phases:
+            for c in rec.checks:
                 by_id.setdefault(c["id"], []).append((rank, rec, c))
     results = []
     for entries in by_id.values():
@@ -156,7 +159,7 @@ def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
         together = _one_summary([c["summary"] for _, _, c in entries]) if len(statuses) == 1 else None
         if together is not None and "fail" not in statuses:
             rank, rec, c = entries[0]
-            r = _check_result(c, rec["name"], None, None, None)
+            r = _check_result(c, rec.name, None, None, None)
             r.summary = together
             if len(entries) > 1:
                 r.observed.setdefault("ranks", [e[0] for e in entries])
@@ -164,11 +167,7 @@ def _merge_checks(payloads: dict[int, dict[str, Any]]) -> list[Result]:
             continue
         for rank, rec, c in entries:
             if c["status"] in ("fail", "warn") or len(statuses) > 1 or together is None:
-                results.append(
-                    _check_result(
-                        c, rec["name"], rank, payloads[rank].get("node"), rec.get("failed_at") or rec.get("started")
-                    )
-                )
+                results.append(_check_result(c, rec.name, rank, payloads[rank].node, rec.failed_at or rec.started))
     return results
 
 
@@ -184,8 +183,8 @@ def _one_summary(summaries: list[str]) -> str | None:
     return f"{folded} (the range over {all_of(len(summaries), 'rank')})" if folded else None
 
 
-def _error_lines(err: dict[str, Any]) -> list[str]:
-    return [f"{err.get('type')}: {err.get('message')}", *(err.get("traceback") or "").splitlines()[-12:]]
+def _error_lines(err: PhaseError) -> list[str]:
+    return [f"{err.type}: {err.message}", *(err.traceback or "").splitlines()[-12:]]
 
 
 @dataclass
@@ -209,9 +208,9 @@ class _Triage:
 
 # A failed phase whose rank says it only waited for others, or whose error is a peer's death echoed,
 # is secondary; any other failure is the rank's own (a stuck rank is sorted out by _laggard_first).
-_SECONDARY_WHEN: tuple[tuple[str, Callable[[dict[str, Any], dict[str, Any]], bool]], ...] = (
-    ("the rank names the ranks it waited for", lambda rec, err: bool(err.get("blame_ranks"))),
-    ("the error is a peer's death echoed", lambda rec, err: bool(_PEER_ECHO.search(str(err.get("message"))))),
+_SECONDARY_WHEN: tuple[tuple[str, Callable[[PhaseRecord, PhaseError], bool]], ...] = (
+    ("the rank names the ranks it waited for", lambda rec, err: bool(err.blame_ranks)),
+    ("the error is a peer's death echoed", lambda rec, err: bool(_PEER_ECHO.search(err.message))),
 )
 
 
@@ -241,17 +240,14 @@ _OWN_FAILURE_WHEN: tuple[tuple[str, Callable[[_Silent], bool]], ...] = (
 )
 
 
-def _passed_phase(rank: int, node: str, rec: dict[str, Any]) -> Result:
-    n = len(rec.get("checks") or [])
-    summary = f"rank {rank}: {plural(n, 'check')} passed in {float(rec.get('duration_s') or 0):.1f} s"
+def _passed_phase(rank: int, node: str, rec: PhaseRecord) -> Result:
+    n = len(rec.checks)
+    summary = f"rank {rank}: {plural(n, 'check')} passed in {float(rec.duration_s or 0):.1f} s"
     return _phase_result(rank, node, rec, Status.PASS, summary)
 
 
-def _explain_stuck(r: Result, rank: int, rec: dict[str, Any], err: dict[str, Any], outcome: RunOutcome) -> None:
-    r.cause = (
-        f"rank {rank} made no progress in {rec['name']} within its {rec.get('budget_s')} s "
-        f"deadline (last step: {err.get('step')})"
-    )
+def _explain_stuck(r: Result, rank: int, rec: PhaseRecord, err: PhaseError, outcome: RunOutcome) -> None:
+    r.cause = f"rank {rank} made no progress in {rec.name} within its {rec.budget_s} s deadline (last step: {err.step})"
     r.remedy = (
         "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
         "the rank that is furthest behind is the one to look at"
@@ -260,37 +256,35 @@ def _explain_stuck(r: Result, rank: int, rec: dict[str, Any], err: dict[str, Any
     r.observed["progress"] = beat.progress if beat else None
 
 
-def _phase_error(t: _Triage, rank: int, node: str, rec: dict[str, Any], outcome: RunOutcome) -> None:
+def _phase_error(t: _Triage, rank: int, node: str, rec: PhaseRecord, err: PhaseError, outcome: RunOutcome) -> None:
     """A phase that raised: its message, who it blames, the diagnosis of its log, primary or not."""
-    err, name = rec["error"], rec["name"]
-    message = str(err.get("message", "")).splitlines()[0] if err.get("message") else err.get("type", "")
-    where = f" (at {err['step']})" if err.get("step") else ""
+    name = rec.name
+    message = err.message.splitlines()[0] if err.message else err.type
+    where = f" (at {err.step})" if err.step else ""
     r = _phase_result(rank, node, rec, Status.FAIL, f"rank {rank} failed in {name}{where}: {message}")
-    r.evidence.append(Evidence(f"rank-{rank}.json", f"{err.get('type')}: {err.get('message')}"))
-    r.observed["error_type"] = err.get("type")
-    for b in err.get("blame_ranks") or []:
-        t.blamed.setdefault(int(b), []).append(rank)
-    stuck = rec.get("kind") == "stuck"
+    r.evidence.append(Evidence(f"rank-{rank}.json", f"{err.type}: {err.message}"))
+    r.observed["error_type"] = err.type
+    for b in err.blame_ranks or ():
+        t.blamed.setdefault(b, []).append(rank)
+    stuck = rec.kind == "stuck"
     if stuck:
         _explain_stuck(r, rank, rec, err, outcome)
     # The log often says why (e.g. a DataLoader worker's "No space left on device").
     _apply_diagnosis(r, rank, outcome, _error_lines(err))
     # A phase that knew why it stopped (PhaseError) is the best authority on it.
-    r.cause = err.get("cause") or r.cause
-    r.remedy = err.get("remedy") or r.remedy
-    if err.get("blame_ranks"):
-        missing = ", ".join(str(b) for b in err["blame_ranks"])
-        r.cause = r.cause or f"{ranks(err['blame_ranks'])} did not get this far"
+    r.cause = err.cause or r.cause
+    r.remedy = err.remedy or r.remedy
+    if err.blame_ranks:
+        missing = ", ".join(str(b) for b in err.blame_ranks)
+        r.cause = r.cause or f"{ranks(list(err.blame_ranks))} did not get this far"
         r.remedy = r.remedy or f"look at rank {missing}: its result below, rank-{missing}.log, its stack"
     secondary = not stuck and any(rule(rec, err) for _, rule in _SECONDARY_WHEN)
     t.add(r, t.secondary if secondary else t.primary)
 
 
-def _failed_checks(t: _Triage, rank: int, node: str, rec: dict[str, Any]) -> None:
-    fails = [c for c in rec.get("checks") or [] if c["status"] == "fail"]
-    summary = f"rank {rank}: {plural(len(fails), 'check')} failed in {rec['name']}: " + "; ".join(
-        c["id"] for c in fails
-    )
+def _failed_checks(t: _Triage, rank: int, node: str, rec: PhaseRecord) -> None:
+    fails = [c for c in rec.checks if c["status"] == "fail"]
+    summary = f"rank {rank}: {plural(len(fails), 'check')} failed in {rec.name}: " + "; ".join(c["id"] for c in fails)
     r = _phase_result(rank, node, rec, Status.FAIL, summary)
     r.cause = fails[0].get("cause") if fails else None
     r.remedy = fails[0].get("remedy") if fails else None
@@ -301,14 +295,14 @@ def _judge_phases(t: _Triage, outcome: RunOutcome, plan: Plan) -> None:
     """Step 1: what each rank reported about each phase it finished."""
     for rank in sorted(outcome.ranks):
         p = outcome.ranks[rank]
-        node = p.get("node") or plan.node
-        for rec in p.get("phases", []):
-            t.reached.setdefault(rec["name"], set()).add(rank)
-            status = rec.get("status")
+        node = p.node or plan.node
+        for rec in p.phases:
+            t.reached.setdefault(rec.name, set()).add(rank)
+            status = rec.status
             if status == "pass":
                 t.add(_passed_phase(rank, node, rec), None)
-            elif status == "fail" and rec.get("error"):
-                _phase_error(t, rank, node, rec, outcome)
+            elif status == "fail" and rec.error is not None:
+                _phase_error(t, rank, node, rec, rec.error, outcome)
             elif status == "fail":
                 _failed_checks(t, rank, node, rec)
             # status "running": the rank died inside the phase; _judge_silent_ranks reads its heartbeat
@@ -316,7 +310,7 @@ def _judge_phases(t: _Triage, outcome: RunOutcome, plan: Plan) -> None:
 
 def _never_started(t: _Triage, rank: int, node: str, outcome: RunOutcome) -> None:
     who = t.blamed.get(rank)
-    rec = {"name": "init", "started": min((b.time for b in outcome.heartbeats.values()), default=None)}
+    rec = PhaseRecord("init", "running", started=min((b.time for b in outcome.heartbeats.values()), default=None))
     r = _phase_result(
         rank,
         node,
@@ -354,21 +348,22 @@ def _stopped(t: _Triage, s: _Silent, r: Result, where: str, outcome: RunOutcome)
 
 
 def _silent_rank(t: _Triage, rank: int, outcome: RunOutcome, plan: Plan) -> None:
-    p = outcome.ranks.get(rank) or {}
+    p = outcome.ranks.get(rank)
     beat = outcome.heartbeats.get(rank)
-    node = p.get("node") or plan.node
-    if beat is None and not p:
+    node = (p.node if p else None) or plan.node
+    if beat is None and p is None:
         _never_started(t, rank, node, outcome)
         return
-    done_phases = {rec["name"] for rec in p.get("phases", []) if rec.get("status") in ("pass", "fail")}
+    phases = p.phases if p else ()
+    done_phases = {rec.name for rec in phases if rec.status in ("pass", "fail")}
     phase = beat.phase if beat else None
-    starting = phase == "start" and not p.get("phases")
+    starting = phase == "start" and not phases
     if starting:
         phase = "init"  # it died between its first heartbeat and its first phase (e.g. importing torch)
     elif phase in (None, "start", "done") or phase in done_phases:
         return
-    rec = next((x for x in p.get("phases", []) if x["name"] == phase), {"name": phase})
-    rec = {**rec, "started": beat.time if beat else rec.get("started")}
+    rec = next((x for x in phases if x.name == phase), PhaseRecord(phase, "running"))
+    rec = replace(rec, started=beat.time if beat else rec.started)
     step = beat.step if beat else None
     where = f" (at {step})" if step else ""
     t.reached.setdefault(phase, set()).add(rank)
@@ -439,8 +434,8 @@ def _laggard_first(t: _Triage) -> None:
             t.secondary.append(r)
 
 
-def _teardown(payloads: dict[int, dict[str, Any]]) -> list[Result]:
-    stuck_teardown = sorted(r for r, p in payloads.items() if p.get("teardown_stuck"))
+def _teardown(payloads: dict[int, RankResult]) -> list[Result]:
+    stuck_teardown = sorted(r for r, p in payloads.items() if p.teardown_stuck)
     if not stuck_teardown:
         return []
     return [
@@ -505,18 +500,18 @@ def _live_facts(outcome: RunOutcome, plan: Plan, world: int, root: Result | None
         "nnodes": plan.nnodes,
         "nproc_per_node": plan.nproc,
         "ranks_joined": len({r for r in beats} | set(payloads)),
-        "phases": {r: {rec["name"]: rec.get("status") for rec in p.get("phases", [])} for r, p in payloads.items()},
+        "phases": {r: {rec.name: rec.status for rec in p.phases} for r, p in payloads.items()},
         # Per-rank phase start / duration: the HTML report draws them as a timeline per rank.
         "phase_times": {
             r: [
-                {k: rec.get(k) for k in ("name", "started", "duration_s", "status")}
-                for rec in p.get("phases", [])
-                if rec.get("started") is not None
+                {"name": rec.name, "started": rec.started, "duration_s": rec.duration_s, "status": rec.status}
+                for rec in p.phases
+                if rec.started is not None
             ]
             for r, p in payloads.items()
         },
         "heartbeats": {r: {"phase": b.phase, "step": b.step, "time": b.time} for r, b in beats.items()},
-        "devices": {r: p.get("device") for r, p in payloads.items() if p.get("device")},
+        "devices": {r: p.body["device"] for r, p in payloads.items() if p.body.get("device")},
         "exit_codes": outcome.exit_codes,
         "root_cause": (
             {"id": root.id, "rank": root.rank, "node": root.node, "phase": root.phase, "summary": root.summary}
@@ -541,9 +536,12 @@ def merge(outcome: RunOutcome, plan: Plan) -> Merged:
     root = _pick_root(t)
     _name_unreadable_files(t.results, outcome.unreadable)
     t.results.extend(_nccl_results(outcome, plan))
-    rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else {})
+    rank0 = payloads.get(0) or (payloads[min(payloads)] if payloads else None)
     return Merged(
-        results=t.results, root=root, torch_facts=rank0.get("torch"), live_facts=_live_facts(outcome, plan, world, root)
+        results=t.results,
+        root=root,
+        torch_facts=rank0.body.get("torch") if rank0 else None,
+        live_facts=_live_facts(outcome, plan, world, root),
     )
 
 

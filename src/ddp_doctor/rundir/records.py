@@ -6,9 +6,9 @@ version, a file cut short, or a file nobody here wrote gets a RecordError naming
 wrong with it, never a half-read record.
 
     Heartbeat   rank-N.hb    where the rank is: its phase, the step in it, the phase's deadline
-    RankResult  rank-N.json  the rank's result: who it is, whether it finished, and its report (`body`),
-                             whose shape belongs to the entry module that wrote it (the live chain's
-                             phases, bench's ops)
+    RankResult  rank-N.json  the rank's result: who it is, whether it finished, the live chain's
+                             phases (PhaseRecord, PhaseError), and the rest of its report (`body`),
+                             whose shape belongs to the entry module that wrote it (torch facts, bench's ops)
 """
 
 from __future__ import annotations
@@ -95,7 +95,78 @@ class Heartbeat:
         )
 
 
-_ENVELOPE = ("schema", "rank", "pid", "finished")
+_ENVELOPE = ("schema", "rank", "pid", "finished", "node", "teardown_stuck", "phases")
+
+
+@dataclass(frozen=True)
+class PhaseError:
+    """Why a phase of the live chain failed, as the rank saw it."""
+
+    type: str
+    """The exception's type name; PhaseTimeout when the rank's watchdog ended the phase."""
+    message: str
+    traceback: str | None = None
+    blame_ranks: tuple[int, ...] | None = None
+    """The ranks this rank waited for (a phase that understands its failure names them)."""
+    step: str | None = None
+    """The phase's last step before it failed."""
+    cause: str | None = None
+    remedy: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseError:
+        blame = _take(data, "blame_ranks", (list, tuple, _NONE), what, None)
+        if blame is not None and not all(isinstance(b, int) and not isinstance(b, bool) for b in blame):
+            raise RecordError(f"{what} field 'blame_ranks' is {blame!r}, not a list of ranks")
+        return cls(
+            type=_take(data, "type", (str,), what),
+            message=_take(data, "message", (str,), what, ""),
+            traceback=_take(data, "traceback", (str, _NONE), what, None),
+            blame_ranks=tuple(blame) if blame is not None else None,
+            step=_take(data, "step", (str, _NONE), what, None),
+            cause=_take(data, "cause", (str, _NONE), what, None),
+            remedy=_take(data, "remedy", (str, _NONE), what, None),
+        )
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """One phase of the live chain on one rank: running, then pass or fail."""
+
+    name: str
+    status: str
+    """running (the rank is in it, or died in it), pass or fail."""
+    started: float | None = None
+    """Epoch seconds."""
+    budget_s: float | None = None
+    kind: str | None = None
+    """How a failed phase failed: error (it raised), stuck (its deadline passed), check (a check failed)."""
+    failed_at: float | None = None
+    duration_s: float | None = None
+    cpu_s: float | None = None
+    checks: tuple[Mapping[str, Any], ...] = ()
+    """The phase's checks, each in a Result's own JSON shape (report.Result.to_dict's keys)."""
+    error: PhaseError | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseRecord:
+        what = f"{what} phase {data.get('name')!r}"
+        checks = _take(data, "checks", (list, tuple, _NONE), what, None) or ()
+        if not all(isinstance(c, Mapping) and isinstance(c.get("id"), str) for c in checks):
+            raise RecordError(f"{what} holds a check that is not an object with an id")
+        error = _take(data, "error", (dict, _NONE), what, None)
+        return cls(
+            name=_take(data, "name", (str,), what),
+            status=_take(data, "status", (str,), what),
+            started=_take(data, "started", (*_NUMBER, _NONE), what, None),
+            budget_s=_take(data, "budget_s", (*_NUMBER, _NONE), what, None),
+            kind=_take(data, "kind", (str, _NONE), what, None),
+            failed_at=_take(data, "failed_at", (*_NUMBER, _NONE), what, None),
+            duration_s=_take(data, "duration_s", (*_NUMBER, _NONE), what, None),
+            cpu_s=_take(data, "cpu_s", (*_NUMBER, _NONE), what, None),
+            checks=tuple(checks),
+            error=PhaseError.from_dict(error, f"{what} error") if error is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -106,36 +177,64 @@ class RankResult:
     pid: int
     finished: bool
     """True once the rank reported everything it was asked for."""
+    node: str | None = None
+    """The node the rank ran on, as its parent named it (live chain)."""
+    teardown_stuck: bool = False
+    """Every phase reported, but destroy_process_group() did not return (live chain)."""
+    phases: tuple[PhaseRecord, ...] = ()
+    """The live chain's phases in the order the rank ran them; none for other entry modules."""
     body: Mapping[str, Any] = field(default_factory=dict)
-    """What the entry module reports; its keys are the entry module's (the live chain, bench)."""
+    """What else the entry module reports (the live chain's torch facts and phase outputs, bench's ops);
+    its keys are the entry module's."""
+
+    def phase(self, name: str) -> PhaseRecord | None:
+        return next((p for p in self.phases if p.name == name), None)
 
     def to_json(self) -> str:
         # default=str: a body may hold a value JSON has no type for (a torch.Size, a Path); its text is enough.
-        return json.dumps(
-            {"schema": SCHEMA, "rank": self.rank, "pid": self.pid, "finished": self.finished, **self.body}, default=str
-        )
+        return json.dumps({"schema": SCHEMA, **self.payload()}, default=str)
 
     def payload(self) -> dict[str, Any]:
-        """The body with the rank, pid and finished flag beside it: the parent's per-rank view."""
-        return {**self.body, "rank": self.rank, "pid": self.pid, "finished": self.finished}
+        """The record as one JSON object (what the file holds, less its schema)."""
+        out: dict[str, Any] = {**self.body, "rank": self.rank, "pid": self.pid, "finished": self.finished}
+        if self.node is not None:
+            out["node"] = self.node
+        if self.teardown_stuck:
+            out["teardown_stuck"] = True
+        if self.phases:
+            out["phases"] = [_phase_dict(p) for p in self.phases]
+        return out
 
     @classmethod
     def of(cls, payload: Mapping[str, Any]) -> RankResult:
-        """The record of a rank's payload: its rank, pid and finished flag lifted out of it, the rest the body."""
-        what = "a rank's payload"
-        return cls(
-            rank=_take(payload, "rank", (int,), what),
-            pid=_take(payload, "pid", (int,), what),
-            finished=_take(payload, "finished", (bool,), what, False),
-            body={k: v for k, v in payload.items() if k not in _ENVELOPE},
-        )
+        """The record of a rank's payload (what a rank builds as it goes); RecordError when it is malformed."""
+        return cls.from_dict(payload, "a rank's payload")
 
     @classmethod
     def from_json(cls, text: str, what: str = "a rank's result") -> RankResult:
-        data = _object(text, what)
+        return cls.from_dict(_object(text, what), what)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str = "a rank's result") -> RankResult:
+        phases = _take(data, "phases", (list, tuple), what, [])
+        if not all(isinstance(p, Mapping) for p in phases):
+            raise RecordError(f"{what} holds a phase that is not an object")
         return cls(
             rank=_take(data, "rank", (int,), what),
             pid=_take(data, "pid", (int,), what),
-            finished=_take(data, "finished", (bool,), what),
+            finished=_take(data, "finished", (bool,), what, False),
+            node=_take(data, "node", (str, _NONE), what, None),
+            teardown_stuck=_take(data, "teardown_stuck", (bool,), what, False),
+            phases=tuple(PhaseRecord.from_dict(p, what) for p in phases),
             body={k: v for k, v in data.items() if k not in _ENVELOPE},
         )
+
+
+def _phase_dict(p: PhaseRecord) -> dict[str, Any]:
+    out = {k: v for k, v in asdict(p).items() if v is not None and k not in ("checks", "error")}
+    out["checks"] = [dict(c) for c in p.checks]
+    if p.error is not None:
+        err = asdict(p.error)
+        err["blame_ranks"] = list(p.error.blame_ranks) if p.error.blame_ranks is not None else None
+        out["error"] = err
+    return out

@@ -39,6 +39,7 @@ from ddp_doctor.live.multinode import cluster, preflight
 from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
 from ddp_doctor.live.nodestage import Conclusion
 from ddp_doctor.report import Result, Status
+from ddp_doctor.rundir.records import RankResult, RecordError
 
 PREFLIGHT_ENV = "DDP_DOCTOR_MULTINODE_PREFLIGHT"
 JOIN_SHARE = 1 / 3
@@ -149,7 +150,12 @@ class NodePlan:
             payload = entry.get("payload")
             if isinstance(payload, dict) and int(key) not in outcome.ranks:
                 payload.setdefault("node", entry.get("node") or entry.get("hostname"))
-                outcome.ranks[int(key)] = payload
+                try:
+                    outcome.ranks[int(key)] = RankResult.from_dict(
+                        payload, f"rank {key}'s result gathered from its node"
+                    )
+                except RecordError as exc:
+                    outcome.unreadable[f"rank-{key}.json"] = str(exc)
 
     def conclude(self, results: Sequence[Result], root_cause: str | None, outcome: RunOutcome) -> Conclusion:
         try:
