@@ -84,6 +84,18 @@ def test_output_inside_an_input_directory_is_refused(tmp_path: Path) -> None:
     assert not (rootfs / "etc" / "report.json").exists()
 
 
+def test_the_system_root_as_input_still_takes_a_report_path(tmp_path: Path) -> None:
+    # `ddp-doctor image /` audits the running system: every path is inside `/`, so the directory rule cannot apply
+    # there (a GPU recording found `image / -o /tmp/x.json` refused); a real rootfs directory still refuses.
+    from ddp_doctor import output
+
+    output.refuse_before_work(str(tmp_path / "host_root.json"), ["/"])
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    with pytest.raises(output.UsageError, match="inside the input directory"):
+        output.refuse_before_work(str(rootfs / "report.json"), [str(rootfs)])
+
+
 def test_plot_onto_the_baseline_is_refused(tmp_path: Path) -> None:
     (tmp_path / "base.png").write_bytes(b"\x89PNG not a report")
     proc = run_cli(

@@ -75,6 +75,10 @@ def _clash(st: os.stat_result | None, target: str, given: str) -> str | None:
         return None
     if stat.S_ISDIR(other.st_mode):
         folder = os.path.realpath(given)
+        if folder == os.path.realpath(os.sep):
+            # The running system's root (`image /`): every path is inside it, so refusing would refuse every
+            # report; the report is written after the scan and changes nothing that was judged.
+            return None
         return "write inside the input directory" if os.path.commonpath([target, folder]) == folder else None
     same = st is not None and (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
     return "overwrite the input" if same and stat.S_ISREG(other.st_mode) else None
