@@ -9,27 +9,30 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ddp_doctor import progress
 from ddp_doctor.checkconfig import CheckConfig
-from ddp_doctor.env import target
+from ddp_doctor.commands.options import (
+    MAX_RANKS,
+    PORT,
+    Number,
+    add_output_arguments,
+    add_oversubscribe_argument,
+    count,
+    seconds,
+)
+from ddp_doctor.env import facts, target
 from ddp_doctor.env.target import Target
 from ddp_doctor.errors import UsageError
+from ddp_doctor.image.container import check_in_image
+from ddp_doctor.live import hostcheck
+from ddp_doctor.live.chain import run_check
 from ddp_doctor.report import Report
 
 DEFAULT = CheckConfig()
 """The one source of the flags' defaults (the parser shows and fills in CheckConfig's)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ddp_doctor.commands.options import (
-        MAX_RANKS,
-        PORT,
-        Number,
-        add_output_arguments,
-        add_oversubscribe_argument,
-        count,
-        seconds,
-    )
-
+def add_arguments(parser: argparse.ArgumentParser) -> None:  # long: the flags written out, one table
     parser.add_argument("--static", action="store_true", help="only the checks that need no ranks (about a second)")
     add_target_arguments(parser)
     parser.add_argument(
@@ -144,15 +147,10 @@ def config_from_args(args: argparse.Namespace) -> CheckConfig:
 def run(args: argparse.Namespace) -> Report:
     config = config_from_args(args)
     if config.image:
-        from ddp_doctor.image.container import check_in_image
-
         return check_in_image(config)
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
     if config.static or chosen.source == "none":  # with no training environment there is nothing to launch
-        from ddp_doctor.env import facts
-        from ddp_doctor.live import hostcheck
-
         recorded = hostcheck.host_facts(facts.gather(target=chosen), config)
         headline = (
             f"Distributed training was not checked: {target.NOT_FOUND}. Nothing was launched; "
@@ -161,8 +159,6 @@ def run(args: argparse.Namespace) -> Report:
         return hostcheck.assemble(
             report, recorded, hostcheck.judge(recorded), headline=headline if chosen.source == "none" else None
         )
-    from ddp_doctor import progress
-    from ddp_doctor.live.chain import run_check
 
     beats = progress.Latest()
     shown = progress.Display("check", lambda: progress.rank_lines(beats.get(), "starting torchrun"))

@@ -9,7 +9,7 @@ diag.hang in catalogue.yaml.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ddp_doctor.diagnose.catalogue import Signature
 from ddp_doctor.diagnose.lines import NCCL_COMM, Origin, clean, origin
@@ -75,20 +75,23 @@ def _who(where: Origin, pid_rank: dict[tuple[str | None, int], int]) -> str:
     return "unattributed"
 
 
-def read(
-    k: Knowledge,
-    sig: Signature,
-    source: str,
-    tail: list[tuple[int, str]],
-    pid_rank: dict[tuple[str | None, int], int],
-) -> Result | None:
-    last_meaningful: Last | None = None
-    per_who: dict[str, Last] = {}
-    last_coll: dict[str, Last] = {}
-    n_ranks = 0
-    claims: dict[int, int] = {}  # rank -> how many processes announced it
-    activity = 0
-    past_startup = False  # a communicator was being set up: more than the lines every rank prints first
+@dataclass
+class _Scan:
+    """What the log's tail says, line by line: the last meaningful line of each process and in all."""
+
+    last: Last | None = None
+    per_who: dict[str, Last] = field(default_factory=dict)
+    last_coll: dict[str, Last] = field(default_factory=dict)
+    n_ranks: int = 0
+    claims: dict[int, int] = field(default_factory=dict)
+    """rank -> how many processes announced it."""
+    activity: int = 0
+    past_startup: bool = False
+    """A communicator was being set up: more than the lines every rank prints first."""
+
+
+def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | None, int], int]) -> _Scan:
+    seen = _Scan()
     for lineno, raw in tail:
         text = clean(raw)
         kind = classify(k, text)
@@ -100,63 +103,80 @@ def read(
             pid_rank.setdefault((where.node, where.pid), int(comm.group("rank")))
         m = _NRANKS.search(text)
         if m:
-            n_ranks = max(n_ranks, int(m.group(1)))
+            seen.n_ranks = max(seen.n_ranks, int(m.group(1)))
         for p in k.announce:
             a = p.search(text)
             if a:
-                claims[int(a.group("rank"))] = claims.get(int(a.group("rank")), 0) + 1
-                n_ranks = max(n_ranks, int(a.group("world")))
+                seen.claims[int(a.group("rank"))] = seen.claims.get(int(a.group("rank")), 0) + 1
+                seen.n_ranks = max(seen.n_ranks, int(a.group("world")))
                 if where.rank is None:
                     where = Origin(rank=int(a.group("rank")), node=where.node)
         seq, op = _sequence(k, text) if kind == "collective" else (None, None)
-        activity += kind in STAGE_OF
-        past_startup = past_startup or kind in ("init", "init_done", "collective")
+        seen.activity += kind in STAGE_OF
+        seen.past_startup = seen.past_startup or kind in ("init", "init_done", "collective")
         last = Last(lineno, text, kind, seq, op)
         who = _who(where, pid_rank)
-        per_who[who] = last
+        seen.per_who[who] = last
         if kind == "collective":
-            last_coll[who] = last
-        last_meaningful = last
-    if last_meaningful is None or last_meaningful.kind == "finished" or activity < MIN_ACTIVITY:
+            seen.last_coll[who] = last
+        seen.last = last
+    return seen
+
+
+def read(
+    k: Knowledge,
+    sig: Signature,
+    source: str,
+    tail: list[tuple[int, str]],
+    pid_rank: dict[tuple[str | None, int], int],
+) -> Result | None:
+    seen = _scan(k, tail, pid_rank)
+    last_meaningful, per_who, last_coll = seen.last, seen.per_who, seen.last_coll
+    if last_meaningful is None or last_meaningful.kind == "finished" or seen.activity < MIN_ACTIVITY:
         return None
     if last_meaningful.kind in STAGE_OF:
         stage = STAGE_OF[last_meaningful.kind]
-        result = _result(sig, source, stage, last_meaningful, per_who, last_coll, n_ranks, len(tail))
-        doubled = sorted(r for r, n in claims.items() if n > 1)
-        if doubled:
-            result.summary += (
-                f"; {'rank' if len(doubled) == 1 else 'ranks'} {_ranges(doubled)} {'was' if len(doubled) == 1 else 'were each'} announced by more than one process: the processes of "
-                "different nodes computed the same global ranks (node rank / tasks per node disagree with the launcher), "
-                f"so ranks {_ranges(result.observed['ranks_missing'])} never exist"
-                if result.observed.get("ranks_missing")
-                else "; some ranks were announced by more than one process"
-            )
-            result.observed["ranks_announced_twice"] = doubled
-        if past_startup and not _ranks_disagree(result, per_who) and not doubled:
-            # Every rank seen stopped at the same kind of line and none is missing: a hang, or a paste
-            # that ends there. Say what a hang would mean, as a warning.
-            return replace(
-                result,
-                status=Status.WARN,
-                summary=result.summary.replace(
-                    "the job hung there",
-                    "if the job stopped there it hung; if the paste only ends there, its end says more",
-                ),
-            )
-        if not past_startup:
-            # Only the first lines every rank prints: a hang in bootstrap, or a paste that stops early.
-            return replace(
-                result,
-                status=Status.WARN,
-                summary=f"the log ends {STAGE_WORDS['startup']} (line {last_meaningful.lineno}) with no error: "
-                "if the job stopped there, it hung in NCCL's bootstrap; if this is only the beginning of the log, "
-                "the end of it says more",
-            )
-        return result
+        result = _result(sig, source, stage, last_meaningful, per_who, last_coll, seen.n_ranks, len(tail))
+        return _stopped(result, seen, last_meaningful)
     waiting = _waiting_in_collective(per_who, last_coll)
     if waiting is not None:  # a lagging rank printed after the others entered a collective it never entered
-        return _result(sig, source, "collective", waiting, per_who, last_coll, n_ranks, len(tail))
+        return _result(sig, source, "collective", waiting, per_who, last_coll, seen.n_ranks, len(tail))
     return None
+
+
+def _stopped(result: Result, seen: _Scan, last_meaningful: Last) -> Result:
+    """The log ends at a stage: a hang, or a paste that ends there (then said as a warning)."""
+    doubled = sorted(r for r, n in seen.claims.items() if n > 1)
+    if doubled:
+        result.summary += (
+            f"; {'rank' if len(doubled) == 1 else 'ranks'} {_ranges(doubled)} {'was' if len(doubled) == 1 else 'were each'} announced by more than one process: the processes of "
+            "different nodes computed the same global ranks (node rank / tasks per node disagree with the launcher), "
+            f"so ranks {_ranges(result.observed['ranks_missing'])} never exist"
+            if result.observed.get("ranks_missing")
+            else "; some ranks were announced by more than one process"
+        )
+        result.observed["ranks_announced_twice"] = doubled
+    if seen.past_startup and not _ranks_disagree(result, seen.per_who) and not doubled:
+        # Every rank seen stopped at the same kind of line and none is missing: a hang, or a paste
+        # that ends there. Say what a hang would mean, as a warning.
+        return replace(
+            result,
+            status=Status.WARN,
+            summary=result.summary.replace(
+                "the job hung there",
+                "if the job stopped there it hung; if the paste only ends there, its end says more",
+            ),
+        )
+    if not seen.past_startup:
+        # Only the first lines every rank prints: a hang in bootstrap, or a paste that stops early.
+        return replace(
+            result,
+            status=Status.WARN,
+            summary=f"the log ends {STAGE_WORDS['startup']} (line {last_meaningful.lineno}) with no error: "
+            "if the job stopped there, it hung in NCCL's bootstrap; if this is only the beginning of the log, "
+            "the end of it says more",
+        )
+    return result
 
 
 def _ranks_disagree(result: Result, per_who: dict[str, Last]) -> bool:

@@ -11,7 +11,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor.image.archive import ContainerConfig, ImageConfig, Policy
 from ddp_doctor.image.tree import DIR, FILE, SYMLINK, Tree
@@ -111,10 +111,85 @@ def parse_version_py(source: bytes) -> dict[str, str | None]:
     return out
 
 
-def parse_metadata(data: bytes) -> dict[str, Any]:
+class WheelMetadata(TypedDict):
+    name: str | None
+    version: str | None
+    requires: list[str]
+
+
+# The image's facts (facts["torch"], ["nccl"], ...; image/subject.py reads them): env.facts' shapes where the
+# same fact is read from a host, plus where each thing lives in the image.
+class ImageTorchFacts(TypedDict, total=False):
+    installed: bool
+    version: str | None
+    location: str | None
+    importable: bool | None
+    import_error: str | None
+    cuda: str | None
+    hip: str | None
+    cudnn: int | None
+    flavour: str | None
+    arch_list: list[str]
+    distributed: bool | None
+    backends: dict[str, bool | None]
+    nccl_version: str | None
+    all_locations: list[str]
+    environments: list[TorchEnvironment]
+    chosen_because: str
+    git_version: str | None
+    site_packages: str
+    prefix: str
+    python_tag: str
+    """python3.11: the directory under lib/ of torch's site-packages."""
+    requires: list[str]
+
+
+class LibPackage(TypedDict):
+    name: str
+    version: str | None
+    dist_info: str
+
+
+class LibtorchCuda(TypedDict):
+    path: str
+    links_libnccl: bool
+    nccl_inside: bool
+
+
+class LibFacts(TypedDict, total=False):
+    library: str | None
+    source: str | None
+    version: str | None
+    all: list[str]
+    package: LibPackage | None
+    libtorch_cuda: LibtorchCuda
+
+
+class ImageTorchrunFacts(TypedDict):
+    path: str | None
+    on_path: str | None
+    expected: str | None
+    """The torchrun of torch's own environment."""
+    shebang: str | None
+    shebang_python: str | None
+    shebang_exists: bool | None
+    same_env: bool | None
+    all: list[str]
+
+
+class ImagePythonFacts(TypedDict):
+    interpreters: list[str]
+    broken_interpreters: dict[str, str]
+    site_packages: list[str]
+    executable: str | None
+    version: str | None
+    prefix: str | None
+
+
+def parse_metadata(data: bytes) -> WheelMetadata:
     """Name, Version and Requires-Dist of a wheel's METADATA (RFC 822 headers)."""
     msg = HeaderParser().parsestr(data.decode("utf-8", "replace").split("\n\n", 1)[0])
-    return {"name": msg.get("Name"), "version": msg.get("Version"), "requires": msg.get_all("Requires-Dist") or []}
+    return WheelMetadata(name=msg.get("Name"), version=msg.get("Version"), requires=msg.get_all("Requires-Dist") or [])
 
 
 def shebang(data: bytes | None) -> list[str] | None:
@@ -154,29 +229,60 @@ def realdir(tree: Tree, path: str) -> str | None:
 _SCRATCH = ("/tmp/", "/var/tmp/", "/home/", "/root/")
 
 
-def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
+class TorchEnvironment(TypedDict):
+    """One Python environment of the image that has torch (facts["torch"]["environments"])."""
+
+    prefix: str
+    site_packages: str
+    version: str | None
+    cuda: str | None
+    on_path: bool
+
+
+def _environment(site_packages: str, version: dict[str, str | None], on_path: bool) -> TorchEnvironment:
+    return TorchEnvironment(
+        prefix=site_packages.split("/lib/python")[0] or "/",
+        site_packages=site_packages,
+        version=version.get("__version__"),
+        cuda=version.get("cuda"),
+        on_path=on_path,
+    )
+
+
+def _chosen_because(sp: str, rank: tuple[int, int, str], environments: int, path_entries: int) -> str:
+    """Why the first of the ranked environments is the image's torch."""
+    if rank[0] < path_entries:
+        return f"its bin ({sp.split('/lib/python')[0] or '/'}/bin) comes first on the image's PATH"
+    if environments == 1:
+        return "it is the only environment with torch"
+    if not rank[1]:
+        return "none is on PATH; it is in a system location, not under /tmp or a home directory"
+    return "none is on PATH; first by path"
+
+
+def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> ImageTorchFacts:
     """facts["torch"] of env.facts' shape, plus where it lives; the torch first on PATH wins."""
     found = []
     for sp in inv.site_packages:
         data = tree.read(f"{sp}/torch/version.py")
         if data is not None:
             found.append((sp, parse_version_py(data)))
-    out: dict[str, Any] = {
-        "installed": bool(found),
-        "version": None,
-        "location": None,
-        "importable": None,
-        "import_error": None,
-        "cuda": None,
-        "hip": None,
-        "cudnn": None,
-        "flavour": None,
-        "arch_list": [],
-        "distributed": None,
-        "backends": {},
-        "nccl_version": None,
-        "all_locations": [sp + "/torch" for sp, _ in found],
-    }
+    out = ImageTorchFacts(
+        installed=bool(found),
+        version=None,
+        location=None,
+        importable=None,
+        import_error=None,
+        cuda=None,
+        hip=None,
+        cudnn=None,
+        flavour=None,
+        arch_list=[],
+        distributed=None,
+        backends={},
+        nccl_version=None,
+        all_locations=[sp + "/torch" for sp, _ in found],
+    )
     if not found:
         return out
     order = [d.rstrip("/") for d in path_var.split(":")]
@@ -191,46 +297,30 @@ def torch_facts(tree: Tree, inv: Inventory, path_var: str) -> dict[str, Any]:
 
     ranked = sorted(found, key=rank)
     sp, version = ranked[0]
-    chosen_prefix = sp.split("/lib/python")[0] or "/"
-    if rank(ranked[0])[0] < len(order):
-        why = f"its bin ({chosen_prefix}/bin) comes first on the image's PATH"
-    elif len(ranked) == 1:
-        why = "it is the only environment with torch"
-    elif not rank(ranked[0])[1]:
-        why = "none is on PATH; it is in a system location, not under /tmp or a home directory"
-    else:
-        why = "none is on PATH; first by path"
-    out["environments"] = [
-        {
-            "prefix": e[0].split("/lib/python")[0] or "/",
-            "site_packages": e[0],
-            "version": e[1].get("__version__"),
-            "cuda": e[1].get("cuda"),
-            "on_path": rank(e)[0] < len(order),
-        }
-        for e in ranked
-    ]
-    out["chosen_because"] = why
+    out["environments"] = [_environment(e[0], e[1], rank(e)[0] < len(order)) for e in ranked]
+    out["chosen_because"] = _chosen_because(sp, rank(ranked[0]), len(ranked), len(order))
     prefix, _, rest = sp.rpartition("/lib/")
     out.update(
-        version=version.get("__version__"),
-        location=f"{sp}/torch",
-        cuda=version.get("cuda"),
-        hip=version.get("hip"),
-        git_version=version.get("git_version"),
-        site_packages=sp,
-        prefix=prefix or "/",
-        python_tag=rest.split("/")[0],
+        ImageTorchFacts(
+            version=version.get("__version__"),
+            location=f"{sp}/torch",
+            cuda=version.get("cuda"),
+            hip=version.get("hip"),
+            git_version=version.get("git_version"),
+            site_packages=sp,
+            prefix=prefix or "/",
+            python_tag=rest.split("/")[0],
+        )
     )
-    out["flavour"] = "cuda" if out["cuda"] else "rocm" if out["hip"] else "cpu"
+    out["flavour"] = "cuda" if out.get("cuda") else "rocm" if out.get("hip") else "cpu"
     meta = next((tree.read(f"{p}/METADATA") for v, p in inv.dists.get("torch", []) if p.startswith(sp + "/")), None)
     out["requires"] = parse_metadata(meta)["requires"] if meta else []
     return out
 
 
 def lib_facts(
-    tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: dict[str, Any], markers: dict[str, set[bytes]]
-) -> dict[str, Any]:
+    tree: Tree, inv: Inventory, key: str, dist_prefix: str, torch: ImageTorchFacts, markers: dict[str, set[bytes]]
+) -> LibFacts:
     """Where a CUDA library comes from: inside torch/lib, a nvidia-* wheel, the system, or static."""
     sp = torch.get("site_packages") or ""
     # torch's own environment, or the system; a copy inside another environment's site-packages is not torch's
@@ -249,49 +339,53 @@ def lib_facts(
         return {"torch/lib": 0, "system": 2}.get(source(path), 1)
 
     ranked = sorted(paths, key=rank)
-    out: dict[str, Any] = {"library": None, "source": None, "version": None, "all": paths, "package": None}
+    out = LibFacts(library=None, source=None, version=None, all=paths, package=None)
     if dist:
         meta = tree.read(f"{dist[2]}/METADATA")
         version = (parse_metadata(meta)["version"] if meta else None) or dist[1]
-        out["package"] = {"name": dist[0], "version": version, "dist_info": dist[2]}
+        out["package"] = LibPackage(name=dist[0], version=version, dist_info=dist[2])
     if ranked:
         lib = ranked[0]
-        out.update(library=lib, source=source(lib))
+        out.update(LibFacts(library=lib, source=source(lib)))
         m = _SO_VERSION.search(lib)
         so_version = m.group(1) if m and m.group(1).count(".") >= 2 else None
+        package = out.get("package")
         out["version"] = (
-            (out["package"] or {}).get("version") if out["source"] not in ("torch/lib", "system") else so_version
+            (package["version"] if package else None)
+            if out.get("source") not in ("torch/lib", "system")
+            else so_version
         )
         out["version"] = out["version"] or so_version
     if key == "nccl":
         for path, found in markers.items():
             if sp and path.startswith(f"{sp}/torch/lib/libtorch_cuda"):
-                out["libtorch_cuda"] = {
-                    "path": path,
-                    "links_libnccl": b"libnccl.so" in found,
-                    "nccl_inside": b"NCCL version" in found and b"libnccl.so" not in found,
-                }
-                if out["library"] is None and out["libtorch_cuda"]["nccl_inside"]:
-                    out.update(library=path, source="static in libtorch_cuda")
+                inside = LibtorchCuda(
+                    path=path,
+                    links_libnccl=b"libnccl.so" in found,
+                    nccl_inside=b"NCCL version" in found and b"libnccl.so" not in found,
+                )
+                out["libtorch_cuda"] = inside
+                if out.get("library") is None and inside["nccl_inside"]:
+                    out.update(LibFacts(library=path, source="static in libtorch_cuda"))
     return out
 
 
-def torchrun_facts(tree: Tree, inv: Inventory, torch: dict[str, Any], path_var: str) -> dict[str, Any]:
+def torchrun_facts(tree: Tree, inv: Inventory, torch: ImageTorchFacts, path_var: str) -> ImageTorchrunFacts:
     on_path = which(tree, "torchrun", path_var)
     prefix = torch.get("prefix")
     own = f"{prefix.rstrip('/')}/bin/torchrun" if prefix else None
     own_exists = bool(own and tree.lookup(own) and tree.lookup(own)[1].kind == FILE)  # type: ignore[index]
     path = on_path or (own if own_exists else None) or (inv.torchruns[0] if inv.torchruns else None)
-    out: dict[str, Any] = {
-        "path": path,
-        "on_path": on_path,
-        "expected": own,
-        "shebang": None,
-        "shebang_python": None,
-        "shebang_exists": None,
-        "same_env": None,
-        "all": inv.torchruns,
-    }
+    out = ImageTorchrunFacts(
+        path=path,
+        on_path=on_path,
+        expected=own,
+        shebang=None,
+        shebang_python=None,
+        shebang_exists=None,
+        same_env=None,
+        all=inv.torchruns,
+    )
     if path is None:
         return out
     words = shebang(tree.read(path))
@@ -309,25 +403,26 @@ def torchrun_facts(tree: Tree, inv: Inventory, torch: dict[str, Any], path_var: 
     return out
 
 
-def python_facts(tree: Tree, inv: Inventory, torch: dict[str, Any]) -> dict[str, Any]:
+def python_facts(tree: Tree, inv: Inventory, torch: ImageTorchFacts) -> ImagePythonFacts:
     executable = None
     broken = dangling_interpreters(tree, inv.interpreters)
-    if torch.get("prefix") and torch.get("python_tag"):
-        for name in (torch["python_tag"], "python3", "python"):
-            candidate = f"{torch['prefix'].rstrip('/')}/bin/{name}"
+    prefix, tag = torch.get("prefix"), torch.get("python_tag")
+    if prefix and tag:
+        for name in (tag, "python3", "python"):
+            candidate = f"{prefix.rstrip('/')}/bin/{name}"
             found = tree.lookup(candidate)
             if found and found[1].kind == FILE:
                 executable = candidate
                 break
     version = torch.get("python_tag", "").replace("python", "") or None
-    return {
-        "interpreters": [p for p in inv.interpreters if p not in broken],
-        "broken_interpreters": broken,
-        "site_packages": inv.site_packages,
-        "executable": executable,
-        "version": version,
-        "prefix": torch.get("prefix"),
-    }
+    return ImagePythonFacts(
+        interpreters=[p for p in inv.interpreters if p not in broken],
+        broken_interpreters=broken,
+        site_packages=inv.site_packages,
+        executable=executable,
+        version=version,
+        prefix=torch.get("prefix"),
+    )
 
 
 def dangling_interpreters(tree: Tree, paths: list[str]) -> dict[str, str]:

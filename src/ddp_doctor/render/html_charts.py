@@ -128,7 +128,7 @@ class RunFacts(TypedDict, total=False):
     gpu: GpuTimeline
 
 
-class PhaseRecord(TypedDict, total=False):
+class PhaseTimeJson(TypedDict, total=False):
     name: str
     status: str
     started: float
@@ -136,7 +136,7 @@ class PhaseRecord(TypedDict, total=False):
 
 
 class LivePhaseFacts(TypedDict, total=False):
-    phase_times: dict[str, list[PhaseRecord]]
+    phase_times: dict[str, list[PhaseTimeJson]]
     """rank -> its phases in the order they ran."""
 
 
@@ -215,7 +215,7 @@ def _run_sections(run: RunFacts) -> str:
 
 
 def _check_sections(live: LivePhaseFacts) -> str:
-    times = live.get("phase_times") or dict[str, list[PhaseRecord]]()
+    times = live.get("phase_times") or dict[str, list[PhaseTimeJson]]()
     starts = [float(p["started"]) for recs in times.values() for p in recs if p.get("started")]
     if not starts:
         return ""
@@ -249,7 +249,7 @@ def _check_sections(live: LivePhaseFacts) -> str:
     )
 
 
-def _phase_names(times: dict[str, list[PhaseRecord]]) -> list[str]:
+def _phase_names(times: dict[str, list[PhaseTimeJson]]) -> list[str]:
     """Every phase that ran, in the chain's order (an unknown one after the known ones, as it ran)."""
     seen: dict[str, None] = {}
     for recs in times.values():

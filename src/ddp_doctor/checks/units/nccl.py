@@ -69,6 +69,12 @@ def judge(f: NcclFacts) -> Finding:
             observed=observed,
             expected={"loadable": True},
         )
+    return _against_release(f, observed)
+
+
+def _against_release(f: NcclFacts, observed: dict[str, object]) -> Finding:
+    """A working NCCL: the version the official wheel of this torch release ships, or a warning."""
+    t = f.torch
     version = f.version or t.nccl_version
     rel = knowledge.release(t.version or "")
     local = (t.version or "").partition("+")[2]

@@ -203,6 +203,24 @@ def _gpu_process(p: Any) -> GpuProcessJson:
     )
 
 
+def _device(pynvml: Any, i: int, h: Any) -> GpuDeviceJson:
+    cc = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, h)
+    mig = _optional(pynvml.nvmlDeviceGetMigMode, h)
+    mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
+    pci = _optional(pynvml.nvmlDeviceGetPciInfo, h)
+    return GpuDeviceJson(
+        index=i,
+        name=_text(pynvml.nvmlDeviceGetName(h)),
+        uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
+        memory_bytes=int(mem.total) if mem is not None else None,
+        compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+        mig_mode=("enabled" if mig[0] else "disabled") if mig else "not supported",
+        pci_bus_id=_text(pci.busId) if pci is not None else None,
+        nvlinks_active=_nvlink_count(pynvml, h),
+        **usage(pynvml, h),
+    )
+
+
 def probe() -> GpuProbe:
     facts = GpuProbe(
         driver_loaded=False,
@@ -235,25 +253,8 @@ def probe() -> GpuProbe:
         facts["cuda_driver_version"] = _cuda_version(code) if code else None
         handles = []
         for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            handles.append(h)
-            cc = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-            mig = _optional(pynvml.nvmlDeviceGetMigMode, h)
-            mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
-            pci = _optional(pynvml.nvmlDeviceGetPciInfo, h)
-            facts["all"].append(
-                GpuDeviceJson(
-                    index=i,
-                    name=_text(pynvml.nvmlDeviceGetName(h)),
-                    uuid=_text(pynvml.nvmlDeviceGetUUID(h)),
-                    memory_bytes=int(mem.total) if mem is not None else None,
-                    compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-                    mig_mode=("enabled" if mig[0] else "disabled") if mig else "not supported",
-                    pci_bus_id=_text(pci.busId) if pci is not None else None,
-                    nvlinks_active=_nvlink_count(pynvml, h),
-                    **usage(pynvml, h),
-                )
-            )
+            handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+            facts["all"].append(_device(pynvml, i, handles[-1]))
         facts["physical_count"] = len(facts["all"])
         facts["visible"] = apply_visible(facts["all"], facts["cuda_visible_devices"])
         facts["count"] = len(facts["visible"])
