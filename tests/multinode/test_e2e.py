@@ -7,7 +7,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,11 +81,13 @@ def _start(
 ) -> tuple[list[subprocess.Popen[str]], str]:
     port = random.randrange(30000, 40000)
     rdzv_id = f"t{os.getpid()}-{port}"
+    # A TMPDIR of this test's own: what the run leaves there is its own, whatever else runs on the machine.
+    (out / "tmp").mkdir(exist_ok=True)
     procs = [
         c.popen(
             h,
             _check_argv(out, h.index, nnodes or len(hosts), port, nproc, rdzv_id, **kw),
-            env=_env(**(envs or {}).get(h.index, {})),
+            env=_env(TMPDIR=str(out / "tmp"), **(envs or {}).get(h.index, {})),
         )
         for h in hosts
     ]
@@ -132,7 +133,7 @@ def _by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in report["results"] if r.get("rank") is None}
 
 
-def _no_orphans(c: Cluster, rdzv_id: str) -> None:
+def _no_orphans(c: Cluster, rdzv_id: str, out: Path) -> None:
     """Nothing left in the namespaces, and no process anywhere that belongs to this rendezvous."""
     time.sleep(0.5)
     assert c.pids() == [], "processes left in the namespaces"
@@ -144,7 +145,7 @@ def _no_orphans(c: Cluster, rdzv_id: str) -> None:
         except psutil.Error:
             continue
     assert left == [], f"processes of the run outlived it: {left}"
-    assert not list(Path(tempfile.gettempdir()).glob("ddp-doctor-cluster-*")), "a cluster temp dir outlived the run"
+    assert not list((out / "tmp").glob("ddp-doctor-cluster-*")), "a cluster temp dir outlived the run"
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
@@ -183,7 +184,7 @@ def test_two_nodes_pass_with_one_cluster_report(
     assert local["facts"]["multinode"]["role"] == "local report"
     assert _by_id(local)["multinode.rdzv_endpoint"]["observed"]["role"] == "client"
     assert "multinode.versions" not in _by_id(local)
-    _no_orphans(c, rdzv_id)
+    _no_orphans(c, rdzv_id, tmp_path)
 
 
 def test_node_that_never_starts_is_named_within_the_join_timeout(
@@ -200,7 +201,7 @@ def test_node_that_never_starts_is_named_within_the_join_timeout(
     assert joined["status"] == "fail"
     assert joined["summary"].startswith("1 of 2 nodes joined within the join timeout (8 s)")
     assert "rendezvous timed out" in joined["cause"]
-    _no_orphans(c, rdzv_id)
+    _no_orphans(c, rdzv_id, tmp_path)
 
 
 def test_wrong_gloo_socket_ifname_is_diagnosed_before_launch(
@@ -218,7 +219,7 @@ def test_wrong_gloo_socket_ifname_is_diagnosed_before_launch(
     assert ifname["remedy"].startswith("set GLOO_SOCKET_IFNAME=eth0")
     assert report["facts"]["multinode"]["launched"] is False
     assert not [r for r in report["results"] if r["id"].startswith("live.")], "torchrun must not have started"
-    _no_orphans(c, rdzv_id)
+    _no_orphans(c, rdzv_id, tmp_path)
 
 
 def _worker_phase(c: Cluster, host: Host) -> str | None:
@@ -263,4 +264,4 @@ def test_link_cut_mid_run_is_named_without_hang_or_orphans(
         ]
     assert c.hosts[1].address in _by_id(node0)["multinode.link_lost"]["summary"]
     assert "no longer answers from this node" in _by_id(node1)["multinode.link_lost"]["summary"]
-    _no_orphans(c, rdzv_id)
+    _no_orphans(c, rdzv_id, tmp_path)
