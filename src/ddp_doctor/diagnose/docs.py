@@ -191,12 +191,13 @@ CORPUS_SCORES = """\
 | 04df2f8 (classes named by 13 blind misses, each moved to the fitted part once fixed; 47 new logs) | 342 | 50/58 (86.2%) | 267/284 (94.0%) | 3, 2 | 0, 0 |
 | 9caebb5 + a full disk, a missing package, in-place changes (3 more blind misses fixed and moved: GPU not visible to torch, Slurm absent) | 342 | 50/55 (90.9%) | 272/287 (94.8%) | 2, 1 | 0, 0 |
 | 4c1afd3 (5 more logs, 2 of them blind, collected after every rule above) | 347 | 50/57 (87.7%) | 274/290 (94.5%) | 2, 2 | 0, 0 |
+| 7f82889 (their class fixed, the two moved to the fitted part) | 347 | 50/55 (90.9%) | 277/292 (94.9%) | 2, 1 | 0, 0 |
 
 The target, 85% of the blind part, is met on this corpus: 50 of 57 blind logs (the two new blind misses then had
-their class, a Slurm request for more CPUs than a node has, fixed and moved: 48 of 55). The 18 blind misses fixed on the
+their class, a Slurm request for more CPUs than a node has, fixed and moved: 50 of 55, 90.9%). The 18 blind misses fixed on the
 way were read only through the scorer's one-line `expected` / `said` output, fixed as classes from the libraries'
 own sources and checked on fitted logs, then moved to the fitted part, so they no longer count: blind logs
-collected after these rules are their test. The margin is small: two more misses among these 55 fall below 85%.
+collected after these rules are their test. The margin is small: four more misses among these 55 fall below 85%.
 The failures still called healthy are listed in tests/diagnose/test_never_pass.py (strict xfails): two blind
 logs whose class is not known yet, and jobset-603.log, which holds byte for byte the one line of jobset-93.log,
 whose thread calls it healthy (a c10d retry warning: a WARN from explain, a FAIL once repeated).
