@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 _VIA = re.compile(r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+|COLLNET[\w/]*|NVLS[\w/]*)")
 _VERSION = re.compile(r"NCCL version (\S+)")
@@ -29,9 +29,20 @@ def family(transport: str) -> str:
     return "/".join(parts[:2]) if parts[0] == "NET" else parts[0]
 
 
-def parse(lines: Iterable[str]) -> dict[str, Any]:
+class NcclLogInfo(TypedDict, total=False):
+    """What one process's NCCL_DEBUG=INFO log says it used."""
+
+    version: str | None
+    ib_devices: str | None
+    """The InfiniBand devices NCCL chose; "" when it found none."""
+    socket_interfaces: str | None
+    transports: dict[str, int]
+    """Transport family (P2P, SHM, NET/IB, NET/Socket) -> channels that used it."""
+
+
+def parse(lines: Iterable[str]) -> NcclLogInfo:
     transports: dict[str, int] = {}
-    info: dict[str, Any] = {"version": None, "ib_devices": None, "socket_interfaces": None}
+    info = NcclLogInfo(version=None, ib_devices=None, socket_interfaces=None)
     for line in lines:
         if "NCCL" not in line:
             continue
@@ -40,7 +51,7 @@ def parse(lines: Iterable[str]) -> dict[str, Any]:
             fam = family(m.group(1))
             transports[fam] = transports.get(fam, 0) + 1
             continue
-        if info["version"] is None and (m := _VERSION.search(line)):
+        if info.get("version") is None and (m := _VERSION.search(line)):
             info["version"] = m.group(1)
         elif m := _IB_USING.search(line):
             info["ib_devices"] = m.group(1).strip()

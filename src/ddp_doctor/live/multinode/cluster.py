@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor import words
 from ddp_doctor.live import procnet
@@ -158,7 +158,7 @@ def versions(cluster: Mapping[str, Any]) -> Result:
     nodes = _by_node(cluster["ranks"])
     per_node = {n: (entries[0].get("versions") or {}) for n, entries in nodes.items()}
     labels = {n: _node_label(entries[0]) for n, entries in nodes.items()}
-    differ: dict[str, dict[str, Any]] = {}
+    differ: dict[str, dict[str, str | None]] = {}  # version key -> node -> that node's version
     for key in VERSION_KEYS:
         values = {labels[n]: v.get(key) for n, v in per_node.items()}
         if len(set(values.values())) > 1:
@@ -234,18 +234,26 @@ def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
     )
 
 
+class NodeLink(TypedDict):
+    """How one node's ranks reached the others (observed["per_node"] of multinode.interfaces)."""
+
+    interface: str | None
+    address: str | None
+    transport: str | None
+
+
 def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
-    per_node: dict[str, dict[str, Any]] = {}
+    per_node: dict[str, NodeLink] = {}
     for entries in _by_node(cluster["ranks"]).values():
         pre = entries[0].get("preflight") or {}
         nccl = [e.get("nccl") or {} for e in entries]
         transports = sorted({t for info in nccl for t in (info.get("transports") or {})})
         sockets = next((info.get("socket_interfaces") for info in nccl if info.get("socket_interfaces")), None)
-        per_node[_node_label(entries[0])] = {
-            "interface": pre.get("interface") or sockets,
-            "address": pre.get("address"),
-            "transport": ", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
-        }
+        per_node[_node_label(entries[0])] = NodeLink(
+            interface=pre.get("interface") or sockets,
+            address=pre.get("address"),
+            transport=", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
+        )
     text = "; ".join(
         f"{node}: {v['interface'] or '?'} {v['address'] or ''} {v['transport'] or ''}".strip()
         for node, v in per_node.items()

@@ -25,6 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.live import nccl_log
 from ddp_doctor.rundir import jsonfile, layout, writer
 from ddp_doctor.rundir.records import RankResult
 
@@ -182,10 +183,8 @@ def _store() -> Any:
     return dist.PrefixStore(f"{PREFIX}/{run}/{restart}/", base)  # type: ignore[attr-defined]
 
 
-def nccl_transports() -> dict[str, Any] | None:
+def nccl_transports() -> nccl_log.NcclLogInfo | None:
     """What NCCL_DEBUG=INFO (written to {run_dir}/nccl.<pid>.log by the chain) says this rank used."""
-    from ddp_doctor.live import nccl_log
-
     try:
         lines = (writer.run_dir() / f"nccl.{os.getpid()}.log").read_text(errors="replace").splitlines()
     except OSError:
