@@ -13,13 +13,13 @@ from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
 from ddp_doctor.rundir import reader, writer
 from ddp_doctor.rundir.layout import RUN_DIR_ENV
-from ddp_doctor.rundir.records import SCHEMA, Heartbeat, PhaseError, PhaseRecord, RankResult, RecordError
+from ddp_doctor.rundir.records import SCHEMA, Heartbeat, PhaseErrorRecord, PhaseRecord, RankResult, RecordError
 
 
 def test_a_heartbeat_and_a_result_come_back_as_they_were_written() -> None:
     beat = Heartbeat("ddp", time=12.5, pid=7, progress=3, step="step 4", since=10.0, deadline=40.0)
     assert Heartbeat.from_json(beat.to_json()) == beat
-    error = PhaseError("PeerError", "1 of 2 ranks joined", blame_ranks=(1,), step="join", remedy="look at rank 1")
+    error = PhaseErrorRecord("PeerError", "1 of 2 ranks joined", blame_ranks=(1,), step="join", remedy="look at rank 1")
     result = RankResult(
         rank=2,
         pid=7,

@@ -20,7 +20,7 @@ from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.rundir import layout
-from ddp_doctor.rundir.records import PhaseError, PhaseRecord, RankResult
+from ddp_doctor.rundir.records import PhaseErrorRecord, PhaseRecord, RankResult
 from ddp_doctor.words import all_of, plural, ranks
 
 PHASE_TITLES = {
@@ -183,7 +183,7 @@ def _one_summary(summaries: list[str]) -> str | None:
     return f"{folded} (the range over {all_of(len(summaries), 'rank')})" if folded else None
 
 
-def _error_lines(err: PhaseError) -> list[str]:
+def _error_lines(err: PhaseErrorRecord) -> list[str]:
     return [f"{err.type}: {err.message}", *(err.traceback or "").splitlines()[-12:]]
 
 
@@ -208,7 +208,7 @@ class _Triage:
 
 # A failed phase whose rank says it only waited for others, or whose error is a peer's death echoed,
 # is secondary; any other failure is the rank's own (a stuck rank is sorted out by _laggard_first).
-_SECONDARY_WHEN: tuple[tuple[str, Callable[[PhaseRecord, PhaseError], bool]], ...] = (
+_SECONDARY_WHEN: tuple[tuple[str, Callable[[PhaseRecord, PhaseErrorRecord], bool]], ...] = (
     ("the rank names the ranks it waited for", lambda rec, err: bool(err.blame_ranks)),
     ("the error is a peer's death echoed", lambda rec, err: bool(_PEER_ECHO.search(err.message))),
 )
@@ -246,7 +246,7 @@ def _passed_phase(rank: int, node: str, rec: PhaseRecord) -> Result:
     return _phase_result(rank, node, rec, Status.PASS, summary)
 
 
-def _explain_stuck(r: Result, rank: int, rec: PhaseRecord, err: PhaseError, outcome: RunOutcome) -> None:
+def _explain_stuck(r: Result, rank: int, rec: PhaseRecord, err: PhaseErrorRecord, outcome: RunOutcome) -> None:
     r.cause = f"rank {rank} made no progress in {rec.name} within its {rec.budget_s} s deadline (last step: {err.step})"
     r.remedy = (
         "see the stack in the evidence: a rank blocked in a collective waits for a peer; "
@@ -256,7 +256,9 @@ def _explain_stuck(r: Result, rank: int, rec: PhaseRecord, err: PhaseError, outc
     r.observed["progress"] = beat.progress if beat else None
 
 
-def _phase_error(t: _Triage, rank: int, node: str, rec: PhaseRecord, err: PhaseError, outcome: RunOutcome) -> None:
+def _phase_error(
+    t: _Triage, rank: int, node: str, rec: PhaseRecord, err: PhaseErrorRecord, outcome: RunOutcome
+) -> None:
     """A phase that raised: its message, who it blames, the diagnosis of its log, primary or not."""
     name = rec.name
     message = err.message.splitlines()[0] if err.message else err.type

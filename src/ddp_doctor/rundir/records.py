@@ -7,7 +7,7 @@ wrong with it, never a half-read record.
 
     Heartbeat   rank-N.hb    where the rank is: its phase, the step in it, the phase's deadline
     RankResult  rank-N.json  the rank's result: who it is, whether it finished, the live chain's
-                             phases (PhaseRecord, PhaseError), and the rest of its report (`body`),
+                             phases (PhaseRecord, PhaseErrorRecord), and the rest of its report (`body`),
                              whose shape belongs to the entry module that wrote it (torch facts, bench's ops)
 """
 
@@ -99,7 +99,7 @@ _ENVELOPE = ("schema", "rank", "pid", "finished", "node", "teardown_stuck", "pha
 
 
 @dataclass(frozen=True)
-class PhaseError:
+class PhaseErrorRecord:
     """Why a phase of the live chain failed, as the rank saw it."""
 
     type: str
@@ -114,7 +114,7 @@ class PhaseError:
     remedy: str | None = None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseError:
+    def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseErrorRecord:
         blame = _take(data, "blame_ranks", (list, tuple, _NONE), what, None)
         if blame is not None and not all(isinstance(b, int) and not isinstance(b, bool) for b in blame):
             raise RecordError(f"{what} field 'blame_ranks' is {blame!r}, not a list of ranks")
@@ -146,7 +146,7 @@ class PhaseRecord:
     cpu_s: float | None = None
     checks: tuple[Mapping[str, Any], ...] = ()
     """The phase's checks, each in a Result's own JSON shape (report.Result.to_dict's keys)."""
-    error: PhaseError | None = None
+    error: PhaseErrorRecord | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseRecord:
@@ -165,7 +165,7 @@ class PhaseRecord:
             duration_s=_take(data, "duration_s", (*_NUMBER, _NONE), what, None),
             cpu_s=_take(data, "cpu_s", (*_NUMBER, _NONE), what, None),
             checks=tuple(checks),
-            error=PhaseError.from_dict(error, f"{what} error") if error is not None else None,
+            error=PhaseErrorRecord.from_dict(error, f"{what} error") if error is not None else None,
         )
 
 
