@@ -37,6 +37,9 @@ FITTED_GAPS: dict[str, str] = {
         "two compose services on one host, each handed every GPU, whose ranks both use the default CUDA device: "
         "ranks_exceed_gpus"
     ),
+    "trainer-trainjob-kueue-integration.yaml": (
+        "a TrainJob whose trainer image (a root image) is named on the TrainJob, with no user set: runs_as_root"
+    ),
     "nebius-volcano-llama-finetuning-job-2.yaml": (
         "a training command writing checkpoints under a path no volume is mounted at (a Volcano Job): outputs_lost"
     ),
