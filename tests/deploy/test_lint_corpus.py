@@ -40,9 +40,6 @@ FITTED_GAPS: dict[str, str] = {
     "trainer-trainjob-kueue-integration.yaml": (
         "a TrainJob whose trainer image (a root image) is named on the TrainJob, with no user set: runs_as_root"
     ),
-    "nebius-volcano-llama-finetuning-job-2.yaml": (
-        "a training command writing checkpoints under a path no volume is mounted at (a Volcano Job): outputs_lost"
-    ),
 }
 """Fitted files lint does not get right yet, with what is missing (strict xfail: a fix makes the test say so,
 and the entry goes). Each is a class of knowledge to add, not a file to fit."""

@@ -236,6 +236,8 @@ def test_gpu_selection_read_through_argument_defaults(tmp_path: Path, script: st
         "python -m torch.distributed.launch --nproc_per_node=8 tools/train_net.py --config-file c.yaml OUTPUT_DIR /results",
         "tune run --nproc_per_node 8 full_finetune_distributed --config llama3/8B_full output_dir=/results",
         "torchrun --nproc_per_node 8 train.py trainer.default_root_dir=/results",
+        "torchrun --nproc_per_node 8 finetuning.py --enable_fsdp --dist_checkpoint_root_folder=/results",
+        "torchrun --nproc_per_node 8 train.py --save_path /results/model.pt",
     ],
 )
 def test_outputs_named_by_config_overrides(tmp_path: Path, command: str) -> None:

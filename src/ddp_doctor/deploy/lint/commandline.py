@@ -83,6 +83,11 @@ OUTPUT_FLAGS = (
     "--model_dir",
     "--results_dir",
     "--project",  # ultralytics/yolov5: runs are saved under --project/--name
+    "--output_path",
+    "--output-path",
+    "--save_path",
+    "--save-path",
+    "--dist_checkpoint_root_folder",  # llama-recipes' FSDP checkpoints (train_config.dist_checkpoint_root_folder)
 )
 """Flags of training scripts that say where checkpoints, logs or the trained model are written."""
 OUTPUT_OVERRIDES = ("OUTPUT_DIR",)
