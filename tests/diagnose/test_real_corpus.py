@@ -23,19 +23,27 @@ FITTED = sorted(n for n, label in LABELS.items() if corpus.part(n, label) == "fi
 
 AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
+        "accelerate-663.log",  # accelerate makes the deepspeed launcher ignore CUDA_VISIBLE_DEVICES, called healthy
         "axolotl-494.log",
         "colossalai-104.log",
+        "deepspeed-5818.log",  # the deepspeed launcher mishandling a non-contiguous CUDA_VISIBLE_DEVICES
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
         "examples-611.log",
         "jobset-603.log",
+        "kair-127.log",  # the Windows paging file exhausted by DataLoader workers (WinError 1455)
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
+        "nccl-257.log",  # a hang from the IOMMU blocking GPU peer-to-peer traffic, init lines only
         "nccl-tests-218.log",
+        "nvdiffrec-39.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
+        "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
+        "particleflow-390.log",  # a watchdog timeout while rank 0 alone runs end-of-epoch tests, frames only
         "pseco-15.log",
         "pyllama-25.log",
+        "pytorch-11383.log",  # an older libgomp from another package shadowing torch's (import-time ImportError)
         "pytorch-15592.log",
         "pytorch-177472.log",
         "ucx-7239.log",
