@@ -11,10 +11,12 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live.phases import all_gather_objects, check
+from ddp_doctor.live.phases.ddp import IN, LOCAL_BATCH, NvmlUse
+from ddp_doctor.live.phases.init import DeviceInfo
 
 STRAGGLER = 1.15  # a rank whose compute median is > 15% above the median rank
 COMPUTE_STEPS = 24
@@ -48,7 +50,33 @@ def _noise(xs: list[float]) -> float:
     return (q3 - q1) / mid if mid > 0 else 0.0
 
 
-def run_to_run(e: dict[str, Any]) -> float:
+class RankTiming(TypedDict, total=False):
+    """What each rank measured in this phase; every rank gets everyone's (all_gather) and judges the same."""
+
+    rank: int
+    node: str
+    step_ms_median: float
+    step_ms_p95: float
+    compute_ms_median: float
+    compute_ms_p95: float
+    compute_ms_halves: list[float]
+    """Medians of the first and the second half of the timed steps."""
+    compute_ms_interleaved: list[float]
+    """Medians of the odd and the even steps."""
+    noise: float
+    nvml: NvmlUse | None
+    device: DeviceInfo | None
+
+
+class GpuBefore(TypedDict, total=False):
+    """One GPU before the run started (the parent's NVML snapshot, passed in BASELINE_ENV)."""
+
+    memory_used_bytes: int | None
+    util_pct: float | None
+    processes: list[dict[str, object]] | None
+
+
+def run_to_run(e: RankTiming) -> float:
     """How far apart two medians of one rank's own timing are (odd and even steps, so a lasting
     slowdown moves both alike and only the sampling noise shows), relative to its median."""
     h = e.get("compute_ms_interleaved") or []
@@ -56,28 +84,28 @@ def run_to_run(e: dict[str, Any]) -> float:
     return abs(float(h[0]) - float(h[1])) / mid if len(h) == 2 and mid > 0 else 0.0
 
 
-def threshold(everyone: list[dict[str, Any]]) -> float:
+def threshold(everyone: list[RankTiming]) -> float:
     """15%, or NOISE_MARGIN x the largest run-to-run change of any rank's own median: a gap
     between ranks smaller than what one rank varies by itself on this machine is not evidence."""
     noise = max((run_to_run(e) for e in everyone), default=0.0)
     return max(STRAGGLER, 1.0 + NOISE_MARGIN * noise)
 
 
-def _ratio(everyone: list[dict[str, Any]], key: Callable[[dict[str, Any]], float]) -> tuple[dict[str, Any], float]:
+def _ratio(everyone: list[RankTiming], key: Callable[[RankTiming], float]) -> tuple[RankTiming, float]:
     values = [key(e) for e in everyone]
     middle = _median(values)
     slowest = max(everyone, key=key)
     return slowest, (key(slowest) / middle if middle > 0 else 1.0)
 
 
-def straggler_check(everyone: list[dict[str, Any]], world_size: int, device_type: str) -> dict[str, Any]:
+def straggler_check(everyone: list[RankTiming], world_size: int, device_type: str) -> dict[str, Any]:
     """WARN only for a rank that is slower than the noise allows in both halves of the timing."""
     limit = threshold(everyone)
     slowest, ratio = _ratio(everyone, lambda e: float(e["compute_ms_median"]))
     halves = []
     for i in (0, 1):
 
-        def half(e: dict[str, Any], i: int = i) -> float:
+        def half(e: RankTiming, i: int = i) -> float:
             return float((e.get("compute_ms_halves") or [e["compute_ms_median"]] * 2)[i])
 
         rank, r = _ratio(everyone, half)
@@ -120,30 +148,30 @@ def straggler_check(everyone: list[dict[str, Any]], world_size: int, device_type
     )
 
 
-def baseline() -> dict[str, dict[str, Any]]:
+def baseline() -> dict[str, GpuBefore]:
     try:
         data = json.loads(os.environ.get(BASELINE_ENV) or "{}")
     except ValueError:
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) else {}  # uuid -> GpuBefore, as the parent wrote it
 
 
-def _before(entry: dict[str, Any], before: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    uuid = str((entry.get("device") or {}).get("uuid") or "")
+def _before(entry: RankTiming, before: dict[str, GpuBefore]) -> GpuBefore | None:
+    uuid = str((entry.get("device") or DeviceInfo()).get("uuid") or "")
     if not uuid:
         return None
     return next((v for k, v in before.items() if k.endswith(uuid) or uuid.endswith(k)), None)
 
 
-def gpu_util_check(everyone: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> dict[str, Any] | None:
     """Utilisation and memory during ddp, measured against what was in use before the run started:
     another tenant's load is named as such, never reported as this job's even load."""
-    util = [e for e in everyone if e.get("nvml") and e["nvml"].get("samples")]
+    util = [(e, n) for e in everyone if (n := e.get("nvml")) and n.get("samples")]
     if not util:
         return None
     per_rank, busy = [], []
-    for e in util:
-        n, b = e["nvml"], _before(e, before) or {}
+    for e, n in util:
+        b = _before(e, before) or GpuBefore()
         held = int(b.get("memory_used_bytes") or 0)
         others = b.get("processes") or []
         if others or held >= 2 * GiB or float(b.get("util_pct") or 0) >= 10:
@@ -156,7 +184,7 @@ def gpu_util_check(everyone: list[dict[str, Any]], before: dict[str, dict[str, A
             f"rank {e['rank']} {n['util_mean_pct']:.0f}% util, this job {max(0, n['mem_max_bytes'] - held) / GiB:.2f} GiB"
             + (f" (+{held / GiB:.1f} GiB in use before)" if held else "")
         )
-    observed = {"per_rank": [e["nvml"] for e in util], "before": before}
+    observed = {"per_rank": [n for _, n in util], "before": before}
     if busy:
         return check(
             "live.balance.gpu_util",
@@ -168,7 +196,7 @@ def gpu_util_check(everyone: list[dict[str, Any]], before: dict[str, dict[str, A
             cause="another job used the same GPUs: its kernels ran beside this job's, step times were measured under contention",
             remedy="run the check on free GPUs (CUDA_VISIBLE_DEVICES=<free ones>) to judge the balance",
         )
-    means = [e["nvml"]["util_mean_pct"] for e in util]
+    means = [n["util_mean_pct"] for _, n in util]
     return check(
         "live.balance.gpu_util",
         "pass",
@@ -180,8 +208,6 @@ def gpu_util_check(everyone: list[dict[str, Any]], before: dict[str, dict[str, A
 
 def run(ctx: Any) -> list[dict[str, Any]]:
     import torch
-
-    from ddp_doctor.live.phases.ddp import IN, LOCAL_BATCH
 
     ddp = ctx.shared.get("ddp")
     if ddp is None:
@@ -205,20 +231,20 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     step_ms = ctx.shared.get("step_ms", [])[2:] or ctx.shared.get("step_ms", [])
     timed = compute_ms[2:]
     half = len(timed) // 2
-    mine = {
-        "rank": ctx.rank,
-        "node": ctx.node,
-        "step_ms_median": round(_median(step_ms), 3),
-        "step_ms_p95": round(_p95(step_ms), 3),
-        "compute_ms_median": round(_median(timed), 3),
-        "compute_ms_p95": round(_p95(timed), 3),
+    mine = RankTiming(
+        rank=ctx.rank,
+        node=ctx.node,
+        step_ms_median=round(_median(step_ms), 3),
+        step_ms_p95=round(_p95(step_ms), 3),
+        compute_ms_median=round(_median(timed), 3),
+        compute_ms_p95=round(_p95(timed), 3),
         # Two halves, timed one after the other: a straggler is slow in both, noise is not.
-        "compute_ms_halves": [round(_median(timed[:half]), 3), round(_median(timed[half:]), 3)],
-        "compute_ms_interleaved": [round(_median(timed[0::2]), 3), round(_median(timed[1::2]), 3)],
-        "noise": round(_noise(timed), 3),
-        "nvml": (ctx.payload.get("ddp") or {}).get("nvml"),
-        "device": ctx.payload.get("device"),
-    }
+        compute_ms_halves=[round(_median(timed[:half]), 3), round(_median(timed[half:]), 3)],
+        compute_ms_interleaved=[round(_median(timed[0::2]), 3), round(_median(timed[1::2]), 3)],
+        noise=round(_noise(timed), 3),
+        nvml=(ctx.payload.get("ddp") or {}).get("nvml"),
+        device=ctx.payload.get("device"),
+    )
     ctx.step("gather")
     everyone = all_gather_objects(ctx, mine)
     ctx.payload["balance"] = {"ranks": everyone}

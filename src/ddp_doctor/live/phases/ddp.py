@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor.live.phases import check
 from ddp_doctor.words import all_of, plural, ranks
@@ -63,6 +63,16 @@ def loss_went_down(losses: list[float]) -> tuple[bool, float, float]:
     return last < LOSS_RATIO * first, first, last
 
 
+class NvmlUse(TypedDict, total=False):
+    """This rank's GPU while DDP trained, from NVML (the ranks' result files carry it)."""
+
+    samples: int
+    util_mean_pct: float
+    util_max_pct: float
+    mem_max_bytes: float
+    error: str | None
+
+
 class NvmlSampler(threading.Thread):
     """Utilisation and memory of this rank's GPU, sampled during the phase (NVML; no CUDA calls)."""
 
@@ -102,17 +112,17 @@ class NvmlSampler(threading.Thread):
                     continue
         return pynvml.nvmlDeviceGetHandleByIndex(self.index)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> NvmlUse:
         if not self.samples:
-            return {"samples": 0, "error": self.error}
+            return NvmlUse(samples=0, error=self.error)
         util = [u for u, _ in self.samples]
-        return {
-            "samples": len(util),
-            "util_mean_pct": round(sum(util) / len(util), 1),
-            "util_max_pct": max(util),
-            "mem_max_bytes": max(m for _, m in self.samples),
-            "error": self.error,
-        }
+        return NvmlUse(
+            samples=len(util),
+            util_mean_pct=round(sum(util) / len(util), 1),
+            util_max_pct=max(util),
+            mem_max_bytes=max(m for _, m in self.samples),
+            error=self.error,
+        )
 
 
 def run(ctx: Any) -> list[dict[str, Any]]:

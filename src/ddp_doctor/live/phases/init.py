@@ -6,7 +6,7 @@ import json
 import os
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ddp_doctor.live.phases import PeerError, PhaseError, check
 from ddp_doctor.words import plural
@@ -90,12 +90,33 @@ def _env_check(ctx: Any) -> dict[str, Any]:
     )
 
 
-def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+class DeviceInfo(TypedDict, total=False):
+    """The device a rank runs on (its result file's "device"; the other ranks see it through the store)."""
+
+    type: str
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_bytes: int
+    compute_capability: str
+
+
+class JoinRecord(TypedDict):
+    """What each rank writes into the rendezvous store on joining."""
+
+    rank: int
+    node: str
+    pid: int
+    device: DeviceInfo
+
+
+def _device(ctx: Any) -> tuple[DeviceInfo, dict[str, Any]]:
     import torch
 
     if ctx.backend != "nccl":
         ctx.device = torch.device("cpu")
-        return {"type": "cpu"}, check("live.init.device", "pass", "CPU rank (gloo)")
+        return DeviceInfo(type="cpu"), check("live.init.device", "pass", "CPU rank (gloo)")
     if not torch.cuda.is_available():
         raise PhaseError(
             f"backend nccl needs CUDA, but torch.cuda.is_available() is False on rank {ctx.rank} "
@@ -122,16 +143,16 @@ def _device(ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     torch.cuda.set_device(ctx.local_rank)
     ctx.device = torch.device("cuda", ctx.local_rank)
     props = torch.cuda.get_device_properties(ctx.local_rank)
-    info = {
-        "type": "cuda",
-        "index": ctx.local_rank,
-        "name": props.name,
-        "uuid": str(getattr(props, "uuid", "") or ""),
-        "pci_bus_id": f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+    info = DeviceInfo(
+        type="cuda",
+        index=ctx.local_rank,
+        name=props.name,
+        uuid=str(getattr(props, "uuid", "") or ""),
+        pci_bus_id=f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
         f"{getattr(props, 'pci_device_id', 0):02x}",
-        "memory_bytes": props.total_memory,
-        "compute_capability": f"{props.major}.{props.minor}",
-    }
+        memory_bytes=props.total_memory,
+        compute_capability=f"{props.major}.{props.minor}",
+    )
     return info, check(
         "live.init.device", "pass", f"each rank on its own cuda:LOCAL_RANK ({props.name})", observed=info
     )
@@ -151,7 +172,7 @@ def _store(ctx: Any, timeout_s: float) -> Any:
     )
 
 
-def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+def _join(ctx: Any, device: DeviceInfo) -> tuple[dict[int, JoinRecord], dict[str, Any]]:
     """Count the ranks that reached init through the store, with a deadline, before any collective."""
     ctx.step("join")
     prefix = (
@@ -159,7 +180,7 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     )
     deadline = ctx.phase_deadline - 1.0
     store = _store(ctx, max(1.0, deadline - time.time()))
-    me = {"rank": ctx.rank, "node": ctx.node, "pid": os.getpid(), "device": device}
+    me = JoinRecord(rank=ctx.rank, node=ctx.node, pid=os.getpid(), device=device)
     store.set(f"{prefix}/rank/{ctx.rank}", json.dumps(me))
     joined = store.add(f"{prefix}/joined", 1)
     started = time.time()
@@ -183,7 +204,7 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
             f"missing: {', '.join(f'rank {r}' for r in missing)}",
             missing,
         )
-    infos = {r: json.loads(store.get(k)) for r, k in enumerate(keys)}
+    infos = {r: cast(JoinRecord, json.loads(store.get(k))) for r, k in enumerate(keys)}  # what each wrote above
     del store
     return infos, check(
         "live.init.join",
@@ -193,10 +214,10 @@ def _join(ctx: Any, device: dict[str, Any]) -> tuple[dict[int, dict[str, Any]], 
     )
 
 
-def _duplicates(infos: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def _duplicates(infos: dict[int, JoinRecord]) -> dict[str, Any]:
     by_gpu: dict[tuple[str, Any], list[int]] = {}
     for r, info in infos.items():
-        dev = info.get("device") or {}
+        dev = info.get("device") or DeviceInfo()
         if dev.get("type") == "cuda":
             by_gpu.setdefault((str(info.get("node")), dev.get("uuid") or dev.get("pci_bus_id")), []).append(r)
     shared = {f"{node}/{gpu}": ranks for (node, gpu), ranks in by_gpu.items() if len(ranks) > 1}
