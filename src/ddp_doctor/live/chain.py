@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
+from ddp_doctor.env.probes import gpu
 from ddp_doctor.env.target import Target
 from ddp_doctor.live import capacity, hostcheck
 from ddp_doctor.live import launch as launcher
@@ -43,14 +44,12 @@ def _gather_facts(target: Target | None, rdzv_endpoint: str | None = None) -> di
     return facts.gather(probe_torch=False, target=target, route_to=host or None)
 
 
-def gpu_snapshot() -> dict[str, Any]:
+def gpu_snapshot() -> gpu.GpuProbe:
     """NVML now: visible GPUs (CUDA_VISIBLE_DEVICES applied), memory, utilisation and compute
     processes per GPU; never initialises CUDA. Taken before torchrun starts, it is the baseline
     against which the run's own use is measured."""
-    from ddp_doctor.env.probes import gpu
-
     value, _ = Background("the NVML probe", gpu.probe).result(NVML_TIMEOUT_S)
-    return dict(value) if value is not None else {}
+    return value if value is not None else gpu.GpuProbe()
 
 
 def visible_gpus() -> int:
@@ -58,9 +57,14 @@ def visible_gpus() -> int:
     return len(gpu_snapshot().get("visible") or [])
 
 
-def _baseline_env(snapshot: dict[str, Any]) -> str:
+def _baseline_env(snapshot: gpu.GpuProbe) -> str:
     per_gpu = {
-        str(d.get("uuid")): {k: d.get(k) for k in ("index", "memory_used_bytes", "util_pct", "processes")}
+        str(d.get("uuid")): {
+            "index": d.get("index"),
+            "memory_used_bytes": d.get("memory_used_bytes"),
+            "util_pct": d.get("util_pct"),
+            "processes": d.get("processes"),
+        }
         for d in snapshot.get("visible") or []
         if d.get("uuid")
     }
@@ -68,12 +72,12 @@ def _baseline_env(snapshot: dict[str, Any]) -> str:
 
 
 def plan_for(
-    config: CheckConfig, target: Target | None = None, snapshot: dict[str, Any] | None = None
+    config: CheckConfig, target: Target | None = None, snapshot: gpu.GpuProbe | None = None
 ) -> tuple[Plan, launcher.TorchrunSpec, RankConfig]:
     wants_gpus = config.backend in (None, "nccl") and (config.backend is None or config.nproc is None)
     if snapshot is None and wants_gpus:
         snapshot = gpu_snapshot()
-    gpus = len((snapshot or {}).get("visible") or []) if wants_gpus else 0
+    gpus = len((snapshot or gpu.GpuProbe()).get("visible") or []) if wants_gpus else 0
     backend = config.backend or ("nccl" if gpus else "gloo")
     nproc = config.nproc or (gpus if backend == "nccl" and gpus else 2)
     # The default rank count is the machine's own (2 gloo ranks fit one core too); memory bounds every count.

@@ -23,7 +23,7 @@ import socket
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor.live import nccl_log
 from ddp_doctor.rundir import jsonfile, layout, writer
@@ -56,10 +56,32 @@ def is_collector() -> bool:
     return given == "0" if given else os.environ.get("RANK", "0") == "0"
 
 
-def versions() -> dict[str, Any]:
+class Versions(TypedDict):
+    """What a node runs, compared across nodes (multinode.versions)."""
+
+    torch: str
+    cuda: str | None
+    nccl: str | None
+    driver: str | None
+
+
+class Identity(TypedDict):
+    """Who a rank is, at the head of its entry in the cluster file."""
+
+    rank: int
+    local_rank: int
+    node_rank: int
+    group_rank: int
+    hostname: str
+    node: str
+    preflight: dict[str, Any]
+    """What the node's preflight found (JSON from the parent)."""
+
+
+def versions() -> Versions:
     import torch
 
-    found: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": None, "driver": None}
+    found = Versions(torch=torch.__version__, cuda=torch.version.cuda, nccl=None, driver=None)
     try:
         if torch.cuda.is_available():
             found["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())  # type: ignore[no-untyped-call]
@@ -192,16 +214,16 @@ def nccl_transports() -> nccl_log.NcclLogInfo | None:
     return nccl_log.parse(lines)
 
 
-def identity() -> dict[str, Any]:
-    return {
-        "rank": int(os.environ.get("RANK", "0")),
-        "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-        "node_rank": node_rank(),
-        "group_rank": int(os.environ.get("GROUP_RANK", "0")),
-        "hostname": socket.gethostname(),
-        "node": os.environ.get(layout.NODE_ENV) or socket.gethostname(),
-        "preflight": json.loads(os.environ.get("DDP_DOCTOR_MULTINODE_PREFLIGHT") or "{}"),
-    }
+def identity() -> Identity:
+    return Identity(
+        rank=int(os.environ.get("RANK", "0")),
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        node_rank=node_rank(),
+        group_rank=int(os.environ.get("GROUP_RANK", "0")),
+        hostname=socket.gethostname(),
+        node=os.environ.get(layout.NODE_ENV) or socket.gethostname(),
+        preflight=json.loads(os.environ.get("DDP_DOCTOR_MULTINODE_PREFLIGHT") or "{}"),
+    )
 
 
 def _wait_keys(store: Any, keys: list[str], until: float) -> list[str]:
