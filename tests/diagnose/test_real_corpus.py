@@ -30,11 +30,15 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
         "examples-611.log",
+        "gpt-neox-601.log",  # a pip build of mpi4py failing where no MPI is installed
+        "horovod-110.log",  # a multi-host launcher stalled on an ssh password prompt, called healthy
         "jobset-603.log",
         "kair-127.log",  # the Windows paging file exhausted by DataLoader workers (WinError 1455)
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
+        "mmcv-93.log",  # SyncBatchNorm used outside DDP, one source line, called healthy
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
+        "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
         "nccl-257.log",  # a hang from the IOMMU blocking GPU peer-to-peer traffic, init lines only
         "nccl-tests-218.log",
         "nvdiffrec-39.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
@@ -46,6 +50,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pytorch-11383.log",  # an older libgomp from another package shadowing torch's (import-time ImportError)
         "pytorch-15592.log",
         "pytorch-177472.log",
+        "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",
     }
 )
