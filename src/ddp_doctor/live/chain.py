@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
+from ddp_doctor.env import facts as env_facts
 from ddp_doctor.env.probes import gpu
 from ddp_doctor.env.target import Target
 from ddp_doctor.live import capacity, hostcheck
@@ -36,12 +37,11 @@ NVML_TIMEOUT_S = 5.0
 
 
 def _gather_facts(target: Target | None, rdzv_endpoint: str | None = None) -> dict[str, Any]:
-    from ddp_doctor.env import facts
 
     # Interface advice is ranked by the route to the rendezvous host when there is one (the ranks'
     # traffic goes there), else to $MASTER_ADDR, else the default route.
     host = rdzv_endpoint.rpartition(":")[0].strip("[]") if rdzv_endpoint and ":" in rdzv_endpoint else rdzv_endpoint
-    return facts.gather(probe_torch=False, target=target, route_to=host or None)
+    return env_facts.gather(probe_torch=False, target=target, route_to=host or None)
 
 
 def gpu_snapshot() -> gpu.GpuProbe:
@@ -197,6 +197,7 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
         observed={"argv": outcome.argv, "returncode": outcome.returncode},
         evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:],
     )
+    # Here, not at the top: the catalogue costs about 90 ms of CPU, and only a launch that failed reads it.
     from ddp_doctor.diagnose import diagnose
 
     found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
@@ -300,7 +301,7 @@ def _judged(
         results.append(_timeout_result(outcome, plan))
     results.extend(merged.results)
     if config.gpu_health:
-        from ddp_doctor.health.gpu import evaluate
+        from ddp_doctor.health.gpu import evaluate  # with its data sheets (yaml): only for --gpu-health
 
         per_gpu = [res.body["gpu_health"] for _, res in sorted(outcome.ranks.items()) if res.body.get("gpu_health")]
         results.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
+from ddp_doctor.env import checks
 from ddp_doctor.report import Report, Result, Status
 
 
@@ -44,7 +45,6 @@ def judge(facts: Mapping[str, Any], gather_problem: str | None = None) -> list[R
             Result("env.facts", "static facts", Status.ERROR, f"gathering the static facts failed: {gather_problem}")
         ]
     # Imported here, after torchrun has started: loading the registry before the launch would delay it.
-    from ddp_doctor.env import checks
 
     return checks.evaluate(facts)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
+from ddp_doctor.env.target import same_environment, shebang_python
 from ddp_doctor.live import procnet, procs
 from ddp_doctor.rundir import layout, reader
 from ddp_doctor.rundir.logs import parse_exit_codes, tails
@@ -120,7 +121,6 @@ def find_torchrun(python: str | None = None) -> tuple[tuple[str, ...], str]:
     """The torchrun of the target interpreter `python`: the one on PATH when it runs that
     interpreter, else the one beside it, else `python -m torch.distributed.run`. Without a
     target, the torchrun on PATH whatever it runs (the doctor's own interpreter otherwise)."""
-    from ddp_doctor.env.target import same_environment, shebang_python
 
     on_path = shutil.which("torchrun")
     if on_path:

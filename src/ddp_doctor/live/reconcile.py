@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from ddp_doctor.checks import variables
 from ddp_doctor.report import Result, Status
 from ddp_doctor.words import plural
 
@@ -82,7 +83,6 @@ def reconcile(results: list[Result]) -> list[Result]:
 def blame_variables(results: list[Result], env: dict[str, str], interfaces: list[str]) -> list[Result]:
     """A live failure caused by a setting (NCCL_NET, NCCL_ALGO, NCCL_PROTO, *_SOCKET_IFNAME) names
     the variable as its root cause instead of NCCL's generic "invalid usage"."""
-    from ddp_doctor.checks import variables
 
     out = []
     for r in results:

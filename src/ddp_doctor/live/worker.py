@@ -26,6 +26,8 @@ from typing import Any
 
 from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import rankconfig
+from ddp_doctor.live.multinode import rankside
+from ddp_doctor.live.phases import load
 from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.rundir import layout, reader, writer
 from ddp_doctor.rundir.records import Heartbeat, RankResult, RecordError
@@ -216,7 +218,6 @@ def _prewarm() -> threading.Thread:
 
 
 def run_phases(config: RankConfig, stack_file: Any) -> int:
-    from ddp_doctor.live.phases import load
 
     rank = int(os.environ["RANK"])
     faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
@@ -290,8 +291,6 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
     # A rank of a multi-node check (its node set the cluster file): cross-node probes, then every
     # rank's payload to node 0 (live/multinode/rankside.py).
     if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
-        from ddp_doctor.live.multinode import rankside
-
         ctx.phase, ctx.phase_deadline = "cluster", ctx.deadline - MARGIN_S / 2
         rankside.finish(payload, ok, ctx.phase_deadline - 1.0)
         ctx.phase_deadline = float("inf")

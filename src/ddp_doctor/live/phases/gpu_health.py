@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddp_doctor.health.gpu import run_health
 from ddp_doctor.live.phases import check
 
 
@@ -14,7 +15,6 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     if ctx.device is None or ctx.device.type != "cuda":
         ctx.payload["gpu_health"] = {"rank": ctx.rank, "skipped": "CPU rank: no GPU to measure"}
         return [check("live.gpu_health.run", "skip", "no GPU on this rank")]
-    from ddp_doctor.health.gpu import run_health
 
     ctx.step("micro-benchmarks")
     try:
