@@ -71,6 +71,22 @@ def _baseline_env(snapshot: gpu.GpuProbe) -> str:
     return json.dumps(per_gpu, separators=(",", ":"))
 
 
+def _rank_env(snapshot: gpu.GpuProbe | None, backend: str) -> dict[str, str]:
+    """What the chain adds to the ranks' environment: the GPUs' use before the run, NCCL's log."""
+    env: dict[str, str] = {}
+    if snapshot and snapshot.get("visible"):
+        env[BASELINE_ENV] = _baseline_env(snapshot)
+    if backend == "nccl":
+        env.update(
+            {
+                "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+                "NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+            }
+        )
+    return env
+
+
 def plan_for(
     config: CheckConfig, target: Target | None = None, snapshot: gpu.GpuProbe | None = None
 ) -> tuple[Plan, launcher.TorchrunSpec, RankConfig]:
@@ -92,17 +108,7 @@ def plan_for(
     world = nproc * int(nnodes) if nnodes.isdigit() else None
     phases = list(PHASES) + (["gpu_health"] if config.gpu_health else [])
     ranks = RankConfig.for_check(config, backend=backend, phases=tuple(phases), expected_world_size=world)
-    env: dict[str, str] = {}
-    if snapshot and snapshot.get("visible"):
-        env[BASELINE_ENV] = _baseline_env(snapshot)
-    if backend == "nccl":
-        env.update(
-            {
-                "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
-                "NCCL_DEBUG_FILE": "{run_dir}/nccl.%p.log",
-                "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-            }
-        )
+    env = _rank_env(snapshot, backend)
     spec = launcher.TorchrunSpec(
         entry_module="ddp_doctor.live.worker",
         entry_args=ranks.argv(),
