@@ -206,10 +206,12 @@ def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> 
     )
 
 
-def _compute_ms(ctx: Any, ddp: Any) -> list[float]:
-    """This rank's own forward+backward times, without gradient sync (no_sync): no rank waits for another."""
+def run(ctx: Any) -> list[dict[str, Any]]:
     import torch
 
+    ddp = ctx.shared.get("ddp")
+    if ddp is None:
+        raise RuntimeError("balance needs the ddp phase to have run first")
     slow = faults_mod.slow_factor(ctx.faults, ctx.rank, "balance")
     # Enough work per step that timer and scheduler noise stay well below the 15% threshold.
     x = torch.randn(LOCAL_BATCH * COMPUTE_BATCHES, IN, device=ctx.device)
@@ -226,14 +228,6 @@ def _compute_ms(ctx: Any, ddp: Any) -> list[float]:
             time.sleep(elapsed * (slow - 1.0))
             elapsed = time.perf_counter() - started
         compute_ms.append(elapsed * 1000)
-    return compute_ms
-
-
-def run(ctx: Any) -> list[dict[str, Any]]:
-    ddp = ctx.shared.get("ddp")
-    if ddp is None:
-        raise RuntimeError("balance needs the ddp phase to have run first")
-    compute_ms = _compute_ms(ctx, ddp)
     step_ms = ctx.shared.get("step_ms", [])[2:] or ctx.shared.get("step_ms", [])
     timed = compute_ms[2:]
     half = len(timed) // 2
