@@ -189,7 +189,7 @@ def gather(
 
     _warm_up()
     gpus, gpu_error = gpu_job.result(NVML_TIMEOUT_S)
-    facts["gpus"] = gpus or _no_gpus(gpu_error)
+    facts["gpus"] = gpus or gpu.nothing_seen(None, gpu_error)  # NVML did not answer
     facts["topology"] = {"pairs": facts["gpus"].get("topology", [])}
 
     imported, import_error = torch_job.result(torch_probe.IMPORT_TIMEOUT_S + 10) if torch_job else (None, None)
@@ -231,20 +231,3 @@ def _fast_facts(target: env_target.Target, described: InterpreterFacts, route_to
             "route": network.route(route_to or os.environ.get("MASTER_ADDR")),
         },
     }
-
-
-def _no_gpus(error: str | None) -> gpu.GpuProbe:
-    """facts["gpus"] when NVML did not answer."""
-    return gpu.GpuProbe(
-        driver_loaded=False,
-        driver_version=None,
-        cuda_driver_version=None,
-        count=0,
-        physical_count=0,
-        visible=[],
-        all=[],
-        cuda_visible_devices=None,
-        error=error,
-        device_nodes=gpu.device_nodes(),
-        topology=[],
-    )

@@ -221,8 +221,9 @@ def _device(pynvml: Any, i: int, h: Any) -> GpuDeviceJson:
     )
 
 
-def probe() -> GpuProbe:
-    facts = GpuProbe(
+def nothing_seen(cuda_visible_devices: str | None, error: str | None = None) -> GpuProbe:
+    """The GPU facts before NVML answers (or when it never does): no driver, no device."""
+    return GpuProbe(
         driver_loaded=False,
         driver_version=None,
         cuda_driver_version=None,
@@ -230,11 +231,15 @@ def probe() -> GpuProbe:
         physical_count=0,
         visible=[],
         all=[],
-        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-        error=None,
+        cuda_visible_devices=cuda_visible_devices,
+        error=error,
         device_nodes=device_nodes(),
         topology=[],
     )
+
+
+def probe() -> GpuProbe:
+    facts = nothing_seen(os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
         import pynvml
     except ImportError as exc:
