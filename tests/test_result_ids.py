@@ -72,6 +72,8 @@ def test_titles_in_the_code_are_the_declared_ones() -> None:
     ]
     assert not differ, differ
     for rid, titles in _unit_titles().items():
+        if rid.startswith("lint."):
+            continue  # a unit's lint id is a template; lint's ids and titles are declared by deploy/lint/rules.yaml
         if len(titles) == 1:  # image.torch is answered by two units, one title each
             assert resultids.DECLARED[rid] == next(iter(titles)), rid
     for phase, title in PHASE_TITLES.items():

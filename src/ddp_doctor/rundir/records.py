@@ -165,7 +165,7 @@ class PhaseRecord:
             duration_s=_take(data, "duration_s", (*_NUMBER, _NONE), what, None),
             cpu_s=_take(data, "cpu_s", (*_NUMBER, _NONE), what, None),
             checks=tuple(checks),
-            error=PhaseErrorRecord.from_dict(error, f"{what} error") if error is not None else None,
+            error=PhaseErrorRecord.from_dict(error, f"the error of {what}") if error is not None else None,
         )
 
 
