@@ -35,13 +35,10 @@ CONTRADICTED = {
     "nanoflow-22.log": "blind: a failure called healthy, its class not known yet",
     "ray-30333.log": "blind: a failure called healthy, its class not known yet",
     "nccl-tests-115.log": "blind: a failure called healthy, its class not known yet",
-    "tutorials-631.log": "blind: a failure called healthy, its class not known yet",
     "ml-engineering-1.log": "blind: a failure called healthy, its class not known yet",
-    "pytorch-mpiigaze-demo-18.log": "blind: a failure called healthy, its class not known yet",
     "rccl-1129.log": "blind: a failure called healthy, its class not known yet",
     # Fitted, collected last: hangs whose log ends in ordinary startup lines, and one launcher warning line.
     "accelerate-663.log": "fitted: accelerate making deepspeed ignore CUDA_VISIBLE_DEVICES, not read as a failure yet",
-    "nccl-257.log": "fitted: a hang from the IOMMU blocking peer-to-peer traffic (init lines only) not read as one",
     "nvdiffrec-39.log": "fitted: a stale extension build lock (a hang) is not read as a failure yet",
     "openrlhf-208.log": "fitted: a stale extension build lock (a hang) is not read as a failure yet",
     "particleflow-390.log": "fitted: watchdog frames without their first line are not read as a failure yet",

@@ -39,7 +39,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "mmcv-93.log",  # SyncBatchNorm used outside DDP, one source line, called healthy
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
-        "nccl-257.log",  # a hang from the IOMMU blocking GPU peer-to-peer traffic, init lines only
         "nccl-tests-218.log",
         "nvdiffrec-39.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill

@@ -88,12 +88,17 @@ class _Scan:
     activity: int = 0
     past_startup: bool = False
     """A communicator was being set up: more than the lines every rank prints first."""
+    self_checking: bool = False
+    """A test that prints a row per completed step announced itself (nccl-tests)."""
 
 
 def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | None, int], int]) -> _Scan:
     seen = _Scan()
     for lineno, raw in tail:
         text = clean(raw)
+        banner = any(p.search(text) for p in k.self_checking)
+        seen.self_checking = seen.self_checking or banner
+        seen.activity += banner  # the test's own start counts as distributed activity
         kind = classify(k, text)
         if kind is None:
             continue
@@ -146,6 +151,12 @@ def read(
 
 def _stopped(result: Result, seen: _Scan, last_meaningful: Last) -> Result:
     """The log ends at a stage: a hang, or a paste that ends there (then said as a warning)."""
+    if seen.self_checking and seen.past_startup:
+        # nccl-tests prints a row for every message size as soon as its collective completes: a run whose
+        # output stops while its communicator is set up, or at the table's header, waited there. A paste of
+        # only the lines every rank prints first is still read as the beginning of a log.
+        result.summary += "; nccl-tests printed no result row after it, so its first collective never completed"
+        return result
     doubled = sorted(r for r, n in seen.claims.items() if n > 1)
     if doubled:
         result.summary += (

@@ -38,6 +38,8 @@ class Knowledge:
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
     """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init."""
     sequence: tuple[re.Pattern[str], ...]
+    self_checking: tuple[re.Pattern[str], ...]
+    """Banners of tests that print a result per step: ending in set-up after one is a hang, not a short paste."""
     announce: tuple[re.Pattern[str], ...]
     """A rank naming itself in the message (group rank, world): attribution and duplicate claims."""
     announcements: tuple[Announcement, ...]
@@ -68,6 +70,7 @@ def load() -> Knowledge:
             (name, _all(act[name])) for name in ("finished", "init_done", "collective", "init_start", "init")
         ),
         sequence=_all(act["sequence"]),
+        self_checking=_all(act["self_checking"]),
         announce=_all(act["announce"]),
         announcements=tuple(
             Announcement(a["handler"], re.compile(a["pattern"]), a.get("signal"), a.get("library"))
