@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,17 @@ def deepspeed_ready() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(autouse=True)
+def _no_deepspeed_shm_left() -> Iterator[None]:
+    """DeepSpeed's CPU comm op maps /dev/shm/deepspeed_allreduce_buffer_* per rank and never unlinks them (each run
+    left two); the job's own leftovers, removed here so no test leaves a segment behind."""
+    shm = Path("/dev/shm")
+    before = set(shm.glob("deepspeed_allreduce_buffer_*"))
+    yield
+    for left in set(shm.glob("deepspeed_allreduce_buffer_*")) - before:
+        left.unlink(missing_ok=True)
 
 
 def _deepspeed(tmp: Path, *job_args: str) -> tuple[list[str], Path]:
