@@ -12,6 +12,7 @@ from ddp_doctor.diagnose import longtail
 from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.jobwatch import balance, collectives, evidence, ras
 from ddp_doctor.jobwatch.envplan import describe
+from ddp_doctor.jobwatch.hook.ddp_doctor_rankfiles import RankExit
 from ddp_doctor.jobwatch.nvml import Timeline
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, QuietSpell, WatchOutcome
@@ -60,23 +61,20 @@ class RankStory:
         return out
 
 
-def _rank_story(out: WatchOutcome, codes: dict[str, int]) -> dict[int, RankStory]:
+def _rank_story(out: WatchOutcome, exits: dict[int, RankExit], codes: dict[str, int]) -> dict[int, RankStory]:
     """rank -> how its process started and ended."""
-    exits = reader.read_hook_files(out.run_dir, "exit")
     errors = reader.read_error_files(out.run_dir)
     story: dict[int, RankStory] = {}
     for r, rec in sorted(out.ranks.items()):
-        pid, started_s = rec.get("pid"), round(float(rec.get("time", 0)) - out.started_epoch, 2)
+        pid, started_s = rec.pid, round(rec.time - out.started_epoch, 2)
         ex = exits.get(r)
         code = codes.get(f"rank {r}")
         if r in errors:
             message, tb, _ = evidence.error_message(errors[r])
-            ended = round(float((ex or {}).get("time", out.gone_at.get(r, 0))) - out.started_epoch, 2)
+            ended = round((ex.time if ex else out.gone_at.get(r, 0)) - out.started_epoch, 2)
             story[r] = RankStory(pid, started_s, "exception", ended, message, tb[-6000:], code)
         elif ex is not None:
-            story[r] = RankStory(
-                pid, started_s, "exit", round(float(ex.get("time", 0)) - out.started_epoch, 2), None, None, code
-            )
+            story[r] = RankStory(pid, started_s, "exit", round(ex.time - out.started_epoch, 2), None, None, code)
         elif r in out.gone_at:
             end = "signal" if code is not None and code < 0 else "gone"
             ended = round(out.gone_at[r] - out.started_epoch, 2)
@@ -366,12 +364,14 @@ def build_report(out: WatchOutcome) -> Report:
     report = Report(command="run", target={"host": socket.gethostname(), "command": describe(out.command)})
     logs = tails(out.run_dir, MAX_LOG_LINES, 1024 * 1024)
     codes = _exit_codes(out, logs)
-    story = _rank_story(out, codes)
+    exits = reader.read_hook_files(out.run_dir, "exit", RankExit.from_json)
+    unreadable = {**out.unreadable, **exits.unreadable}
+    story = _rank_story(out, exits.records, codes)
     failed_job = out.returncode not in (0, None) and not out.interrupted
     diag = (
         diagnose.diagnose(logs, {k: v for k, v in codes.items() if k != "launcher"}) if failed_job or out.hangs else []
     )
-    report.add(_job_result(out))
+    report.add(_job_result(out, unreadable))
     killed_for_hang = any(e.killed for e in out.hangs)
     # A job the doctor ended for a hang fails because of the hang; its ranks' ends are consequences.
     failure = _failure_result(out, story, diag) if failed_job and not killed_for_hang else None
@@ -389,19 +389,31 @@ def build_report(out: WatchOutcome) -> Report:
     elif out.hangs:
         report.root_cause = "run.hang"
     report.facts["run"] = _facts(out, story, codes)
+    report.facts["run"]["unreadable"] = unreadable
     report.facts["run"]["exit_class"] = exit_class(report, out)
     return report
 
 
-def _job_result(out: WatchOutcome) -> Result:
+def _job_result(out: WatchOutcome, unreadable: dict[str, str]) -> Result:
+    """run.job; a hook file that is no record leaves the doctor blind to part of a rank's life: a PASS says
+    so as a WARN, and every verdict names the file and why."""
     job_ok = out.returncode == 0 and not out.hangs
+    status = Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL
+    blind = (
+        f"; {words.plural(len(unreadable), 'file')} of the startup hook unreadable ({', '.join(sorted(unreadable))}), "
+        "so the ranks' starts and ends are judged from less"
+        if unreadable
+        else ""
+    )
     return Result(
         id="run.job",
         title="The job",
-        status=Status.PASS if job_ok else Status.WARN if out.interrupted else Status.FAIL,
+        status=Status.WARN if status is Status.PASS and unreadable else status,
         summary=f"{describe(out.command)} exited {out.returncode} after {out.duration_s:.1f} s; "
         f"{words.plural(len(out.ranks), 'rank')} seen"
-        + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else ""),
+        + ("; interrupted (" + ", ".join(out.signals) + ")" if out.interrupted else "")
+        + blind,
+        evidence=[Evidence(name, why) for name, why in sorted(unreadable.items())],
         metrics={"duration_s": out.duration_s, "ranks": float(len(out.ranks))},
         observed={"exit_status": out.returncode},
     )

@@ -23,6 +23,7 @@ from ddp_doctor.jobwatch import collectives, envplan, evidence, hang, ras
 from ddp_doctor.jobwatch.balance import WaitShares
 from ddp_doctor.jobwatch.capture import StackTaker
 from ddp_doctor.jobwatch.config import WatchConfig
+from ddp_doctor.jobwatch.hook.ddp_doctor_rankfiles import RankPid
 from ddp_doctor.jobwatch.liveview import LiveView, RankLine
 from ddp_doctor.jobwatch.nvml import Timeline
 from ddp_doctor.jobwatch.progress import ProgressClock
@@ -92,8 +93,10 @@ class WatchOutcome:
     duration_s: float = 0.0
     started_epoch: float = field(default_factory=time.time)
     observability: list[envplan.Item] = field(default_factory=list)
-    ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ranks: dict[int, RankPid] = field(default_factory=dict)
     """rank -> its rank-N.pid record."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """A hook file that is no record (rank-N.pid, rank-N.exit: foreign, cut short) -> why."""
     gone_at: dict[int, float] = field(default_factory=dict)
     """rank -> epoch seconds at which the doctor saw its process gone."""
     hangs: list[HangEvent] = field(default_factory=list)
@@ -204,27 +207,31 @@ class Watcher:
     # -- ranks --------------------------------------------------------------------------------
     def rank_pids(self) -> dict[int, int]:
         """rank -> pid of the ranks still alive."""
-        pids = {int(rec.get("pid", 0)) for rec in self.out.ranks.values()}
+        pids = {rec.pid for rec in self.out.ranks.values()}
         living = procs.alive({p: self.tracked[p] for p in pids if p in self.tracked})
-        return {r: int(rec["pid"]) for r, rec in self.out.ranks.items() if int(rec.get("pid", 0)) in living}
+        return {r: rec.pid for r, rec in self.out.ranks.items() if rec.pid in living}
 
     def _scan(self, now: float, tree: bool = True) -> None:
         assert self.proc is not None
         if tree:
             self.tracked.update(procs.descendants(self.proc.pid))
-        for r, rec in reader.read_hook_files(self.cfg.run_dir, "pid").items():
-            pid = int(rec.get("pid", 0))
+        found = reader.read_hook_files(self.cfg.run_dir, "pid", RankPid.from_json)
+        self.out.unreadable.update(found.unreadable)
+        for r in found.records:  # read whole now (a name can be reused by a restarted worker)
+            self.out.unreadable.pop(f"rank-{r}.pid", None)
+        for r, rec in found.records.items():
+            pid = rec.pid
             if pid and pid not in self.tracked:
                 start = _start_time(pid)
                 if start is not None:
                     self.tracked[pid] = start
             self.out.ranks.setdefault(r, rec)
-            if rec.get("pid") != self.out.ranks[r].get("pid"):
+            if rec.pid != self.out.ranks[r].pid:
                 self.out.ranks[r] = rec  # a restarted worker (torchrun --max-restarts)
                 self.out.gone_at.pop(r, None)
         living = self.rank_pids()
         for r, rec in self.out.ranks.items():
-            if r not in self.out.gone_at and living.get(r) != int(rec.get("pid", 0)):
+            if r not in self.out.gone_at and living.get(r) != rec.pid:
                 self.out.gone_at[r] = time.time()
 
     # -- hang examination: two samples a confirm window apart ------------------------------
@@ -315,7 +322,7 @@ class Watcher:
 
     def _all_ranks_here(self) -> bool:
         """Every rank of the job runs on this node (WORLD_SIZE, from the ranks' pid records, all seen here)."""
-        worlds = {rec.get("world_size") for rec in self.out.ranks.values()}
+        worlds = {rec.world_size for rec in self.out.ranks.values()}
         world = next(iter(worlds)) if len(worlds) == 1 else None
         return isinstance(world, int) and set(range(world)) <= set(self.out.ranks)
 
@@ -404,7 +411,7 @@ class Watcher:
     def _show_live(self, view: LiveView, now: float) -> None:
         ages = self.follow.rank_output_age(now)
         living = self.rank_pids()
-        lines = [RankLine(r, rec.get("pid"), r in living, ages.get(r)) for r, rec in sorted(self.out.ranks.items())]
+        lines = [RankLine(r, rec.pid, r in living, ages.get(r)) for r, rec in sorted(self.out.ranks.items())]
         tl = self.out.timeline
         view.update(now - self.started, lines, tl.latest() if tl else {}, tl.note if tl else None)
 
@@ -446,7 +453,7 @@ class Watcher:
             self._scan(time.monotonic())
             # The launcher is gone; whatever of the job still runs would outlive the command.
             self.out.leftovers = procs.end_all(self.tracked, self.cfg.kill_grace_s)
-            pids = set(self.tracked) | {int(r.get("pid", 0)) for r in self.out.ranks.values()}
+            pids = set(self.tracked) | {r.pid for r in self.out.ranks.values()}
             self.out.shm_removed = procs.remove_new_shm(shm_before, pids)
         self.follow.poll(time.monotonic())
         self.out.steps = self.follow.steps()

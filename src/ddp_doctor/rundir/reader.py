@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from ddp_doctor.rundir import layout
 from ddp_doctor.rundir.jsonfile import read_objects
-from ddp_doctor.rundir.records import Heartbeat, RankResult, RecordError
+from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def _read(directory: Path, kind: str, parse: Callable[[str, str], T]) -> Read[T]
             continue  # gone between the listing and the read: nothing to say about it
         try:
             out.records[r] = parse(text, p.name)
-        except RecordError as exc:
+        except ValueError as exc:  # RecordError, or the ValueError of a record defined outside this package
             out.unreadable[p.name] = str(exc)
     return out
 
@@ -73,9 +73,10 @@ def read_stacks(directory: Path, keep_chars: int = 20000) -> dict[int, str]:
     return stacks
 
 
-def read_hook_files(directory: Path, kind: str) -> dict[int, dict[str, Any]]:
-    """rank -> its rank-N.pid or rank-N.exit, written by jobwatch's startup hook inside the job (standard
-    library only, in the job's own interpreter, so it cannot import these records)."""
+def read_hook_files(directory: Path, kind: str, parse: Callable[[str, str], T]) -> Read[T]:
+    """rank -> its rank-N.pid or rank-N.exit, written by jobwatch's startup hook inside the job. The hook runs
+    in the job's own interpreter with the standard library only, so its records live beside it (parse is
+    theirs: text, file name -> record, or a ValueError saying why the file is none)."""
     if kind not in ("pid", "exit"):
         raise ValueError(f"not a hook file kind: {kind!r}")
-    return read_objects(layout.scan(directory, kind))
+    return _read(directory, kind, parse)

@@ -94,20 +94,15 @@ def _tee_output(path: str) -> None:
 
 
 def _write_pid(run_dir: str, name: str, rank: int) -> None:
-    import json
     import time
 
+    import ddp_doctor_rankfiles as rankfiles  # beside this file: the record the doctor reads back
+
     world = os.environ.get("WORLD_SIZE", "")
-    info = {
-        "rank": rank,
-        "pid": os.getpid(),
-        "argv": sys.argv[:8],
-        "time": time.time(),
-        "world_size": int(world) if world.isdigit() else None,
-    }
-    with open(os.path.join(run_dir, name + ".pid.tmp"), "w") as f:
-        json.dump(info, f)
-    os.replace(os.path.join(run_dir, name + ".pid.tmp"), os.path.join(run_dir, name + ".pid"))
+    record = rankfiles.RankPid(
+        rank, os.getpid(), tuple(sys.argv[:8]), time.time(), int(world) if world.isdigit() else None
+    )
+    rankfiles.write(run_dir, name, "pid", record)
 
 
 def _stacks_on_sigurg(path: str) -> None:
@@ -126,10 +121,11 @@ def _record_the_end(run_dir: str, name: str) -> None:
     import json
     import time
 
-    def _write_exit(kind: str, detail: object) -> None:
+    import ddp_doctor_rankfiles as rankfiles
+
+    def _write_exit(kind: str, detail: str | None) -> None:
         try:
-            with open(os.path.join(run_dir, name + ".exit"), "w") as f:
-                json.dump({"kind": kind, "detail": detail, "time": time.time()}, f)
+            rankfiles.write(run_dir, name, "exit", rankfiles.RankExit(kind, detail, time.time()))
         except OSError:
             pass
 
