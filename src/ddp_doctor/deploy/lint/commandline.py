@@ -224,6 +224,8 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
     nodes = values.get("nodes")
     node_count = _int_at(At(nodes.value.split("-")[-1], nodes.line)) if nodes else None
     tasks, per = _int_at(values.get("ntasks")), _int_at(values.get("tpn"))
+    if node_count is not None and tasks is not None and 0 < tasks.value < node_count.value:
+        node_count = At(tasks.value, tasks.line)  # srun(1): never more nodes than tasks
     if node_count is None and tasks is not None and per is not None and per.value > 0:
         node_count = At(-(-tasks.value // per.value), tasks.line)  # -n N --ntasks-per-node K: ceil(N / K) nodes
     if per is None and tasks is not None and node_count is not None and node_count.value > 0:
@@ -231,6 +233,18 @@ def _srun(words: list[Word], upto: int) -> tuple[bool, At[int] | None, At[int] |
         # (srun(1): --ntasks takes precedence, --ntasks-per-node is then a maximum).
         per = At(-(-tasks.value // node_count.value), tasks.line)
     return True, node_count, per, gpus
+
+
+def srun_tasks(words: list[Word], upto: int) -> At[int] | None:
+    """`srun -n/--ntasks N` before words[upto]."""
+    start = next((j for j in range(upto) if os.path.basename(words[j].text) == "srun"), None)
+    if start is None:
+        return None
+    values = _flag_values(words[start + 1 : upto], {"-n": "ntasks", "--ntasks": "ntasks"})
+    for w in words[start + 1 : upto]:  # -n1 glued
+        if w.text.startswith("-n") and w.text[2:].isdigit():
+            values["ntasks"] = At(w.text[2:], w.line)
+    return _int_at(values.get("ntasks"))
 
 
 def srun_nodes_what(words: list[Word], upto: int) -> str:
@@ -296,6 +310,7 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     srun, srun_nodes, srun_tpn, srun_gpus = _srun(words, i)
     launch = Launch(tool, words[i].line, under_srun=srun, srun_nodes=srun_nodes)
     launch.srun_nodes_what = srun_nodes_what(words, i)
+    launch.srun_tasks = srun_tasks(words, i)
     submitted = _submitted_nodes(words, i) if not srun else None
     if submitted is not None:
         launch.srun_nodes, launch.srun_nodes_what = submitted
@@ -533,7 +548,11 @@ def launches(
             submitted = _submitted_nodes(words, i) if not srun else None
             for cmd in commands(text, first_line=script.line):
                 inner_words = expand_words(cmd.words, resolve)
-                body = functions.call(inner_words[0].text) if functions is not None and inner_words else None
+                body = (
+                    functions.call(inner_words[0].text, [w.text for w in inner_words[1:]])
+                    if functions is not None and inner_words
+                    else None
+                )
                 groups = [expand_words(c.words, resolve) for c in body] if body is not None else [inner_words]
                 for launch in (x for g in groups for x in launches(g, depth + 1, resolve, functions)):
                     if srun and not launch.under_srun:
@@ -546,6 +565,7 @@ def launches(
                     if launch.srun_nodes is None and submitted is not None:
                         launch.srun_nodes, launch.srun_nodes_what = submitted
                     launch.srun_tasks_per_node = launch.srun_tasks_per_node or srun_tpn
+                    launch.srun_tasks = launch.srun_tasks or srun_tasks(words, i)
                     launch.srun_gpus = launch.srun_gpus or srun_gpus
                     found.append(launch)
             break

@@ -40,6 +40,8 @@ class Launch:
     """`srun -N/--nodes` of the step that starts the launcher (or a submitter's node count: srun_nodes_what)."""
     srun_nodes_what: str = "srun -N"
     srun_tasks_per_node: At[int] | None = None
+    srun_tasks: At[int] | None = None
+    """`srun -n/--ntasks` of that step: with fewer tasks than nodes, srun runs it on as many nodes as tasks."""
     srun_gpus: At[int] | None = None
     """GPUs per node that srun asks for (--gres=gpu:N, --gpus-per-node, --gpus-per-task)."""
     workers: At[int] | None = None

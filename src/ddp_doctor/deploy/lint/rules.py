@@ -579,6 +579,10 @@ def world_size(u: Unit) -> Iterator[Hit]:
         what = launch.srun_nodes_what
         if step is None and (u.area != "slurm" or launch.under_srun):
             step, what = u.nodes, u.nodes_what
+            tasks = launch.srun_tasks
+            if step is not None and tasks is not None and tasks.value < step.value:
+                # srun -n 1 in a job of 2 nodes: the step runs on as many nodes as it has tasks.
+                step, what = At(tasks.value, tasks.line), "srun -n: fewer tasks than the job's nodes"
         if u.elastic is not None and launch.nnodes is not None and ":" not in launch.nnodes.value:
             yield Hit(
                 "nnodes_fixed_elastic",

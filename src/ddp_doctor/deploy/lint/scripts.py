@@ -3,9 +3,11 @@ torchrun / ddp-doctor command, and for an sbatch script one for the job as a who
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -238,6 +240,7 @@ def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
         tasks, per = found["ntasks"].value, max(1, found["tasks_per_node"].value)
         found["nodes"] = At(-(-tasks // per), found["ntasks"].line)
         found["nodes_implied"] = found["nodes"]
+    _clip_nodes(found)
     nodes = found.get("nodes", At(1, 0)).value or 1
     if "tasks_per_node" not in found and "ntasks" in found:
         found["tasks_per_node"] = At(max(1, found["ntasks"].value // nodes), found["ntasks"].line)
@@ -247,6 +250,14 @@ def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
     if "gpus_per_node" not in found and "gpus" in found:
         found["gpus_per_node"] = At(found["gpus"].value // nodes, found["gpus"].line)
     return found
+
+
+def _clip_nodes(found: dict[str, At[int]]) -> None:
+    """Fewer tasks than nodes: Slurm gives the job as many nodes as tasks ("can't run 1 processes on 2 nodes,
+    setting nnodes to 1", SchedMD/slurm src/sbatch/opt.c), so its steps run on those only."""
+    nodes, tasks = found.get("nodes"), found.get("ntasks")
+    if nodes is not None and tasks is not None and "tasks_per_node" not in found and 0 < tasks.value < nodes.value:
+        found["nodes"] = found["nodes_clipped"] = At(tasks.value, tasks.line)
 
 
 def late_directives(text: str, first_line: int = 1) -> list[At[str]]:
@@ -310,11 +321,87 @@ training operator's PET_*, Open MPI's and PMI's rank variables, an Indexed Job's
 `${SLURM_GPUS_ON_NODE:-8}` default is what runs elsewhere, not there."""
 
 
+SLURM_COUNTS = {
+    "SLURM_NNODES": "nodes",
+    "SLURM_JOB_NUM_NODES": "nodes",
+    "SLURM_NTASKS": "ntasks",
+    "SLURM_NPROCS": "ntasks",
+    "SLURM_NTASKS_PER_NODE": "tasks_per_node",
+    "SLURM_GPUS_ON_NODE": "gpus_per_node",
+}
+"""Slurm's output variables that hold the job's own counts, the same on every node, and the directive
+each comes from (https://slurm.schedmd.com/sbatch.html#SECTION_OUTPUT-ENVIRONMENT-VARIABLES)."""
+
+
+def slurm_counts(text: str, first_line: int = 1) -> dict[str, At[str]]:
+    """What those variables hold in a job the batch script's #SBATCH lines ask for: the counts the script
+    states, so `WORLD_SIZE=$((SLURM_NNODES * 4))` is read as the number it is. A count the directives do
+    not give (sbatch's command line may) stays unknown."""
+    d = sbatch_directives(text, first_line)
+    explicit = {k for k, v in d.items() if k in ("nodes", "ntasks", "gpus_per_node")}
+    if "tasks_per_node" in d and "ntasks" not in d:
+        explicit.add("tasks_per_node")
+    if "ntasks" not in d and "nodes" in d and "tasks_per_node" in explicit:
+        d["ntasks"] = At(d["nodes"].value * d["tasks_per_node"].value, d["tasks_per_node"].line)
+        explicit.add("ntasks")
+    return {name: At(str(d[key].value), d[key].line) for name, key in SLURM_COUNTS.items() if key in explicit}
+
+
+_ARITH = re.compile(r"\$\(\((?P<expr>[^()]*(?:\([^()]*\)[^()]*)*)\)\)")
+_ARITH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ARITH_READY = re.compile(r"^[\d\s+\-*/%()]{1,200}$")
+
+
+def _integer(node: ast.AST) -> int:
+    """+ - * / % over integers, as bash's $(( )) computes them (/ and % truncate toward zero)."""
+    if isinstance(node, ast.Expression):
+        return _integer(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _integer(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        a, b = _integer(node.left), _integer(node.right)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b != 0:
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            return q if not isinstance(node.op, ast.Mod) else a - q * b
+    raise ValueError("not bash arithmetic lint can compute")
+
+
+def arithmetic(text: str, value_of: Callable[[str], str | None]) -> str:
+    """`$(( NNODES * 8 ))` computed where every name in it holds a number; left as written otherwise."""
+
+    def one(m: re.Match[str]) -> str:
+        def name(n: re.Match[str]) -> str:
+            value = value_of(n.group(0))
+            return value if value is not None and value.strip().isdigit() else n.group(0)
+
+        expr = _ARITH_NAME.sub(name, m.group("expr"))
+        if not _ARITH_READY.match(expr):
+            return m.group(0)
+        try:
+            return str(_integer(ast.parse(expr.strip(), mode="eval")))
+        except (SyntaxError, ValueError, RecursionError):
+            return m.group(0)
+
+    return _ARITH.sub(one, text) if "$((" in text else text
+
+
 class Env:
     """The script's own variables as bash would have them at each point: scalars and arrays,
-    values expanded when assigned (as bash does), `${X:-default}` taking the default when X is unset."""
+    values expanded when assigned (as bash does), `${X:-default}` taking the default when X is unset,
+    `$(( ))` computed."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: dict[str, At[str]] | None = None) -> None:
+        self.runtime = runtime or {}
+        """What the scheduler sets the same on every node (Slurm's counts): read, never reported as set here."""
         self.scalars: dict[str, At[str]] = {}
         self.arrays: dict[str, list[Word]] = {}
         self.gpu_counted: set[int] = set()
@@ -333,14 +420,20 @@ class Env:
                 return " ".join(w.text for w in items)
             if name in self.scalars and not index:
                 return self.scalars[name].value
+            if name in self.runtime and not index:
+                return self.runtime[name].value
             if default is not None and name.startswith(RUNTIME_SET):
                 return "${" + name + "}"  # the scheduler sets it where this runs: the default is not what runs
             if default is not None:
                 return default.strip("\"'")
             return m.group(0)
 
-        out = _VAR_FULL.sub(one, value)
+        out = arithmetic(_VAR_FULL.sub(one, value), self._number)
         return self.resolve(out, depth + 1) if out != value and "$" in out and depth < 3 else out
+
+    def _number(self, name: str) -> str | None:
+        found = self.scalars.get(name) or self.runtime.get(name)
+        return found.value if found is not None else None
 
     def assign(self, cmd: Command) -> None:
         for name, w in cmd.assignments.items():
@@ -471,7 +564,8 @@ def _readable(text: str, syntax: SyntaxProblem | None) -> str:
 
 def units(text: str, source: str, slurm: bool, notes: list[str] | None = None, first_line: int = 1) -> list[Unit]:
     syntax = bash_syntax(text) if first_line == 1 else None
-    scan, env = read(_readable(text, syntax), source, notes, first_line)
+    seeded = Env(slurm_counts(text, first_line)) if slurm else None
+    scan, env = read(_readable(text, syntax), source, notes, first_line, seeded)
     out = scan.docker
     if slurm:
         job = _slurm_unit(text, source, first_line, env, scan)
@@ -612,7 +706,7 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
         return
     words = env.expand(cmd.words)
     head = strip_prefixes(words)
-    body = env.functions.call(head[0].text) if head and depth < FUNCTION_DEPTH else None
+    body = env.functions.call(head[0].text, [w.text for w in head[1:]]) if head and depth < FUNCTION_DEPTH else None
     if body is not None:  # bash runs the body here, with the variables as they are now
         for inner in body:
             _scan_command(inner, env, source, notes, scan, depth + 1)
@@ -654,8 +748,9 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
     ray = RAY_NODE.search(line) is not None
     if re.search(r"\bray\s+job\s+submit\b", line):
         program = None  # submitted to the Ray cluster: it runs where the Ray nodes are, not once per task
-    if any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in words[1:]):
-        return  # a step that asks for its own GPUs has them
+    options = words[1 : next((k for k, w in enumerate(words) if w is program), len(words))]
+    if any(w.text.startswith(("--gres=gpu", "--gpus", "-G")) or w.text == "--gres" for w in options):
+        return  # a step that asks for its own GPUs has them (srun's options, not the program's own flags)
     if program is not None:
         scan.steps.append(At(program.text, words[0].line))
         after = words[next(k for k, w in enumerate(words) if w is program) + 1 :]
@@ -684,6 +779,8 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
         u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
     u.nodes = d.get("nodes")
     u.nodes_what = "#SBATCH --ntasks / --ntasks-per-node" if "nodes_implied" in d else "#SBATCH --nodes"
+    if "nodes_clipped" in d:
+        u.nodes_what = "#SBATCH --ntasks: fewer tasks than --nodes, and Slurm sets the nodes to the tasks"
     late = late_directives(text, first_line)
     if late:
         u.structural.append(Structural("sbatch_directive_ignored", late[0].line, {"directive": late[0].value}))

@@ -78,11 +78,41 @@ class Functions(dict[str, list[Command]]):
         super().__init__()
         self.called: set[str] = set()
 
-    def call(self, name: str) -> list[Command] | None:
+    def call(self, name: str, args: list[str] | None = None) -> list[Command] | None:
+        """The body bash runs for `name ARGS...`, with $1..$9 (and "$@") of the body read as those arguments."""
         body = self.get(name)
         if body is not None:
             self.called.add(name)
-        return body
+        return [_bound(cmd, args) for cmd in body] if body is not None and args else body
+
+
+_POSITIONAL = re.compile(r"\$(?:([1-9@*])|\{([1-9@*])(?::?-([^}]*))?\})")
+"""$1, ${1}, ${1:-default}, $@, ${@}."""
+
+
+def _bound(cmd: Command, args: list[str]) -> Command:
+    """A function's command with its positional parameters filled in from the call's arguments."""
+
+    def fill(w: Word) -> Word:
+        def one(m: re.Match[str]) -> str:
+            k, default = m.group(1) or m.group(2), m.group(3)
+            if k in "@*":
+                return " ".join(args)
+            given = args[int(k) - 1] if int(k) <= len(args) else ""
+            return given or (default.strip("\"'") if default is not None else "")
+
+        text = _POSITIONAL.sub(one, w.text)
+        return w if text == w.text else Word(text, w.line, w.splat, w.quoted, w.literal, w.deferred)
+
+    return Command(
+        [fill(w) for w in cmd.words],
+        {k: fill(w) for k, w in cmd.assignments.items()},
+        {k: [fill(w) for w in ws] for k, ws in cmd.arrays.items()},
+        cmd.heredoc,
+        cmd.defines,
+        cmd.conditional,
+        cmd.substituted,
+    )
 
 
 class Commands(list):  # type: ignore[type-arg]

@@ -1,0 +1,149 @@
+"""The world a Slurm job's launcher is told against the one the allocation gives, however the script
+spells it: literals, variables, Slurm's own counts in shell arithmetic, arrays, functions with arguments,
+`bash -c` strings, pyxis containers, and srun steps with fewer tasks than nodes. Each mismatch has a
+twin that spells the same world right and must stay quiet."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.deploy.lint.engine import lint_file
+from ddp_doctor.deploy.lint.scripts import arithmetic, slurm_counts
+
+HEAD = "#!/bin/bash\n#SBATCH --job-name=train\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n"
+RDZV = "--rdzv_backend c10d --rdzv_endpoint $HEAD:29500"
+WORLD_RULES = {"nnodes_mismatch", "world_size_conflict", "script_nodes_mismatch"}
+
+
+def _rules(tmp_path: Path, text: str) -> dict[str, list[tuple[int, str]]]:
+    path = tmp_path / "job.sbatch"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in lint_file(str(path)).results:
+        out.setdefault(r.id.split(".")[-1], []).append((r.evidence[0].line or 0, str(r.observed["severity"])))
+    return out
+
+
+CASES = {
+    # torchrun's own docs example (docs/source/elastic/run.rst), its counts from variables set above it
+    "torchrun docs example, variables": (
+        (
+            "NUM_NODES={n}\nNUM_TRAINERS=8\nsrun torchrun --nnodes=$NUM_NODES --nproc-per-node=$NUM_TRAINERS "
+            "--max-restarts=3 --rdzv-id=$SLURM_JOB_ID --rdzv-backend=c10d --rdzv-endpoint=$HEAD:29500 train.py\n"
+        ),
+        "1",
+        "2",
+    ),
+    "Slurm's node count in arithmetic": (
+        "NNODES=$(( SLURM_NNODES {op} ))\nsrun torchrun --nnodes $NNODES --nproc_per_node 8 " + RDZV + " train.py\n",
+        "* 2",
+        "* 1",
+    ),
+    "a function given the node count as its argument": (
+        (
+            "launch() {{\n  torchrun --nnodes=$1 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=$2:29500 train.py\n}}\n"
+            'export -f launch\nsrun bash -c "launch {n} $HEAD"\n'
+        ),
+        "1",
+        "2",
+    ),
+    "a function called straight from the script": (
+        "run_node() {{\n  local nodes=${{1:-1}}\n  srun torchrun --nnodes $nodes --nproc_per_node 8 "
+        + RDZV
+        + " train.py\n}}\n"
+        "run_node {n}\n",
+        "4",
+        "2",
+    ),
+    "a pyxis container step in a bash -c string": (
+        "srun --container-image=nvcr.io#nvidia/pytorch:24.01-py3 --container-mounts=/data:/data "
+        'bash -c "torchrun --nnodes {n} --nproc_per_node 8 ' + RDZV + ' train.py"\n',
+        "1",
+        "$SLURM_NNODES",
+    ),
+    "srun with fewer tasks than the job's nodes": (
+        "srun -n {n} torchrun --nnodes 2 --nproc_per_node 8 " + RDZV + " train.py\n",
+        "1",
+        "2",
+    ),
+    "accelerate's machines from Slurm's count, computed": (
+        (
+            "MACHINES=$((SLURM_JOB_NUM_NODES {op}))\nsrun accelerate launch --multi_gpu --num_machines $MACHINES "
+            "--num_processes $((MACHINES * 8)) --machine_rank \\$SLURM_NODEID --main_process_ip $HEAD "
+            "--main_process_port 29500 --rdzv_backend c10d train.py\n"
+        ),
+        "+ 1",
+        "+ 0",
+    ),
+    "WORLD_SIZE for one rank per task, from Slurm's counts": (
+        "#SBATCH --ntasks-per-node=8\nexport WORLD_SIZE=$((SLURM_NNODES * {n}))\nsrun python train.py\n",
+        "4",
+        "SLURM_NTASKS_PER_NODE",
+    ),
+    "the training script's own world size, its GPU flag not srun's": (
+        "#SBATCH --ntasks-per-node=8\nsrun python train.py --gpus 8 --world-size {n}\n",
+        "8",
+        "16",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_world_the_allocation_does_not_give_is_found_and_its_twin_is_not(tmp_path: Path, name: str) -> None:
+    body, wrong, right = CASES[name]
+    head = HEAD if not body.startswith("#SBATCH") else HEAD.replace("#SBATCH --ntasks-per-node=1\n", "")
+    fill = {"n": wrong, "op": wrong}
+    found = _rules(tmp_path, head + body.format(**fill))
+    assert WORLD_RULES & set(found), (name, found)
+    fill = {"n": right, "op": right}
+    clean = _rules(tmp_path, head + body.format(**fill))
+    assert not WORLD_RULES & set(clean), (name, clean)
+    assert not [r for r, hits in clean.items() if any(sev == "error" for _, sev in hits)], (name, clean)
+
+
+def test_fewer_tasks_than_nodes_gives_the_job_as_many_nodes_as_tasks(tmp_path: Path) -> None:
+    """sbatch -N 2 -n 1: Slurm sets the nodes to 1, so torchrun --nnodes 2 waits for a node that never comes."""
+    text = HEAD.replace("--ntasks-per-node=1", "--ntasks=1") + "srun torchrun --nnodes 2 --nproc_per_node 8 " + RDZV
+    found = _rules(tmp_path, text + " train.py\n")
+    assert found["nnodes_mismatch"] == [(6, "error")]
+    assert "nnodes_mismatch" not in _rules(tmp_path, text.replace("--ntasks=1", "--ntasks=2") + " train.py\n")
+
+
+def test_slurms_counts_come_from_the_directives_and_are_never_reported_as_set(tmp_path: Path) -> None:
+    counts = slurm_counts(HEAD)
+    assert {k: v.value for k, v in counts.items()} == {
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NTASKS": "2",
+        "SLURM_NPROCS": "2",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_GPUS_ON_NODE": "8",
+    }
+    # A count the directives do not give (sbatch's command line may) stays unknown.
+    assert set(slurm_counts("#!/bin/bash\n#SBATCH --gres=gpu:4\n")) == {"SLURM_GPUS_ON_NODE"}
+    # Read where the script uses them, never judged as variables the script sets.
+    path = tmp_path / "job.sbatch"
+    path.write_text(HEAD + "srun torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 " + RDZV + " train.py\n")
+    results = lint_file(str(path)).results
+    assert not [r for r in results if "SLURM_" in r.summary and r.id.split(".")[-1].startswith("variable_")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$((2 * 8))", "16"),
+        ("$(( (NODES + 1) * GPUS / 3 ))", "8"),  # (2 + 1) * 8 / 3, truncated as bash does
+        ("$((-7 / 2))", "-3"),
+        ("$((7 % 3))", "1"),
+        ("$((NODES * UNKNOWN))", "$((NODES * UNKNOWN))"),  # a name with no number stays as written
+        ("$((NODES / 0))", "$((NODES / 0))"),
+        ("$((2 ** 4))", "$((2 ** 4))"),  # not computed: kept as written rather than guessed
+        ("x$((NODES*GPUS))y", "x16y"),
+    ],
+)
+def test_shell_arithmetic_is_computed_only_where_every_name_is_a_number(text: str, expected: str) -> None:
+    values = {"NODES": "2", "GPUS": "8"}
+    assert arithmetic(text, values.get) == expected
