@@ -144,8 +144,8 @@ def test_deadline_kills_and_removes_the_container(
     for key, value in podman.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(container, "STARTUP_S", 0.0)
-    report = container.check_in_image(args(image="/:O", timeout=2.0, engine_flags=("-e", VENV_PATH)))
-    result = report.results[0]
+    found = container.check_in_image(args(image="/:O", timeout=2.0, engine_flags=("-e", VENV_PATH)))
+    result = found.results[0]
     assert result.id == "image.container" and result.status.value == "error"
     assert "did not finish within 2 s" in result.summary
     _no_containers_left(podman)

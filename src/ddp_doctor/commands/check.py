@@ -147,7 +147,9 @@ def config_from_args(args: argparse.Namespace) -> CheckConfig:
 def run(args: argparse.Namespace) -> Report:
     config = config_from_args(args)
     if config.image:
-        return check_in_image(config)
+        found = check_in_image(config)
+        report = Report(command="check", target=found.target)
+        return hostcheck.assemble(report, found.facts, found.results, found.root_cause)
     report = Report.for_host("check")
     chosen = resolve_target(args, report)
     if config.static or chosen.source == "none":  # with no training environment there is nothing to launch

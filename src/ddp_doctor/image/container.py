@@ -3,8 +3,10 @@
 The doctor itself (its package and its pure-Python dependencies) is mounted read-only into the
 container from where it is installed, so the image needs nothing but a Python and the engine
 command still works when typed by hand after the doctor exits. The Report comes back as JSON on
-the container's stdout and is merged with a result that records the engine command. An image the
-engine cannot resolve, find or pull is an input error (exit 2) in the engine's own words.
+the container's stdout; its facts and results, with a result that records the engine command, are
+an ImageCheck, which commands/check.py assembles into the report as it does the host's (one
+assembly for every `check`). An image the engine cannot resolve, find or pull is an input error
+(exit 2) in the engine's own words.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 import shlex
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -219,7 +222,19 @@ def _remove(engine: str, name: str) -> None:
     proc.run(argv, timeout_s=60)
 
 
-def check_in_image(config: CheckConfig) -> Report:
+@dataclass(frozen=True)
+class ImageCheck:
+    """What `check --image` found, for the report assembly every `check` goes through."""
+
+    target: TargetJson
+    facts: Mapping[str, object]
+    """The inner check's facts, and facts["container"]: how the container ran (ContainerRun)."""
+    results: tuple[Result, ...]
+    """image.container first, then the inner check's results."""
+    root_cause: str | None
+
+
+def check_in_image(config: CheckConfig) -> ImageCheck:
     engine = pick_engine(config.engine)
     mounts, mounted = lib_mounts()
     finished = False
@@ -269,7 +284,9 @@ class ContainerRun:
     stderr_tail: str
 
 
-def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float) -> Report:
+def _merge(
+    config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted: list[str], deadline: float
+) -> ImageCheck:
     command = by_hand(p)
     run = ContainerRun(
         engine=p.engine,
@@ -285,27 +302,21 @@ def _merge(config: CheckConfig, p: ContainerPlan, done: proc.Completed, mounted:
         stderr_tail=done.stderr[-4000:],
     )
     inner, problem = _inner_report(p, done, deadline)
-    report = Report(command="check", target=TargetJson(image=config.image or "", engine=p.engine))
+    target = TargetJson(image=config.image or "", engine=p.engine)
     if inner is None:
-        report.facts = {"container": asdict(run)}
-        report.add(
-            Result(
-                "image.container",
-                "Check inside the image",
-                Status.ERROR,
-                problem or "no report",
-                cause="the container could not start or run ddp-doctor (image not found, no sh or python in it, "
-                "or the engine refused a flag)",
-                remedy=f"try it by hand: {command}",
-                observed={"flags": p.flags, "engine": p.engine},
-            )
+        failed = Result(
+            "image.container",
+            "Check inside the image",
+            Status.ERROR,
+            problem or "no report",
+            cause="the container could not start or run ddp-doctor (image not found, no sh or python in it, "
+            "or the engine refused a flag)",
+            remedy=f"try it by hand: {command}",
+            observed={"flags": p.flags, "engine": p.engine},
         )
-        return report
-    report.facts = {**inner.facts, "container": asdict(run)}
-    report.add(_ran_inside(config, p, done, inner))
-    report.extend(inner.results)
-    report.root_cause = inner.root_cause
-    return report
+        return ImageCheck(target, {"container": asdict(run)}, (failed,), None)
+    ran = _ran_inside(config, p, done, inner)
+    return ImageCheck(target, {**inner.facts, "container": asdict(run)}, (ran, *inner.results), inner.root_cause)
 
 
 def _inner_report(p: ContainerPlan, done: proc.Completed, deadline: float) -> tuple[Report | None, str | None]:
