@@ -31,4 +31,4 @@ def test_check_in_small_shm_names_shm_exhausted() -> None:
     diagnosed = [r for r in live if (r["observed"].get("diagnosis") or [None])[0] == "diag.shm_exhausted"]
     assert diagnosed, [(r["id"], r["observed"].get("diagnosis")) for r in live]
     entry = signature("diag.shm_exhausted")
-    assert entry is not None and diagnosed[0]["remedy"] == entry["remedy"]  # the same remedy explain gives
+    assert entry is not None and diagnosed[0]["remedy"] == entry.remedy  # the same remedy explain gives

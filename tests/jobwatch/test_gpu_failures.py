@@ -44,7 +44,7 @@ def test_ddp_unused_parameters_on_nccl_shows_the_exception_line_and_the_signatur
     assert "In addition" not in failure["summary"]
     sig = signature("diag.ddp_unused_parameters")
     assert sig is not None and failure["observed"]["diagnosis"] == "diag.ddp_unused_parameters"
-    assert failure["cause"] == sig["cause"]
+    assert failure["cause"] == sig.cause
     assert _explained("unused-run")["root_cause"] == "diag.ddp_unused_parameters"
 
 
@@ -55,7 +55,7 @@ def test_two_ranks_on_one_gpu_name_the_invalid_ordinal_in_device_setup() -> None
     assert failure["phase"].startswith("device setup"), failure["phase"]
     sig = signature("diag.invalid_device_ordinal")
     assert sig is not None and failure["observed"]["diagnosis"] == "diag.invalid_device_ordinal"
-    assert failure["cause"] == sig["cause"]
+    assert failure["cause"] == sig.cause
     assert _explained("ordinal-run")["root_cause"] == "diag.invalid_device_ordinal"
 
 

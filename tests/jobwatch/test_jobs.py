@@ -227,7 +227,7 @@ def test_ddp_unused_parameters_shows_the_exception_line_and_the_signature_s_caus
     assert "In addition" not in failure["summary"]
     sig = signature("diag.ddp_unused_parameters")
     assert sig is not None and failure["observed"]["diagnosis"] == "diag.ddp_unused_parameters"
-    assert failure["cause"] == sig["cause"] and failure["remedy"] == sig["remedy"]
+    assert failure["cause"] == sig.cause and failure["remedy"] == sig.remedy
     assert failure["phase"] == "the forward pass", failure["phase"]
     assert not processes_with(str(job))
 

@@ -71,7 +71,9 @@ def _hooked(tmp_path: Path, code: str) -> Path:
     env |= {"PYTHONPATH": envplan.HOOK_DIR, "DDP_DOCTOR_WATCH_DIR": str(run_dir), "DDP_DOCTOR_WATCH_LONE": "1"}
     env |= {"DDP_DOCTOR_WATCH_ERROR_FILE": "0", "PYTHONNOUSERSITE": "1"}
     # The base interpreter, not this venv's: it has no ddp_doctor, as a job's own interpreter may not.
-    subprocess.run([sys._base_executable, "-c", code], env=env, cwd=tmp_path, timeout=60, check=False)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-c", code], env=env, cwd=tmp_path, timeout=60, check=False
+    )
     return run_dir
 
 

@@ -92,7 +92,7 @@ def test_heartbeat_round_trip_and_a_corrupt_file_is_left_out(tmp_path: Path) -> 
     (tmp_path / "hb-rank-4.json").write_text('{"rank": 4, "groups": [[')
     (tmp_path / "hb-rank-5.json").write_text(json.dumps({"rank": 6, "pid": 1, "time": 0, "groups": []}))
     assert heartbeat.read_all(str(tmp_path)) == {3: beat}
-    assert evidence.read_seq_numbers(tmp_path) == {3: {"seq": 7, "backend": "gloo"}}
+    assert evidence.read_seq_numbers(tmp_path) == {3: heartbeat.GroupSeq("0", "default_pg", "gloo", 7)}
 
 
 def _beat(run_dir: Path, rank: int, seq: int) -> None:

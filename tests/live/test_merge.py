@@ -204,8 +204,8 @@ def test_a_warning_diagnosis_never_lends_its_remedy_to_a_failing_phase() -> None
     failed = next(r for r in m.results if r.id == "live.ddp" and r.rank == 1)
     assert failed.status.value == "fail" and "diag.sigterm" in failed.observed["diagnosis"]
     sigterm = signature("diag.sigterm")
-    assert sigterm is not None and sigterm["severity"] == "warn"
-    assert failed.remedy != sigterm["remedy"] and failed.cause != sigterm["cause"]
+    assert sigterm is not None and sigterm.severity.value == "warn"
+    assert failed.remedy != sigterm.remedy and failed.cause != sigterm.cause
 
 
 def test_first_failure_skips_warnings() -> None:

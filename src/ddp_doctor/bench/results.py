@@ -6,7 +6,7 @@ Used for our own ranks' payloads and for imported nccl-tests logs alike, so both
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import yaml
 
@@ -62,6 +62,20 @@ def summary_metrics(op: str, points: list[Point]) -> dict[str, float]:
     }
 
 
+class OpObserved(TypedDict):
+    """An op's Result.observed as the JSON report holds it (points_of and the baseline gates read it back)."""
+
+    op: str
+    dtype: str
+    world_size: int | None
+    backend: str | None
+    redop: str
+    """The reduction the op applies (formulas.REDOP): sum, or none for a copy."""
+    source: str
+    """Who measured it: ddp-doctor, or nccl-tests when read from its log."""
+    points: list[Point]
+
+
 def op_result(
     op: str,
     dtype: str,
@@ -76,18 +90,18 @@ def op_result(
     rid = result_id(op, dtype, several_dtypes)
     title = f"{TITLES.get(op, op)} ({dtype})" if op != "barrier" else TITLES["barrier"]
     points = list(entry.get("points") or [])
-    observed: dict[str, Any] = {
-        "op": op,
-        "dtype": dtype,
-        "world_size": world_size,
-        "backend": backend,
-        "redop": formulas.REDOP.get(op, "none"),
-        "source": source,
-        "points": points,
-    }
+    observed = OpObserved(
+        op=op,
+        dtype=dtype,
+        world_size=world_size,
+        backend=backend,
+        redop=formulas.REDOP.get(op, "none"),
+        source=source,
+        points=points,
+    )
     status = entry.get("status", "ok")
     if status == "unsupported":
-        return Result(rid, title, Status.SKIP, f"not measured: {entry.get('reason')}", observed=observed)
+        return Result(rid, title, Status.SKIP, f"not measured: {entry.get('reason')}", observed=dict(observed))
     if status == "error":
         return Result(
             rid,
@@ -106,7 +120,7 @@ def op_result(
             title,
             Status.SKIP,
             "no size in the sweep fits this op (sizes smaller than one element per rank)",
-            observed=observed,
+            observed=dict(observed),
         )
     return _measured(rid, title, op, points, observed, world_size, backend)
 
@@ -126,7 +140,7 @@ def _measured(
     title: str,
     op: str,
     points: list[Point],
-    observed: dict[str, Any],
+    observed: OpObserved,
     world_size: int | None,
     backend: str | None,
 ) -> Result:
@@ -152,7 +166,7 @@ def _measured(
             "or a library bug; training on it silently diverges",
             remedy="rerun with NCCL_DEBUG=INFO; try NCCL_P2P_DISABLE=1 and then NCCL_SHM_DISABLE=1 to find the "
             "transport; run `ddp-doctor bench --gpu-health` and check `dmesg` for Xid errors",
-            observed=observed,
+            observed=dict(observed),
             metrics=metrics,
         )
     if op == "barrier":
@@ -179,7 +193,7 @@ def _measured(
             observed={**observed, "limit": limit},
             metrics=metrics,
         )
-    return Result(rid, title, Status.PASS, summary + suffix, observed=observed, metrics=metrics)
+    return Result(rid, title, Status.PASS, summary + suffix, observed=dict(observed), metrics=metrics)
 
 
 def link_limit(backend: str | None) -> LinkLimit | None:
@@ -194,7 +208,7 @@ def link_limit(backend: str | None) -> LinkLimit | None:
     )
 
 
-def _one_rank(rid: str, title: str, op: str, points: list[Point], observed: dict[str, Any]) -> Result:
+def _one_rank(rid: str, title: str, op: str, points: list[Point], observed: OpObserved) -> Result:
     """With one rank no byte crosses a link (an in-place all_reduce returns its input): a bandwidth
     figure would be a division by a call that did nothing, so none is reported."""
     times = [Point(bytes=p["bytes"], time_us=p["time_us"], inplace=p.get("inplace", False)) for p in points]

@@ -7,7 +7,6 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from ddp_doctor.commands import Printed
 from ddp_doctor.commands.options import add_output_arguments, text_width, use_color
@@ -15,6 +14,7 @@ from ddp_doctor.deploy.lint.config import load
 from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.errors import EXIT_USAGE, DoctorError, InputError
 from ddp_doctor.render import render
+from ddp_doctor.render.headline import LintedFile
 from ddp_doctor.render.headline import compose as compose_headline
 from ddp_doctor.report import Evidence, Report, Result, Status, TargetJson
 from ddp_doctor.words import listing
@@ -50,7 +50,7 @@ def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report
     target = TargetJson(file=paths[0]) if len(paths) == 1 else TargetJson(files=listing(paths, limit=3))
     report = Report(command="lint", target=target)
     unreadable: list[str] = []
-    files: list[dict[str, Any]] = []
+    files: list[LintedFile] = []
     for path in paths:
         try:
             done = lint_file(path, ignore)
@@ -68,7 +68,7 @@ def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report
                     evidence=[Evidence(source=path, text=_without_path(str(exc), path), line=_line_of(str(exc)))],
                 )
             )
-            files.append({"file": path, "kind": None, "error": str(exc)})
+            files.append(LintedFile(file=path, kind=None, error=str(exc)))
             continue
         report.extend(done.results)
         for note in done.notes:
@@ -82,7 +82,7 @@ def lint(paths: list[str], ignore: frozenset[str] = frozenset()) -> tuple[Report
                     evidence=[Evidence(source=path, text=note, line=_line_of(note))],
                 )
             )
-        files.append({"file": path, "kind": done.kind, "units": len(done.units), "findings": len(done.results)})
+        files.append(LintedFile(file=path, kind=done.kind, units=len(done.units), findings=len(done.results)))
     report.facts = {"files": files}
     return report, unreadable
 

@@ -7,14 +7,14 @@ failure with the same cause and remedy (typed Results, root cause first):
     explain_stream(binary_stream, "job.log", stats) -> [Result, ...]            # any size, bounded memory
     explain_streams([(stream, "attempt_0/1/stderr.log", None), ...]) -> [...]    # one job's logs read as one
     diagnose({"rank-1.log": lines, ...}, {"rank 1": -9}) -> [Result, ...]      # signature findings only
-    signature("diag.shm_exhausted") -> {"title", "cause", "remedy", "severity", "source", ...}
+    signature("diag.shm_exhausted") -> Signature(title, tier, cause, remedy, severity, sources, ...)
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import IO
 
 from ddp_doctor.diagnose import blockscan, catalogue, hang, patterns, readers, sources
 from ddp_doctor.diagnose.engine import Matcher
@@ -117,10 +117,6 @@ def explain_text(text: str | bytes, name: str = "log", exit_codes: Mapping[str, 
     return explain_stream(io.BytesIO(data), name, exit_codes=exit_codes)
 
 
-def signature(id: str) -> dict[str, Any] | None:
-    sig = catalogue.by_id().get(id)
-    if sig is None:
-        return None
-    entry = sig.to_dict()
-    entry["source"] = "; ".join(sig.sources)
-    return entry
+def signature(id: str) -> catalogue.Signature | None:
+    """The catalogue's entry of a finding (its title, tier, cause, remedy, sources); None for another id."""
+    return catalogue.by_id().get(id)

@@ -124,9 +124,25 @@ def read_flight_recorder(p: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """rank -> {last_started_seq, last_completed_seq, pending: 'all_reduce #12', entries}."""
-    out: dict[int, dict[str, Any]] = {}
+@dataclass(frozen=True)
+class RecorderSummary:
+    """How far one rank got in its collectives, as its flight-recorder dump (else its heartbeat) says."""
+
+    file: str
+    """The file it was read from (fr-rank-N.json, or hb-rank-N.json without a dump)."""
+    entries: int
+    """Recorder entries in the dump; 0 from a heartbeat."""
+    last_seq: int | None
+    """The highest collective sequence number the rank issued."""
+    last: str | None
+    """That collective: 'all_reduce #12 (completed)'."""
+    pending: str | None
+    """The first collective still started, not completed (NCCL marks them; gloo's stay scheduled)."""
+
+
+def flight_recorder_summary(run_dir: Path) -> dict[int, RecorderSummary]:
+    """rank -> how far it got, from its flight-recorder dump, else from its heartbeat's sequence number."""
+    out: dict[int, RecorderSummary] = {}
     for p in sorted(run_dir.glob("fr-*rank-*")):
         if p.name.endswith(".tmp"):
             continue
@@ -139,38 +155,34 @@ def flight_recorder_summary(run_dir: Path) -> dict[int, dict[str, Any]]:
         last = entries[seqs.index(max(seqs))] if seqs else None
         # NCCL marks entries started / completed; gloo's stay "scheduled", so only the sequence number counts there.
         started = [e for e in entries if e.get("state") == "started"]
-        out[int(m.group(1))] = {
-            "file": p.name,
-            "entries": len(entries),
-            "last_seq": max(seqs) if seqs else None,
-            "last": f"{last.get('profiling_name', '?')} #{last.get('collective_seq_id')} ({last.get('state')})"
+        out[int(m.group(1))] = RecorderSummary(
+            file=p.name,
+            entries=len(entries),
+            last_seq=max(seqs) if seqs else None,
+            last=f"{last.get('profiling_name', '?')} #{last.get('collective_seq_id')} ({last.get('state')})"
             if last
             else None,
-            "pending": f"{started[0].get('profiling_name', '?')} #{started[0].get('collective_seq_id')}"
+            pending=f"{started[0].get('profiling_name', '?')} #{started[0].get('collective_seq_id')}"
             if started
             else None,
-        }
+        )
     # Without recorder entries (--no-flight-recorder, TORCH_FR_BUFFER_SIZE=0, torch < 2.6 unset), the process
     # group's own sequence number still says how far each rank got.
-    for r, rec in read_seq_numbers(run_dir).items():
-        if (out.get(r) or {}).get("last_seq") is None:
-            out[r] = {
-                "file": f"hb-rank-{r}.json",
-                "entries": 0,
-                "last_seq": rec["seq"],
-                "last": f"{rec['backend']} collective #{rec['seq']} (process group sequence number)",
-                "pending": None,
-            }
+    for r, group in read_seq_numbers(run_dir).items():
+        known = out.get(r)
+        if known is None or known.last_seq is None:
+            said = f"{group.backend} collective #{group.seq} (process group sequence number)"
+            out[r] = RecorderSummary(f"hb-rank-{r}.json", 0, group.seq, said, None)
     return out
 
 
-def read_seq_numbers(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """rank -> {"seq": int, "backend": str}: the default group's sequence number from the rank's heartbeat."""
-    out: dict[int, dict[str, Any]] = {}
+def read_seq_numbers(run_dir: Path) -> dict[int, heartbeat.GroupSeq]:
+    """rank -> the default group of its heartbeat (its sequence number and backend)."""
+    out: dict[int, heartbeat.GroupSeq] = {}
     for r, beat in heartbeat.read_all(str(run_dir)).items():
         group = beat.default()
         if group is not None:
-            out[r] = {"seq": group.seq, "backend": group.backend}
+            out[r] = group
     return out
 
 

@@ -12,13 +12,39 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import TypedDict
 
 from ddp_doctor import words
 from ddp_doctor.jobwatch.config import WatchConfig
 from ddp_doctor.report import Report, Result, Status
 
 MAX_MESSAGE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """The one message between nodes: a node's rank in the job and its Report."""
+
+    node_rank: int
+    report: Report
+
+    def to_json(self) -> bytes:
+        return json.dumps({**self.report.to_dict(), "node_rank": self.node_rank}, default=str).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> NodeReport:
+        """A ValueError saying why for anything that is not a node's report (cut, foreign, another shape)."""
+        raw = json.loads(data)
+        if not isinstance(raw, dict):
+            raise ValueError(f"a node's message is JSON but not an object: {type(raw).__name__}")  # noqa: TRY004
+        node_rank = raw.pop("node_rank", None)
+        if not isinstance(node_rank, int) or isinstance(node_rank, bool) or node_rank < 0:
+            raise ValueError(f"a node's message has node_rank {node_rank!r}, not a node rank")
+        try:
+            return cls(node_rank, Report.from_dict(raw))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"a node's message is not a report: {exc}") from None
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
@@ -34,7 +60,7 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
 class Server:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.received: list[dict[str, Any]] = []
+        self.received: list[NodeReport] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -63,7 +89,7 @@ class Server:
                 (size,) = struct.unpack("!Q", _recv_exact(conn, 8))
                 if size > MAX_MESSAGE:
                     raise ValueError(f"message of {size} bytes")
-                data = json.loads(_recv_exact(conn, size))
+                data = NodeReport.from_json(_recv_exact(conn, size))
                 conn.sendall(b"ok")
                 with self._lock:
                     self.received.append(data)
@@ -73,7 +99,7 @@ class Server:
             finally:
                 conn.close()
 
-    def wait(self, expected: int, timeout_s: float) -> list[dict[str, Any]]:
+    def wait(self, expected: int, timeout_s: float) -> list[NodeReport]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
@@ -92,9 +118,7 @@ class Server:
 def send(cfg: WatchConfig, report: Report) -> None:
     assert cfg.gather is not None
     host, _, port = cfg.gather.rpartition(":")
-    payload = report.to_dict()
-    payload["node_rank"] = cfg.node_rank
-    data = json.dumps(payload, default=str).encode()
+    data = NodeReport(cfg.node_rank, report).to_json()
     deadline = time.monotonic() + cfg.gather_timeout_s
     last = ""
     while time.monotonic() < deadline:
@@ -120,19 +144,19 @@ class NodeFacts(TypedDict):
     """That node's facts["run"], as it sent them."""
 
 
-def join(report: Report, received: list[dict[str, Any]], nnodes: int) -> None:
+def join(report: Report, received: list[NodeReport], nnodes: int) -> None:
     """Add every other node's results (tagged with the node) and facts to node 0's report."""
     host = str(report.target.get("host"))
     for r in report.results:
         r.node = r.node or host
     nodes = {"0": NodeFacts(host=host, run=report.facts.get("run"))}
-    for data in sorted(received, key=lambda d: int(d.get("node_rank", 0))):
-        other = Report.from_dict({k: v for k, v in data.items() if k != "node_rank"})
+    for sent in sorted(received, key=lambda d: d.node_rank):
+        other = sent.report
         name = str(other.target.get("host"))
         for r in other.results:
             r.node = r.node or name
             report.add(r)
-        nodes[str(data.get("node_rank"))] = NodeFacts(host=name, run=other.facts.get("run"))
+        nodes[str(sent.node_rank)] = NodeFacts(host=name, run=other.facts.get("run"))
     _order_failures(report)
     missing = nnodes - 1 - len(received)
     report.facts["nodes"] = nodes

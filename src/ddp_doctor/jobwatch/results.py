@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import socket
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ddp_doctor import diagnose, words
@@ -100,7 +100,7 @@ def _is_consequence(s: RankStory) -> bool:
         return True
     if s.end == "exception":
         found = diagnose.diagnose({"error": [str(s.detail or "")]}, {})
-        tiers = [(diagnose.signature(r.id) or {}).get("tier") for r in found]
+        tiers = [sig.tier if (sig := diagnose.signature(r.id)) else None for r in found]
         return bool(tiers) and all(t in ("symptom", "cascade") for t in tiers)
     return False
 
@@ -166,7 +166,7 @@ def _signature_of(rank: int, diag: list[Result], own_lines: list[str]) -> Result
 
     def ranked(found: list[Result]) -> Result | None:
         fails = [d for d in found if d.status is Status.FAIL and d.id != "diag.unknown"]
-        causes = [d for d in fails if (diagnose.signature(d.id) or {}).get("tier") == "cause"]
+        causes = [d for d in fails if (sig := diagnose.signature(d.id)) and sig.tier == "cause"]
         best = causes or fails
         return best[0] if best else None
 
@@ -236,7 +236,7 @@ def _hang_result(event: HangEvent, index: int) -> Result:
             "at_s": event.at_s,
             "index": index,
             "stacks_method": event.stack_method,
-            "ras": _ras_facts(event.ras, ranks_by_pid),
+            "ras": asdict(RasFacts.of(event.ras, ranks_by_pid)) if event.ras else None,
             "threshold": event.threshold.why if event.threshold else None,
             "collectives": _compared_facts(event.compared),
         },
@@ -263,21 +263,37 @@ def _compared_facts(c: collectives.Comparison | None) -> dict[str, object] | Non
     }
 
 
-def _ras_facts(answer: ras.RasAnswer | None, ranks_by_pid: dict[int, int]) -> dict[str, Any] | None:
-    if answer is None:
-        return None
-    rep = answer.report
-    return {
-        "addr": answer.addr,
-        "available": rep is not None,
-        "why_not": answer.why_not or None,
-        "seconds": answer.seconds,
-        "nccl_version": rep.nccl_version if rep else None,
-        "findings": ras.findings(rep, ranks_by_pid) if rep else [],
-        "dead_pids": [p.pid for p in rep.dead] if rep else [],
-        "missing_pids": [p.pid for p in rep.missing_processes] if rep else [],
-        "groups": [f"{g.status} {g.errors}" for g in rep.groups] if rep else [],
-    }
+@dataclass(frozen=True)
+class RasFacts:
+    """NCCL RAS's answer on a hang, as a run.hang result's observed["ras"] shows it."""
+
+    addr: str
+    available: bool
+    """Whether RAS answered with a report."""
+    why_not: str | None
+    seconds: float
+    nccl_version: str | None
+    findings: list[str]
+    """One line per thing RAS says is wrong, with our rank where its process is one of ours."""
+    dead_pids: list[int]
+    missing_pids: list[int]
+    groups: list[str]
+    """Each communicator group's status and errors."""
+
+    @classmethod
+    def of(cls, answer: ras.RasAnswer, ranks_by_pid: dict[int, int]) -> RasFacts:
+        rep = answer.report
+        return cls(
+            addr=answer.addr,
+            available=rep is not None,
+            why_not=answer.why_not or None,
+            seconds=answer.seconds,
+            nccl_version=rep.nccl_version if rep else None,
+            findings=ras.findings(rep, ranks_by_pid) if rep else [],
+            dead_pids=[p.pid for p in rep.dead] if rep else [],
+            missing_pids=[p.pid for p in rep.missing_processes] if rep else [],
+            groups=[f"{g.status} {g.errors}" for g in rep.groups] if rep else [],
+        )
 
 
 def _balance_results(out: WatchOutcome) -> list[Result]:
@@ -488,7 +504,7 @@ def _facts(out: WatchOutcome, story: dict[int, RankStory], codes: dict[str, int]
                 "stacks": {str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
                 "stacks_method": e.stack_method,
                 "ras": e.ras.report.text[-8000:] if e.ras and e.ras.report else (e.ras.why_not if e.ras else None),
-                "flight_recorder": {str(r): v for r, v in e.flight_recorder.items()},
+                "flight_recorder": {str(r): asdict(v) for r, v in e.flight_recorder.items()},
                 "killed": e.killed,
             }
             for e in out.hangs

@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ddp_doctor.errors import UsageError
 from ddp_doctor.jobwatch import collectives, envplan, evidence, hang, ras
@@ -58,7 +58,7 @@ class HangEvent:
     at_s: float
     judgement: hang.Judgement
     stacks: dict[int, Stack]
-    flight_recorder: dict[int, dict[str, Any]]
+    flight_recorder: dict[int, evidence.RecorderSummary]
     killed: bool = False
     stack_method: str = ""
     """Which method took the stacks and why (py-spy, or the hook's faulthandler because py-spy was refused)."""
@@ -137,7 +137,11 @@ def _tree_cpu_s(pid: int) -> float:
 
 
 def _observations(
-    exam: FirstLook, pids: dict[int, int], second: dict[int, Stack], window_s: float, fr: dict[int, dict[str, Any]]
+    exam: FirstLook,
+    pids: dict[int, int],
+    second: dict[int, Stack],
+    window_s: float,
+    fr: dict[int, evidence.RecorderSummary],
 ) -> list[hang.RankObs]:
     """What each rank did between the two looks: its stack then, whether it moved, its CPU, its recorder."""
     obs = []
@@ -146,9 +150,10 @@ def _observations(
         before = exam.stacks.get(r)
         same = before is not None and st is not None and before.frames == st.frames
         cpu = (_tree_cpu_s(pid) - exam.cpu.get(r, 0.0)) / max(window_s, 1e-3)
-        fr_r = fr.get(r) or {}
+        fr_r = fr.get(r)
         activity = classify(st.frames if st else ())
-        obs.append(hang.RankObs(r, activity, same, cpu, fr_r.get("pending"), fr_r.get("last_seq"), fr_r.get("last")))
+        pending, last_seq, last = (fr_r.pending, fr_r.last_seq, fr_r.last) if fr_r else (None, None, None)
+        obs.append(hang.RankObs(r, activity, same, cpu, pending, last_seq, last))
     return obs
 
 

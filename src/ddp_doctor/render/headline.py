@@ -51,7 +51,12 @@ class TorchBuild(TypedDict, total=False):
 
 
 class LintedFile(TypedDict, total=False):
+    """One file of `lint` (facts["files"]): what it was read as and what was found, or why it was not read."""
+
     file: str
+    kind: str | None
+    units: int
+    findings: int
     error: str
 
 
