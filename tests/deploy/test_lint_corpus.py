@@ -48,6 +48,25 @@ FITTED_GAPS: dict[str, str] = {
         "a Slurm job of one rank per task, run by srun without a launcher, whose GPUs come only from --exclusive: "
         "slurm_gpus_implicit"
     ),
+    "backurs-nlp-nvidia_docker.sh": (
+        "a --rm container whose trainer writes its checkpoint to a relative path in the working directory, outside "
+        "every mount: outputs_lost"
+    ),
+    "boletteeh-mlops-train_ddp.slurm": (
+        "a training script that starts its own ranks (torch.multiprocessing.spawn over every GPU) run under torchrun, "
+        "which starts ranks too: ranks_exceed_gpus"
+    ),
+    "gradstats-dev-multinode-pytorchjob.yaml": (
+        "a PyTorchJob whose command sleeps for days before its work while its pods hold GPUs: gpus_held_after_exit"
+    ),
+    "open-orca-ru-docker-compose-train.yml": (
+        "a compose service with no GPU reservation whose command runs a GPU trainer through a script the config does "
+        "not show: gpus_not_requested"
+    ),
+    "translate-ai-transformer-jobset.yaml": (
+        "a manifest the API server rejects for a field's type (an integer env value): script_does_not_parse"
+    ),
+    "translate-ai.Dockerfile": "COPY of a named data file (data/*.csv) into the image: data_in_image",
 }
 """Fitted files lint does not get right yet, with what is missing (strict xfail: a fix makes the test say so,
 and the entry goes). Each is a class of knowledge to add, not a file to fit."""
