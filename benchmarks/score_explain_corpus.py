@@ -9,6 +9,11 @@ its thread concluded: the label's root_cause id first, or one of its `cause` pat
 (headline + the root-cause result's summary, cause and remedy), and its first_rank when the label has one.
 A log that takes longer than --timeout is wrong ("timed out").
 
+Three outcomes, as the user sees them: FAIL; WARN (the tool says the job may have hung or a line looks wrong:
+not a healthy verdict, not a diagnosis either); PASS (the tool calls the run healthy). Per part it prints the
+failures called healthy (PASS: the worst answer), the failures left at WARN, the healthy runs called failures
+and the healthy runs given a WARN.
+
 The blind part (README.md: the rule) estimates what a user meets next; its misses are listed so that the class
 of knowledge missing can be found. Read them for that only, never to fit one log.
 """
@@ -16,6 +21,7 @@ of knowledge missing can be found. Read them for that only, never to fit one log
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = corpus.judge(label, got)
             right, why = verdict.right, verdict.why
-            said = f"{got.root_cause}: {got.said()}" if got.failed else f"healthy: {got.said()}"
+            said = f"{got.root_cause}: {got.said()}" if got.failed else f"{got.verdict}: {got.said()}"
         rows.append(
             {
                 "log": name,
@@ -109,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["part"] == part]
         right = sum(r["right"] for r in mine)
         fails = [r for r in mine if r["verdict"] == "fail"]
-        called_healthy = sum(r["why"] == "a failure called healthy" for r in mine)
-        healthy_called_fail = sum(r["why"] == "a healthy run called a failure" for r in mine)
+        count = collections.Counter(r["why"] for r in mine)
         share = 100.0 * right / len(mine) if mine else 0.0
+        healthy = len(mine) - len(fails)
         print(
             f"{part} part: {right}/{len(mine)} right ({share:.1f}%); "
-            f"failures called healthy: {called_healthy} of {len(fails)}; "
-            f"healthy runs called failures: {healthy_called_fail} of {len(mine) - len(fails)}"
+            f"failures called healthy (PASS): {count[corpus.CALLED_HEALTHY]} of {len(fails)}; "
+            f"failures left at WARN: {count[corpus.LEFT_AT_WARN]} of {len(fails)}; "
+            f"healthy runs called failures: {count[corpus.CALLED_FAILURE]} of {healthy}; "
+            f"healthy runs given a WARN: {count[corpus.HEALTHY_WARNED]} of {healthy}"
         )
     misses = [r for r in rows if r["part"] == "blind" and not r["right"]]
     print(f"\nblind misses ({len(misses)}):")

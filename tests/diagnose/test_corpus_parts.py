@@ -111,3 +111,8 @@ def test_the_judge_reads_an_answer_as_the_scorer_does() -> None:
         {"root_cause": "diag.shm_exhausted", "results": [{"id": "diag.shm_exhausted", "status": "fail"}]}
     )
     assert corpus.judge(failing, by_id).right
+    # three outcomes: a WARN on a failure is wrong but not "called healthy"; on a healthy run it is right
+    warned = corpus.answer({"verdict": "warn", "root_cause": None, "results": [{"id": "diag.hang", "status": "warn"}]})
+    assert corpus.judge(failing, warned) == corpus.Judgement(False, corpus.LEFT_AT_WARN)
+    assert corpus.judge({"verdict": "healthy"}, warned) == corpus.Judgement(True, corpus.HEALTHY_WARNED)
+    assert corpus.judge(failing, only_pass) == corpus.Judgement(False, corpus.CALLED_HEALTHY)

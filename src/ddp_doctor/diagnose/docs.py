@@ -54,8 +54,12 @@ ddp-doctor explain job.log.gz --format json -o report.json
   agent, mpirun / srun, a crash handler), an NCCL error (`NCCL error`, an `ncclXxxError`, NCCL's `file:line -> N`
   return trace) or a CUDA error (readers.yaml `ends_badly`). A warning that is harmless once but not when it
   repeats (c10d's retries to reach the master) is a WARN once and a FAIL from its `fail_after` count on.
+  A user sees one of three answers: FAIL; WARN (the job may have hung there, or a line looks wrong: not a
+  healthy verdict, and the headline leads with what may be wrong); PASS (healthy). A failure is never a PASS;
+  it is a WARN only where the log cannot be told from a healthy one (the same bytes as a healthy run's log).
   tests/diagnose/test_never_pass.py runs every failure log of every corpus (tests/fixtures/logs with
-  EXPECTED.yaml, and both parts of the real corpus) and asserts a FAIL, and every healthy one and asserts none.
+  EXPECTED.yaml, the H200 recordings, and both parts of the real corpus) and asserts it is never a PASS and is a
+  FAIL (the exceptions listed there with why), and that no healthy one is a FAIL.
 - **Unknown failures** are reported as `diag.unknown`, never forced into the nearest signature. With a
   traceback they are read from it (diagnose/longtail.py, phases.yaml): the first failing rank (by the logs'
   own times where they carry them), the exception line (the line that starts with the exception type, never a
@@ -130,9 +134,12 @@ blind part. The blind score is the one that estimates what a user meets next:
 
 {corpus}
 
-tests/diagnose/test_real_corpus.py asserts the fitted part (the fitted logs whose class is not known yet are
-strict xfails); tests/diagnose/test_never_pass.py asserts, on both parts and on the fixtures here, that no
-failure is called healthy and no healthy run a failure.
+The scorer counts three outcomes as the user sees them: a failure *called healthy* is one given a PASS; a
+failure *left at WARN* was told "something may be wrong" but not diagnosed (wrong, not healthy); a healthy run
+given a WARN is right, counted apart. Rows before the three outcomes counted every non-FAIL on a failure as
+called healthy. tests/diagnose/test_real_corpus.py asserts the fitted part (the fitted logs whose class is not
+known yet are strict xfails); tests/diagnose/test_never_pass.py asserts, on both parts and on the fixtures here,
+that no failure is a PASS and no healthy run a FAIL.
 
 ## Adding a signature
 
@@ -181,31 +188,32 @@ def _entry(sig: Signature) -> str:
 
 
 CORPUS_SCORES = """\
-| explain at (main) | logs | blind part | fitted part | failures called healthy (blind, fitted) | healthy runs called failures |
-|---|---|---|---|---|---|
-| 14d1d59, before the long tail and the never-PASS rule | 155 | 20/30 (66.7%) | 101/125 (80.8%) | 1, 14 | 1, 0 |
-| 9f30c85 | 257 | 42/51 (82.4%) | 189/206 (91.7%) | 2, 1 | 0, 0 |
-| 285ea02 (six fixed blind misses moved to the fitted part) | 257 | 37/45 (82.2%) | 195/212 (92.0%) | 2, 1 | 0, 0 |
-| 5c843d0 (deepspeed-4257 moved too; 22 new logs, 7 of them blind) | 279 | 42/51 (82.4%) | 207/228 (90.8%) | 2, 2 | 0, 0 |
-| 46ef5fe (16 more logs, 7 of them blind, collected after every rule above) | 295 | 45/58 (77.6%) | 211/237 (89.0%) | 4, 4 | 0, 0 |
-| the shell's Killed after a progress bar read (before the move) | 295 | 47/58 (81.0%) | 214/237 | 2, 3 | 0, 0 |
-| the same, its two blind misses moved to the fitted part | 295 | 45/56 (80.4%) | 214/239 (89.5%) | 2, 3 | 0, 0 |
-| 04df2f8 (classes named by 13 blind misses, each moved to the fitted part once fixed; 47 new logs) | 342 | 50/58 (86.2%) | 267/284 (94.0%) | 3, 2 | 0, 0 |
-| 9caebb5 + a full disk, a missing package, in-place changes (3 more blind misses fixed and moved: GPU not visible to torch, Slurm absent) | 342 | 50/55 (90.9%) | 272/287 (94.8%) | 2, 1 | 0, 0 |
-| 4c1afd3 (5 more logs, 2 of them blind, collected after every rule above) | 347 | 50/57 (87.7%) | 274/290 (94.5%) | 2, 2 | 0, 0 |
-| 7f82889 (their class fixed, the two moved to the fitted part) | 347 | 50/55 (90.9%) | 277/292 (94.9%) | 2, 1 | 0, 0 |
-| e0904bf (30 more logs, 9 of them blind, collected after every rule above) | 377 | 51/64 (79.7%) | 285/313 (91.1%) | 7, 8 | 0, 0 |
-| e0904bf + nccl-tests' wrong values and hangs, IOMMU faults, two OpenMP runtimes, spawn without the main guard (before the move) | 377 | 54/64 (84.4%) | 286/313 (91.4%) | 5, 7 | 0, 0 |
-| the same, its three fixed blind misses moved to the fitted part | 377 | 51/61 (83.6%) | 289/316 (91.5%) | 5, 7 | 0, 0 |
+| explain at (main) | logs | blind part | fitted part | failures called healthy (blind, fitted) | healthy runs called failures | failures left at WARN (blind, fitted) | healthy runs given a WARN (blind, fitted) |
+|---|---|---|---|---|---|---|---|
+| 14d1d59, before the long tail and the never-PASS rule | 155 | 20/30 (66.7%) | 101/125 (80.8%) | 1, 14 | 1, 0 | — | — |
+| 9f30c85 | 257 | 42/51 (82.4%) | 189/206 (91.7%) | 2, 1 | 0, 0 | — | — |
+| 285ea02 (six fixed blind misses moved to the fitted part) | 257 | 37/45 (82.2%) | 195/212 (92.0%) | 2, 1 | 0, 0 | — | — |
+| 5c843d0 (deepspeed-4257 moved too; 22 new logs, 7 of them blind) | 279 | 42/51 (82.4%) | 207/228 (90.8%) | 2, 2 | 0, 0 | — | — |
+| 46ef5fe (16 more logs, 7 of them blind, collected after every rule above) | 295 | 45/58 (77.6%) | 211/237 (89.0%) | 4, 4 | 0, 0 | — | — |
+| the shell's Killed after a progress bar read (before the move) | 295 | 47/58 (81.0%) | 214/237 | 2, 3 | 0, 0 | — | — |
+| the same, its two blind misses moved to the fitted part | 295 | 45/56 (80.4%) | 214/239 (89.5%) | 2, 3 | 0, 0 | — | — |
+| 04df2f8 (classes named by 13 blind misses, each moved to the fitted part once fixed; 47 new logs) | 342 | 50/58 (86.2%) | 267/284 (94.0%) | 3, 2 | 0, 0 | — | — |
+| 9caebb5 + a full disk, a missing package, in-place changes (3 more blind misses fixed and moved: GPU not visible to torch, Slurm absent) | 342 | 50/55 (90.9%) | 272/287 (94.8%) | 2, 1 | 0, 0 | — | — |
+| 4c1afd3 (5 more logs, 2 of them blind, collected after every rule above) | 347 | 50/57 (87.7%) | 274/290 (94.5%) | 2, 2 | 0, 0 | — | — |
+| 7f82889 (their class fixed, the two moved to the fitted part) | 347 | 50/55 (90.9%) | 277/292 (94.9%) | 2, 1 | 0, 0 | — | — |
+| e0904bf (30 more logs, 9 of them blind, collected after every rule above) | 377 | 51/64 (79.7%) | 285/313 (91.1%) | 7, 8 | 0, 0 | — | — |
+| e0904bf + nccl-tests' wrong values and hangs, IOMMU faults, two OpenMP runtimes, spawn without the main guard (before the move) | 377 | 54/64 (84.4%) | 286/313 (91.4%) | 5, 7 | 0, 0 | — | — |
+| the same, its three fixed blind misses moved to the fitted part | 377 | 51/61 (83.6%) | 289/316 (91.5%) | 5, 7 | 0, 0 | — | — |
+| ecd7f01, scored with three outcomes (PASS, WARN, FAIL) | 377 | 51/61 (83.6%) | 289/316 (91.5%) | 3, 6 | 0, 0 | 2, 1 | 3, 8 |
 
 The target, 85% of the blind part, is met on this corpus: 50 of 57 blind logs (the two new blind misses then had
 their class, a Slurm request for more CPUs than a node has, fixed and moved: 50 of 55, 90.9%). The 18 blind misses fixed on the
 way were read only through the scorer's one-line `expected` / `said` output, fixed as classes from the libraries'
 own sources and checked on fitted logs, then moved to the fitted part, so they no longer count: blind logs
 collected after these rules are their test. The margin is small: four more misses among these 55 fall below 85%.
-The failures still called healthy are listed in tests/diagnose/test_never_pass.py (strict xfails): two blind
-logs whose class is not known yet, and jobset-603.log, which holds byte for byte the one line of jobset-93.log,
-whose thread calls it healthy (a c10d retry warning: a WARN from explain, a FAIL once repeated).
+The failures still called healthy (PASS) or left at WARN are listed in tests/diagnose/test_never_pass.py
+(strict xfails, each with its class). jobset-603.log holds byte for byte the one line of jobset-93.log, whose
+thread calls it healthy (a c10d retry warning): a WARN is the honest answer there, and the test asserts it.
 """
 
 MEASURED = """\
