@@ -196,6 +196,24 @@ def test_explain_names_every_rank_the_same_way() -> None:
     assert "rank 1 on bert-worker-0" in pods and "bert-worker-0/1" not in pods
 
 
+@pytest.mark.parametrize(
+    ("log", "says"),
+    [
+        # a healthy run's paste that stops in NCCL's start-up lines: a hang, or the start of the log
+        ("nccl-352-healthy-socket-lo.log", r"but the log ends during NCCL's start-up lines .* a hang, or only the start"),
+        # one c10d retry warning: named, not called healthy
+        ("jobset-603.log", r"but a rank retries reaching the rendezvous master"),
+    ],
+)
+def test_an_explain_warning_leads_with_what_may_be_wrong(log: str, says: str) -> None:
+    proc = run_cli("explain", "--format", "json", str(FIXTURES / "logs" / "real" / log))
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["verdict"] == "warn", proc.stderr
+    assert report["headline"].startswith("No error in "), report["headline"]
+    assert re.search(says, report["headline"]), report["headline"]
+    assert "No known failure" not in report["headline"]
+
+
 def test_bench_counts_one_rank_as_one_rank() -> None:
     """The recorded one-H200 sweep (gpu/bench.sh) rendered again: its tables say '1 rank'."""
     proc = run_cli("render", str(FIXTURES / "gpu" / "bench" / "bench.json"))

@@ -206,11 +206,27 @@ def _explain(report: Report) -> str:
     if not failed:
         found = [r for r in report.results if r.status in (Status.WARN, Status.ERROR)]
         if found:
-            return f"No known failure in {read}; {plural(len(found), 'line')} looked like errors: {_tally(found)}."
+            # Not a healthy verdict: the headline leads with what may be wrong.
+            more = found[1:]
+            tail = f" ({plural(len(more), 'more warning')} below)" if more else ""
+            return f"No error in {read}, but {_may_be_wrong(found[0])}{tail}."
         return f"No known failure signature in {read}."
     root = _root(report, failed)
     more = f" ({plural(len(failed) - 1, 'more failure')} found beside it)" if len(failed) > 1 else ""
     return f"Root cause{_on_rank(root)}: {_sentence(root.title)} Read {read}{more}."
+
+
+def _may_be_wrong(r: Result) -> str:
+    """What a warning of explain says may be wrong, as the end of a sentence."""
+    if r.id == "diag.hang":
+        # "the log ends during NCCL / process-group initialisation (line 40) with no error after it: if ..."
+        where, _, _ = r.summary.partition(" with no error")
+        where = re.sub(r" \(line (\d+)\)$", r" at line \1", where.rstrip(".;: "))
+        return f"{where}: a hang, or only the start of the log"
+    if r.id == "diag.unknown":
+        return f"{r.summary.rstrip('.')} (not recognised as a failure; read it in context)"
+    title = r.title.rstrip(".")
+    return title if title[1:2].isupper() else f"{title[:1].lower()}{title[1:]}"  # keeps "NCCL ...", "IB ..."
 
 
 def _bench(report: Report) -> str:
