@@ -200,7 +200,10 @@ def test_explain_names_every_rank_the_same_way() -> None:
     ("log", "says"),
     [
         # a healthy run's paste that stops in NCCL's start-up lines: a hang, or the start of the log
-        ("nccl-352-healthy-socket-lo.log", r"but the log ends during NCCL's start-up lines .* a hang, or only the start"),
+        (
+            "nccl-352-healthy-socket-lo.log",
+            r"but the log ends during NCCL's start-up lines .* a hang, or only the start",
+        ),
         # one c10d retry warning: named, not called healthy
         ("jobset-603.log", r"but a rank retries reaching the rendezvous master"),
     ],

@@ -59,7 +59,10 @@ def _gpu_cases() -> list[Case]:
 
 
 CASES = sorted(
-    [Case(f"logs/{name}", (LOGS / name).read_bytes(), want["root_cause"] is not None) for name, want in EXPECTED.items()]
+    [
+        Case(f"logs/{name}", (LOGS / name).read_bytes(), want["root_cause"] is not None)
+        for name, want in EXPECTED.items()
+    ]
     + [Case(name, (corpus.HERE / name).read_bytes(), label["verdict"] == "fail") for name, label in LABELS.items()]
     + [Case(f"gpu/{c.name}", c.data, c.failed) for c in _gpu_cases()],
     key=lambda c: c.name,
