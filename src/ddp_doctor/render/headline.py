@@ -207,9 +207,8 @@ def _explain(report: Report) -> str:
         found = [r for r in report.results if r.status in (Status.WARN, Status.ERROR)]
         if found:
             # Not a healthy verdict: the headline leads with what may be wrong.
-            more = found[1:]
-            tail = f" ({plural(len(more), 'more warning')} below)" if more else ""
-            return f"No error in {read}, but {_may_be_wrong(found[0])}{tail}."
+            also = f" ({plural(len(found) - 1, 'more warning')} below)" if len(found) > 1 else ""
+            return f"No error in {read}, but {_may_be_wrong(found[0])}{also}."
         return f"No known failure signature in {read}."
     root = _root(report, failed)
     more = f" ({plural(len(failed) - 1, 'more failure')} found beside it)" if len(failed) > 1 else ""
