@@ -42,6 +42,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "nccl-tests-218.log",
         "nvdiffrec-39.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
+        "open-llama-47.log",  # ranks waiting at a store barrier for one held up by its experiment logger (wandb)
+        "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "particleflow-390.log",  # a watchdog timeout while rank 0 alone runs end-of-epoch tests, frames only
         "pseco-15.log",
@@ -49,6 +51,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pytorch-11383.log",  # an older libgomp from another package shadowing torch's (import-time ImportError)
         "pytorch-15592.log",
         "pytorch-177472.log",
+        "transformers-14878.log",  # a multi-node rendezvous that cannot reach the master (firewall)
         "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",
     }
