@@ -562,8 +562,7 @@ spec:
             image: rayproject/ray:2.40.0-gpu
             resources:
               limits:
-                memory: 200Gi
-                nvidia.com/gpu: 8
+                {memory}nvidia.com/gpu: 8
 {mount}
 """
 _SHM_MOUNT = """
@@ -586,13 +585,28 @@ _SHM_MOUNT = """
         ("object-store-memory: '5000000000'", "10Gi", False),
         ("object-store-memory: '50000000000'", "10Gi", True),
         ("", None, False),  # KubeRay mounts a /dev/shm sized to the memory limit
+        # ... which an object store set larger than the limit does not fit (ValueError at ray start)
+        ("object-store-memory: '250000000000'", None, True),
+        ("object-store-memory: '100000000000'", None, False),
     ],
 )
 def test_a_ray_node_whose_object_store_does_not_fit_its_dev_shm(
     tmp_path: Path, params: str, size: str | None, held_back: bool
 ) -> None:
     mount = _SHM_MOUNT.format(size=size) if size else ""
-    found = _lint(tmp_path, "ray.yaml", _RAY_CLUSTER.format(params=params, mount=mount))
+    text = _RAY_CLUSTER.format(params=params, mount=mount, memory="memory: 200Gi\n                ")
+    found = _lint(tmp_path, "ray.yaml", text)
+    assert ("shm_object_store" in found) is held_back, found
+
+
+@pytest.mark.parametrize(("size", "held_back"), [("2Gi", True), ("16Gi", False), (None, False)])
+def test_a_gpu_ray_node_with_no_memory_limit_sizes_its_store_from_the_node(
+    tmp_path: Path, size: str | None, held_back: bool
+) -> None:
+    """No memory limit: Ray takes 30% of the node's memory, more than 2 GiB on any GPU machine; KubeRay's own
+    /dev/shm is then bounded by the node only."""
+    mount = _SHM_MOUNT.format(size=size) if size else ""
+    found = _lint(tmp_path, "ray.yaml", _RAY_CLUSTER.format(params="", mount=mount, memory=""))
     assert ("shm_object_store" in found) is held_back, found
 
 

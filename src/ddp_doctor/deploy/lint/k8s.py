@@ -299,8 +299,12 @@ def _shm(u: Unit, c: YMap, pod: YMap, volumes: dict[Any, YMap], line: int, suppl
             return
     if pod.get("hostIPC") is True:
         u.shm = At("host", pod.line_of("hostIPC"))
+    elif supplied is not None and u.memory_limit is not None and u.memory_limit.value > 0:
+        # KubeRay mounts a memory-backed /dev/shm itself, sized to the container's memory limit
+        # (ray-project/kuberay ray-operator/controllers/ray/common/pod.go, makeEmptyDirVolume).
+        u.shm, u.shm_bytes = At("memory", u.memory_limit.line), u.memory_limit.value
     elif supplied is not None:
-        u.shm = None  # the operator mounts a memory-backed /dev/shm itself
+        u.shm = None  # ... and with no memory limit, one bounded by the node only
     else:
         u.shm = At("default", line)
 

@@ -243,6 +243,11 @@ def _shm_default(u: Unit) -> Hit | None:
     return Hit("shm_default", u.shm.line, ctx, None if (loaders or several) else "warning")
 
 
+RAY_GPU_NODE_STORE_BYTES = int(0.3 * 16 * 2**30)
+"""Ray's default object store on the smallest GPU machines clouds rent (16 GiB of memory, e.g. AWS
+g4dn.xlarge): a /dev/shm below it holds the store on no GPU node."""
+
+
 @check
 def ray_object_store(u: Unit) -> Iterator[Hit]:
     """A Ray node keeps its object store in /dev/shm; one smaller than the store sends it to disk."""
@@ -258,6 +263,9 @@ def ray_object_store(u: Unit) -> Iterator[Hit]:
         store = f"{human(u.object_store.value)}, line {u.object_store.line}"
     elif u.object_store is None and u.shm.value == "default":
         store = "30% of the node's memory, more than 64 MiB on any node that runs Ray"
+    elif u.object_store is None and u.gpus is not None and shm < RAY_GPU_NODE_STORE_BYTES:
+        # No memory limit or request: Ray sizes the store from the node's memory, which no GPU node keeps small.
+        store = f"30% of the node's memory with no memory limit set, more than {human(shm)} on any GPU node"
     else:
         return
     yield Hit("shm_object_store", u.shm.line, {"store": store, "shm": human(shm), "node": u.ray_node.value})
