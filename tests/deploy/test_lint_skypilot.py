@@ -99,10 +99,15 @@ run: |
         ("--num-workers $SKYPILOT_NUM_NODES --use-gpu", True),  # 2 workers on 4 GPUs
         ("--num-workers 4 --use-gpu", False),
         ("--num_workers 2", False),  # a DataLoader's workers, for all lint knows: no --use-gpu
+        ("--num-workers $SKYPILOT_NUM_NODES", True),  # Ray's own flag on the GPU cluster the task asked for
+        ("--num-workers $((SKYPILOT_NUM_NODES * SKYPILOT_NUM_GPUS_PER_NODE))", False),
+        ("--num-workers 3 --use-gpu", True),  # 3 workers on 4 GPUs, packed unevenly
+        ("--num-workers 2 --use-cpu", False),
     ],
 )
 def test_ray_train_workers_against_the_clusters_gpus(tmp_path: Path, flags: str, idle: bool) -> None:
-    """Ray Train's --num-workers N --use-gpu starts N workers in all, one GPU each, on the task's Ray cluster."""
+    """Ray Train's --num-workers N starts N workers in all, one GPU each, on the task's Ray cluster of GPU nodes
+    (--use-gpu, or nothing said of GPUs: the task asked for them to train on)."""
     path = tmp_path / "ray-train.yaml"
     path.write_text(_RAY_TRAIN.format(flags=flags).lstrip())
     found = {r.id for r in lint_file(str(path)).results}

@@ -370,15 +370,23 @@ workers in all, one GPU each (https://docs.ray.io/en/latest/train/user-guides/us
 flags are asked for, so a DataLoader's --num_workers alone is not read as Ray's."""
 
 
-def ray_train_workers(words: list[Word]) -> At[int] | None:
-    """The Ray Train workers a python script is told to start, in all, when it is told to use GPUs."""
+RAY_CPU_FLAGS = ("--use-cpu", "--use_cpu", "--cpu", "--no-use-gpu", "--no-gpu")
+
+
+def ray_train_workers(words: list[Word], on_gpu_cluster: bool = False) -> At[int] | None:
+    """The Ray Train workers a python script is told to start, in all, when it is told to use GPUs; on a
+    Ray cluster of GPU nodes the config starts itself, Ray's own `--num-workers N` alone too (the GPUs were
+    asked for to train on), unless a flag says CPU."""
     texts = [w.text.split("=", 1)[0] for w in words]
     if not any(t.endswith(".py") or os.path.basename(t).startswith("python") for t in texts):
         return None
+    names: tuple[str, ...] = RAY_TRAIN_FLAGS[0]
     if not any(t in RAY_TRAIN_FLAGS[1] for t in texts):
-        return None
-    count = _int_at(next(iter(_flag_values(words, RAY_TRAIN_FLAGS[0]).values()), None))
-    flag = next((w for w, t in zip(words, texts, strict=True) if t in RAY_TRAIN_FLAGS[0]), None)
+        if not on_gpu_cluster or any(t in RAY_CPU_FLAGS for t in texts):
+            return None
+        names = ("--num-workers",)  # a DataLoader's --num_workers is not Ray's
+    count = _int_at(next(iter(_flag_values(words, names).values()), None))
+    flag = next((w for w, t in zip(words, texts, strict=True) if t in names), None)
     return At(count.value, flag.line) if count is not None and flag is not None else None
 
 

@@ -168,8 +168,8 @@ def ray_train_gpus(u: Unit) -> Iterator[Hit]:
         return
     nodes = u.nodes.value if u.nodes is not None else 1
     workers, gpus = u.ray_workers.value, u.gpus.value
-    if workers < gpus * nodes and workers % nodes == 0:
-        per = workers // nodes
+    if nodes <= workers < gpus * nodes:
+        per = workers // nodes  # Ray packs the workers, so some nodes may hold more: this many on most
         ctx = {"nproc": per, "gpus": gpus, "idle": gpus - per, "tool": "ray-train", "gpus_line": u.gpus.line}
         yield Hit("nproc_below_gpus", u.ray_workers.line, ctx)
 

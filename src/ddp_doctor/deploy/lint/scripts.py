@@ -499,6 +499,8 @@ class Scan:
     """The node counts those programs are told by their own flags (--num_nodes)."""
     ray_workers: list[At[int]] = field(default_factory=list)
     """Ray Train workers a script is told to start on GPUs (--num-workers N --use-gpu)."""
+    ray_workers_told: list[At[int]] = field(default_factory=list)
+    """Ray Train workers a script is told to start (--num-workers N) with nothing said of GPUs."""
     script_world: list[At[int]] = field(default_factory=list)
     """The world sizes srun steps' programs are told by their own flags (--world_size)."""
 
@@ -730,14 +732,23 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     found = launches(words, resolve=env.resolve, functions=env.functions)
     if not found and words and os.path.basename(words[0].text) == "srun":
         _srun_step(words, scan)
-    workers = ray_train_workers(words) if not found else None
-    if workers is not None:
-        scan.ray_workers.append(workers)
+    if not found:
+        _ray_train(words, scan)
     for launch in found:
         _resolve_launch(launch, env.flat())
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)
         scan.bare.append((launch, env.flat()))
+
+
+def _ray_train(words: list[Word], scan: Scan) -> None:
+    workers = ray_train_workers(words)
+    if workers is not None:
+        scan.ray_workers.append(workers)
+        return
+    told = ray_train_workers(words, on_gpu_cluster=True)
+    if told is not None:
+        scan.ray_workers_told.append(told)
 
 
 def _srun_step(words: list[Word], scan: Scan) -> None:

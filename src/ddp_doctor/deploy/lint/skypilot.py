@@ -127,8 +127,12 @@ def units(doc: YMap, source: str, notes: list[str]) -> list[Unit]:
         scan, env = scripts.read(text, source, notes, doc.value_line(section), env)
         u.launches += [launch for launch, _ in scan.bare]
         found += scan.docker
-        if scan.ray_workers and scripts.RAY_NODE.search(text):
-            u.ray_workers = scan.ray_workers[0]  # the task's own Ray cluster runs them
+        if scripts.RAY_NODE.search(text):  # the task's own Ray cluster runs them
+            if scan.ray_workers:
+                u.ray_workers = scan.ray_workers[0]
+            elif scan.ray_workers_told and u.gpus is not None and u.gpus.value:
+                # Nothing said of GPUs, on a Ray cluster of GPU nodes the task asked for: read as trained there.
+                u.ray_workers = scan.ray_workers_told[0]
     u.env = {**env.flat(), **u.env}
     u.trains = bool(u.launches)
     run = doc.get("run")
