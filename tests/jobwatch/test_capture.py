@@ -14,6 +14,7 @@ import pytest
 
 from ddp_doctor.jobwatch import envplan, stacks
 from ddp_doctor.jobwatch.capture import StackTaker
+from ddp_doctor.jobwatch.hook import ddp_doctor_heartbeat as rankfiles
 
 SCRIPT = "import time\ndef wait_here():\n    time.sleep(120)\nwait_here()\n"
 
@@ -49,13 +50,68 @@ def test_auto_falls_back_to_the_hook_when_py_spy_cannot_run(
     hooked: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_dir, pid = hooked
-    # py-spy absent (a container image without it): the path lookup finds nothing, the hook's faulthandler answers.
+    # py-spy absent (a container image without it): the path lookup finds nothing, the hook's thread answers.
     monkeypatch.setattr(stacks, "pyspy_path", lambda: None)
     taker = StackTaker(run_dir, "auto")
     got = taker.capture({0: pid}, hook_stacks=True)
-    assert got[0].method == "faulthandler"
+    assert got[0].method == "hook"
     assert [f.func for f in got[0].frames][:2] == ["wait_here", "<module>"]
     assert taker.notes == ["py-spy is not installed"]
+    assert (run_dir / "rank-0.stack").read_text() == ""  # no signal was needed
+
+
+def test_a_rank_holding_the_gil_is_asked_by_signal_as_the_last_resort(tmp_path: Path) -> None:
+    # libc's sleep() through ctypes.PyDLL keeps the GIL: the hook's thread cannot run, so only faulthandler on
+    # SIGURG (which needs no GIL) can say where the rank is.
+    script = tmp_path / "gil.py"
+    # The marker byte is written by libc under the GIL too, so the GIL is not let go between it and the sleep.
+    marker = tmp_path / "holding"
+    script.write_text(
+        "import ctypes, os, sys\n"
+        "libc = ctypes.PyDLL(None)\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\n"
+        "def hold_the_gil():\n"
+        "    libc.write(fd, b'x', 1)\n"
+        "    libc.sleep(120)\n"
+        "hold_the_gil()\n"
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": envplan.HOOK_DIR, "DDP_DOCTOR_WATCH_DIR": str(run_dir)}
+    env["DDP_DOCTOR_WATCH_LONE"] = "1"
+    env.pop("RANK", None)
+    proc = subprocess.Popen([sys.executable, str(script), str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = StackTaker(run_dir, "hook").capture({0: proc.pid}, hook_stacks=True)
+        assert got[0].method == "faulthandler", got
+        assert [f.func for f in got[0].frames][:2] == ["hold_the_gil", "<module>"]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_straggler_samples_come_from_the_hook_thread_without_a_signal(hooked: tuple[Path, int]) -> None:
+    run_dir, pid = hooked
+    taker = StackTaker(run_dir, "auto")
+    taker.request({0: pid})
+    deadline = time.monotonic() + 30
+    while not (run_dir / "rank-0.sample").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    got = taker.collect()
+    assert [f.func for f in got[0]][:2] == ["wait_here", "<module>"]
+    assert (run_dir / "rank-0.stack").read_text() == ""
+
+
+def test_a_sample_answers_only_its_own_request(tmp_path: Path) -> None:
+    rankfiles.ask_for_stacks(str(tmp_path), "a-1")
+    text = rankfiles.stack_text("a-1", 7, None)
+    (tmp_path / "rank-0.sample").write_text(text)
+    assert rankfiles.read_sample(str(tmp_path), 0, "a-1") == text.partition("\n")[2]
+    assert rankfiles.read_sample(str(tmp_path), 0, "a-2") is None  # an earlier answer is not a later one's
+    assert rankfiles.read_sample(str(tmp_path), 1, "a-1") is None  # a rank that never answered
 
 
 @pytest.mark.skipif(stacks.pyspy_path() is None, reason="py-spy (a dependency) is not installed in this environment")

@@ -52,7 +52,7 @@ def test_run_report_page_has_timeline_and_hang_stacks(tmp_path: Path) -> None:
     job = job_copy(tmp_path)
     ran = run_doctor(
         tmp_path,
-        ["--hang-after", "5", "--on-hang", "kill", "--stacks", "faulthandler"],
+        ["--hang-after", "5", "--on-hang", "kill", "--stacks", "hook"],
         torchrun(job, 2, "--mode", "hang"),
     )
     page = ran.run_dir / "report.html"

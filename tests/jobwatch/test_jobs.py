@@ -140,8 +140,10 @@ def test_a_rank_that_never_enters_the_collective_is_named_py_spy(tmp_path: Path)
 
 
 def test_the_same_hang_with_the_hook_forced_uses_the_startup_hook(tmp_path: Path) -> None:
-    hang = _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "faulthandler"], "faulthandler")
-    assert "--stacks faulthandler" in hang["observed"]["stacks_method"]
+    # Both ranks wait with the GIL released (a collective, a sleep): the hook's thread answers, no signal is sent.
+    hang = _assert_hang_named(tmp_path, job_copy(tmp_path), ["--stacks", "hook"], "hook")
+    assert "--stacks hook" in hang["observed"]["stacks_method"]
+    assert not any((tmp_path / "run" / f"rank-{r}.stack").read_text() for r in (0, 1))
 
 
 def test_the_lag_is_still_numbered_with_the_flight_recorder_off(tmp_path: Path) -> None:
@@ -179,12 +181,12 @@ def test_py_spy_is_really_refused_by_the_kernel_under_the_seccomp_filter(tmp_pat
 def test_the_same_hang_where_the_kernel_refuses_ptrace_falls_back_to_the_hook(tmp_path: Path) -> None:
     # The doctor and its job run under a seccomp filter that returns EPERM for ptrace and process_vm_readv (what
     # a container without CAP_SYS_PTRACE gets): `--stacks auto` (the default) tries py-spy, reads its refusal and
-    # takes the hook's faulthandler stacks by itself.
+    # takes the stacks from the startup hook's thread by itself.
     job = job_copy(tmp_path)
-    hang = _assert_hang_named(tmp_path, job, [], "faulthandler", wrap=[sys.executable, str(NOPTRACE)])
+    hang = _assert_hang_named(tmp_path, job, [], "hook", wrap=[sys.executable, str(NOPTRACE)])
     method = hang["observed"]["stacks_method"]
     assert "kernel refused py-spy" in method and "EPERM" in method, method
-    assert any(e["source"] == "stacks" and "faulthandler" in e["text"] for e in hang["evidence"]), hang["evidence"]
+    assert any(e["source"] == "stacks" and "startup hook" in e["text"] for e in hang["evidence"]), hang["evidence"]
 
 
 def test_a_rank_compiling_longer_than_hang_after_is_not_hung(tmp_path: Path) -> None:
@@ -213,6 +215,9 @@ def test_a_straggler_rank_is_named_with_numbers(tmp_path: Path) -> None:
     assert st["status"] == "warn" and st["rank"] == 1, st
     assert st["metrics"]["wait_share_rank_0"] - st["metrics"]["wait_share_rank_1"] >= 0.3
     assert "train.py" in (st["observed"]["hot_spot"] or "")
+    # The samples came from the hook's thread: no rank was sent SIGURG (faulthandler's dump from a signal handler
+    # can crash a rank that is busy making frames), so no rank's faulthandler file holds a dump.
+    assert not any((ran.run_dir / f"rank-{r}.stack").read_text() for r in (0, 1))
 
 
 def test_ddp_unused_parameters_shows_the_exception_line_and_the_signature_s_cause(tmp_path: Path) -> None:

@@ -63,9 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:  # long: the flags w
     )
     parser.add_argument(
         "--stacks",
-        choices=("auto", "py-spy", "faulthandler", "off"),
+        choices=("auto", "py-spy", "hook", "faulthandler", "off"),
         default="auto",
-        help="how rank stacks are taken (auto: py-spy, else the startup hook's faulthandler)",
+        help=(
+            "how rank stacks are taken (auto: py-spy, else the startup hook's thread, and SIGURG to faulthandler "
+            "only for a rank whose thread cannot run; hook: the same without py-spy; faulthandler: an old name of hook)"
+        ),
     )
     parser.add_argument(
         "--no-hook",
@@ -156,7 +159,7 @@ def config_from_args(args: argparse.Namespace) -> WatchConfig:
         hang_floor_s=args.hang_floor,
         hang_k=args.hang_k,
         on_hang=args.on_hang,
-        stacks=args.stacks,
+        stacks="hook" if args.stacks == "faulthandler" else args.stacks,
         hook=not args.no_hook,
         error_files=not args.no_error_files,
         flight_recorder=not args.no_flight_recorder,

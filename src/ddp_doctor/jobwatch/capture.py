@@ -1,4 +1,10 @@
-"""Taking every rank's stack: py-spy where ptrace is allowed, else the hook's faulthandler."""
+"""Taking every rank's stack: py-spy where ptrace is allowed, else the startup hook's thread, else its faulthandler.
+
+The hook's thread reads the main thread's stack with `sys._current_frames()` when asked through a request file: no
+signal reaches the rank. faulthandler (SIGURG) is the last resort, only for a rank whose thread did not answer (one
+holding the GIL in C code): its dump from a signal handler can crash a rank that is busy making frames (CPython 3.11,
+during torch's imports), so the straggler sampling of a running job never uses it.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +14,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddp_doctor.jobwatch import stacks
+from ddp_doctor.jobwatch.hook import ddp_doctor_heartbeat as rankfiles
 from ddp_doctor.jobwatch.stacks import Stack
 
 FAULTHANDLER_WAIT_S = 2.0
+HOOK_WAIT_S = 2.0
+"""How long a hang capture waits for the hook's thread (it looks four times a second) before it signals a rank."""
 
 
 @dataclass
 class StackTaker:
     run_dir: Path
     method: str
-    """auto | py-spy | faulthandler | off."""
+    """auto | py-spy | hook | off."""
     notes: list[str] = field(default_factory=list)
     """Why a method was not used (py-spy denied by ptrace, ...), once each."""
     refused: str | None = None
     """py-spy's error when the kernel refused it (no ptrace here): it is not asked again, the hook answers."""
-    _offsets: dict[int, int] = field(default_factory=dict)
+    _asked: set[int] = field(default_factory=set)
+    _token: str = ""
+    _serial: int = 0
 
     def _file(self, rank: int) -> Path:
         return self.run_dir / f"rank-{rank}.stack"
@@ -41,22 +52,40 @@ class StackTaker:
         except OSError:
             return ""
 
-    # -- cheap sampling (straggler): faulthandler only, asked now, read at the next tick --------
+    # -- cheap sampling (straggler): the hook's thread only, asked now, read at the next tick -----
     def request(self, pids: dict[int, int]) -> None:
-        self._offsets = {}
-        for rank, pid in pids.items():
-            offset = self._size(rank)
-            if stacks.ask_faulthandler(pid):
-                self._offsets[rank] = offset
+        self._token = self._new_token()
+        self._asked = set(pids)
+        rankfiles.ask_for_stacks(str(self.run_dir), self._token)
 
     def collect(self) -> dict[int, tuple[stacks.Frame, ...]]:
+        """The samples that answered the last request (a rank that has not answered yet is left out)."""
         out: dict[int, tuple[stacks.Frame, ...]] = {}
-        for rank, offset in self._offsets.items():
-            text = self._read_from(rank, offset)
-            if text.strip():
-                out[rank] = stacks.main_frames(text, "faulthandler")
-        self._offsets = {}
+        for rank in self._asked:
+            text = rankfiles.read_sample(str(self.run_dir), rank, self._token)
+            if text is not None:
+                out[rank] = stacks.main_frames(text, "hook")
+        self._asked = set()
         return out
+
+    def _new_token(self) -> str:
+        self._serial += 1
+        return f"{os.getpid()}-{self._serial}"
+
+    def _ask_hook_threads(self, ranks: set[int]) -> dict[int, Stack]:
+        """Every rank's main-thread stack from the hook's thread; ranks whose thread did not answer in time are left out."""
+        token = self._new_token()
+        rankfiles.ask_for_stacks(str(self.run_dir), token)
+        got: dict[int, Stack] = {}
+        deadline = time.monotonic() + HOOK_WAIT_S
+        while True:
+            for r in ranks - got.keys():
+                text = rankfiles.read_sample(str(self.run_dir), r, token)
+                if text is not None:
+                    got[r] = Stack(text, stacks.main_frames(text, "hook"), "hook")
+            if got.keys() >= ranks or time.monotonic() >= deadline:
+                return got
+            time.sleep(0.05)
 
     # -- full capture (a hang): blocking, every method allowed --------------------------------
     def capture(self, pids: dict[int, int], hook_stacks: bool) -> dict[int, Stack]:
@@ -78,7 +107,11 @@ class StackTaker:
                     if self.method == "auto":
                         break
         todo = {r: p for r, p in pids.items() if r not in got}
-        if todo and hook_stacks and self.method in ("auto", "faulthandler"):
+        if todo and hook_stacks and self.method in ("auto", "hook"):
+            got.update(self._ask_hook_threads(set(todo)))
+            todo = {r: p for r, p in todo.items() if r not in got}
+        if todo and hook_stacks and self.method in ("auto", "hook"):
+            # The last resort: a rank whose thread could not run holds the GIL in C code, so no frame is being made.
             offsets = {r: self._size(r) for r in todo}
             asked = {r for r, p in todo.items() if stacks.ask_faulthandler(p)}
             deadline = time.monotonic() + FAULTHANDLER_WAIT_S
@@ -98,9 +131,9 @@ class StackTaker:
             return f"no stacks (--stacks {self.method})" + (f"; {self.notes[-1]}" if self.notes else "")
         if methods == ["py-spy"]:
             return "py-spy (ptrace allowed here)"
-        used = " and ".join(f"{m} (the startup hook)" if m == "faulthandler" else m for m in methods)
-        if self.method == "faulthandler":
-            return f"{used}: --stacks faulthandler"
+        used = " and ".join(_METHOD_WORDS.get(m, m) for m in methods)
+        if self.method == "hook":
+            return f"{used}: --stacks hook"
         if self.refused is not None:
             return (
                 f"{used}, because the kernel refused py-spy: {self.refused.removeprefix('py-spy failed ')}; "
@@ -109,3 +142,9 @@ class StackTaker:
         if self.notes:
             return f"{used}, because {self.notes[-1]}"
         return used
+
+
+_METHOD_WORDS = {
+    "hook": "the startup hook's thread (sys._current_frames)",
+    "faulthandler": "faulthandler (the startup hook, on SIGURG: that rank's thread could not run)",
+}

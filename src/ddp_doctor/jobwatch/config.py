@@ -24,7 +24,7 @@ class WatchConfig:
     on_hang: str = "report"
     """report: say so and keep waiting; kill: say so, then end the job."""
     stacks: str = "auto"
-    """auto (py-spy, else the hook's faulthandler) | py-spy | faulthandler | off."""
+    """auto (py-spy, else the startup hook) | py-spy | hook (its thread, faulthandler as the last resort) | off."""
     hook: bool = True
     """The startup hook in the job's Python processes (output capture, faulthandler, error files)."""
     error_files: bool = True

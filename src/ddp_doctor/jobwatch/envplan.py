@@ -109,14 +109,15 @@ def _plan_hook(cfg: WatchConfig, base: Mapping[str, str], env: dict[str, str], i
             "heartbeat",
             "added",
             f"every rank writes each process group's collective sequence number to {run_dir}/hb-rank-N.json "
-            "when it moves (a counter torch keeps anyway, read twice a second by a thread of the hook)",
+            "when it moves (a counter torch keeps anyway, read four times a second by a thread of the hook)",
         )
     )
     items.append(
         Item(
             "stack hook",
             "added" if env["DDP_DOCTOR_WATCH_STACKS"] == "1" else "off",
-            "faulthandler on SIGURG in every rank (startup hook on PYTHONPATH, no change to the script)",
+            "a thread of the startup hook writes the main thread's stack when asked (no signal); faulthandler on "
+            "SIGURG only for a rank whose thread cannot run (startup hook on PYTHONPATH, no change to the script)",
         )
     )
 

@@ -43,7 +43,7 @@ class Stack:
     frames: tuple[Frame, ...]
     """The main thread's frames, innermost first."""
     method: str
-    """py-spy | faulthandler."""
+    """py-spy | hook (the startup hook's thread) | faulthandler (the hook, on SIGURG)."""
 
 
 @dataclass(frozen=True)

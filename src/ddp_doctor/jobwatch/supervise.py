@@ -341,7 +341,7 @@ class Watcher:
         return answer
 
     def _hook_stacks(self) -> bool:
-        return self.cfg.hook and self.cfg.stacks in ("auto", "faulthandler")
+        return self.cfg.hook and self.cfg.stacks in ("auto", "hook")
 
     def _request_fr(self) -> None:
         if self.cfg.hook:  # fresh heartbeats always; recorder dumps unless --no-flight-recorder

@@ -2,7 +2,8 @@
 
 rank-N.json        the rank's result (live chain, bench), rewritten atomically after every phase
 rank-N.hb          the rank's heartbeat: the phase it is in (live chain, bench)
-rank-N.stack       faulthandler's stacks of the rank
+rank-N.stack       faulthandler's stacks of the rank (SIGURG: the last resort of jobwatch, the live chain's watchdog)
+rank-N.sample      the main thread's stack, answering the doctor's stack.request (jobwatch's hook thread)
 rank-N.log         the rank's stdout and stderr
 rank-N.error.json  torchelastic's error file of an uncaught exception (`@record` or jobwatch's hook)
 rank-N.pid         who the rank is (jobwatch's hook)

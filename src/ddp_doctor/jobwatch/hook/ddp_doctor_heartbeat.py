@@ -1,4 +1,4 @@
-"""A rank's heartbeat in the run directory: the record, its writer and its reader, for both sides.
+"""A rank's heartbeat and stack samples in the run directory: the records, their writers and readers, for both sides.
 
 The startup hook imports this file by its own name (the hook's directory is first on the job's
 PYTHONPATH, and the job's interpreter may not have ddp_doctor installed); the doctor imports it as
@@ -116,3 +116,43 @@ def of_this_process(dist: object, rank: int, pid: int, now: float) -> JobHeartbe
         backend = (world.pg_map.get(pg) or ("?",))[0]
         groups.append(GroupSeq(str(name), str(getattr(pg, "group_desc", "") or ""), str(backend), seq))
     return JobHeartbeat(rank, pid, now, tuple(sorted(groups, key=lambda g: (len(g.name), g.name))))
+
+
+STACK_REQUEST = "stack.request"
+"""The doctor writes a token here to ask every rank for its main thread's stack; each answers in rank-N.sample."""
+SAMPLE_HEADER = "# ddp-doctor stack sample "
+MAX_FRAMES = 256
+
+
+def sample_path(run_dir: str, rank: int) -> str:
+    return os.path.join(run_dir, f"rank-{rank}.sample")
+
+
+def ask_for_stacks(run_dir: str, token: str) -> None:
+    """Atomically: a rank reading the request never sees half a token."""
+    target = os.path.join(run_dir, STACK_REQUEST)
+    with open(target + ".tmp", "w") as f:
+        f.write(token)
+    os.replace(target + ".tmp", target)
+
+
+def stack_text(token: str, ident: int | None, frame: object) -> str:
+    """A thread's stack in faulthandler's layout (the doctor has one parser for both), newest frame first, tagged
+    with the request it answers."""
+    lines = [SAMPLE_HEADER + token, f"Current thread 0x{ident or 0:016x} (most recent call first):"]
+    while frame is not None and len(lines) < MAX_FRAMES:
+        code = frame.f_code  # type: ignore[attr-defined]
+        lines.append(f'  File "{code.co_filename}", line {frame.f_lineno or 0} in {code.co_name}')  # type: ignore[attr-defined]
+        frame = frame.f_back  # type: ignore[attr-defined]
+    return "\n".join(lines) + "\n"
+
+
+def read_sample(run_dir: str, rank: int, token: str) -> str | None:
+    """The rank's stack sample answering `token`; None before it answered (or if it never will)."""
+    try:
+        with open(sample_path(run_dir, rank), encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    first, _, rest = text.partition("\n")
+    return rest if first == SAMPLE_HEADER + token else None

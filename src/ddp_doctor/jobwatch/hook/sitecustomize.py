@@ -13,7 +13,12 @@ What it adds in a process that is a rank (RANK set, or the lone process of `pyth
 - an excepthook that writes a torchelastic-style error file (what @record would have written),
 - rank-N.pid (who it is) and rank-N.exit (how it ended, when Python still ran its atexit handlers),
 - a daemon thread that writes the rank's heartbeat (each process group's collective sequence number,
-  hb-rank-N.json, `ddp_doctor_heartbeat`) and dumps the flight recorder when the doctor asks (a request file).
+  hb-rank-N.json, `ddp_doctor_heartbeat`), dumps the flight recorder when the doctor asks (a request file), and
+  writes the main thread's stack when the doctor asks for one (stack.request -> rank-N.sample).
+Stacks are read by that thread (`sys._current_frames()`, under the GIL), not by a signal: faulthandler's dump from
+a signal handler walks frames while the interrupted thread may be half-way through making one, and on CPython
+3.11 a SIGURG every few ms during torch's imports segfaulted 4 of 17 runs; SIGURG stays the last resort for a
+rank whose thread cannot run (one that holds the GIL in C code).
 In other processes of the job (torchrun's agent, DataLoader workers) it only tees the output.
 """
 
@@ -40,7 +45,12 @@ def _ddp_doctor_hook() -> None:
     if os.environ.get("DDP_DOCTOR_WATCH_STACKS", "1") == "1":
         _stacks_on_sigurg(os.path.join(run_dir, name + ".stack"))
     _record_the_end(run_dir, name)
-    _serve_dump_requests(run_dir, rank, os.environ.get("DDP_DOCTOR_WATCH_FR") == "1")
+    _serve_dump_requests(
+        run_dir,
+        rank,
+        os.environ.get("DDP_DOCTOR_WATCH_FR") == "1",
+        os.environ.get("DDP_DOCTOR_WATCH_STACKS", "1") == "1",
+    )
 
 
 def _claim_rank() -> tuple[int, bool]:
@@ -163,26 +173,29 @@ def _record_the_end(run_dir: str, name: str) -> None:
     atexit.register(_at_exit)
 
 
-def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
+def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool, want_stacks: bool) -> None:
     import threading
     import time
     from typing import Any
 
     request = os.path.join(run_dir, "dump.request")
+    main_ident = threading.main_thread().ident
 
     def _heartbeat_and_dumps() -> None:
-        # Twice a second: the heartbeat (each process group's collective sequence number, written when it
+        # Four times a second: the heartbeat (each process group's collective sequence number, written when it
         # moved) and the doctor's request file (touched on a suspected hang: every rank then writes a fresh
         # heartbeat and, unless switched off, its flight-recorder dump). A few attribute reads and, when a
         # number moved, one small file: nothing a step notices.
         try:
             import ddp_doctor_heartbeat as heartbeat
-        except ImportError:  # the hook's directory left sys.path: no heartbeat, no dumps
+        except ImportError:  # the hook's directory left sys.path: no heartbeat, no dumps, no stacks
             return
         state = _TickState()
         while True:
             time.sleep(HEARTBEAT_S)
             try:
+                if want_stacks:
+                    state.stack_seen = _answer_stack_request(heartbeat, run_dir, rank, main_ident, state.stack_seen)
                 _tick(heartbeat, state)
             except Exception:  # noqa: BLE001, S110 - a failed tick (a full disk, a file removed) must not end the thread
                 pass
@@ -192,6 +205,8 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
         """The request file's mtime last served."""
         last: Any = None
         """The groups of the heartbeat last written."""
+        stack_seen = 0.0
+        """The stack request file's mtime last answered."""
 
     def _tick(heartbeat: Any, state: _TickState) -> None:
         try:
@@ -217,8 +232,26 @@ def _serve_dump_requests(run_dir: str, rank: int, want_fr: bool) -> None:
     threading.Thread(target=_heartbeat_and_dumps, name="ddp-doctor-heartbeat", daemon=True).start()
 
 
-HEARTBEAT_S = 0.5
-"""How often a rank looks at its sequence numbers and at the doctor's request file."""
+HEARTBEAT_S = 0.25
+"""How often a rank looks at its sequence numbers and at the doctor's request files."""
+
+
+def _answer_stack_request(heartbeat: object, run_dir: str, rank: int, main_ident: int | None, seen: float) -> float:
+    """Write the main thread's stack if the doctor asked since `seen` (the request file's mtime); the new `seen`.
+    Before init_process_group too: where a rank is during imports and compilation is what the doctor asks."""
+    stack_request = os.path.join(run_dir, heartbeat.STACK_REQUEST)  # type: ignore[attr-defined]
+    try:
+        mtime = os.stat(stack_request).st_mtime
+    except OSError:
+        return seen
+    if mtime <= seen:
+        return seen
+    with open(stack_request) as f:
+        token = f.read(64).strip()
+    frame = sys._current_frames().get(main_ident) if main_ident is not None else None
+    text = heartbeat.stack_text(token, main_ident, frame)  # type: ignore[attr-defined]
+    _write_atomic(heartbeat.sample_path(run_dir, rank), text.encode())  # type: ignore[attr-defined]
+    return mtime
 
 
 def _fr_trace() -> tuple[bytes | str | None, str]:
