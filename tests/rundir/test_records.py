@@ -114,3 +114,20 @@ def test_the_report_names_a_rank_file_that_could_not_be_read() -> None:
     m = merge(outcome, plan)
     assert m.root is not None and m.root.rank == 1
     assert [e.text for e in m.root.evidence if e.source == "rank-1.json"] == [outcome.unreadable["rank-1.json"]]
+
+
+def test_a_heartbeat_keeps_its_phase_start_and_deadline_until_the_phase_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("RANK", "0")
+    writer.heartbeat("ddp", step="step 1", deadline=9e9)
+    first = reader.read_heartbeats(tmp_path)[0]
+    writer.heartbeat("ddp", step="step 2")
+    second = reader.read_heartbeats(tmp_path)[0]
+    assert (second.since, second.deadline, second.step) == (first.since, 9e9, "step 2")
+    assert second.progress > first.progress
+    writer.heartbeat("sampler", deadline=float("inf"))  # no deadline: none is shown
+    third = reader.read_heartbeats(tmp_path)[0]
+    assert third.phase == "sampler" and third.deadline is None and third.since is not None
+    assert third.since >= second.since

@@ -171,7 +171,8 @@ def flight_recorder_summary(run_dir: Path) -> dict[int, RecorderSummary]:
     for r, group in read_seq_numbers(run_dir).items():
         known = out.get(r)
         if known is None or known.last_seq is None:
-            said = f"{group.backend} collective #{group.seq} (process group sequence number)"
+            backend = group.backend
+            said = f"{backend} collective #{group.seq} (process group sequence number)"
             out[r] = RecorderSummary(f"hb-rank-{r}.json", 0, group.seq, said, None)
     return out
 

@@ -13,15 +13,27 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ddp_doctor.rundir import layout
 from ddp_doctor.rundir.jsonfile import write_atomic
 from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 _progress = itertools.count(1)
-_phase: dict[str, Any] = {}  # the phase of this rank's last heartbeat: its name, start and deadline
+
+
+@dataclass
+class _Phase:
+    """The phase of this rank's last heartbeat (one per rank process, changed as the rank goes)."""
+
+    name: str = ""
+    since: float = 0.0
+    """Epoch seconds when it began."""
+    deadline: float | None = None
+
+
+_phase = _Phase()
 
 
 def run_dir() -> Path:
@@ -46,19 +58,18 @@ def heartbeat(phase: str, step: str | None = None, deadline: float | None = None
     """Record where this rank is. `progress` only grows, so the rank with the lowest one is the laggard.
     `since` is when this phase began and `deadline` (epoch seconds) when it must end: the parent shows them."""
     now = time.time()
-    if _phase.get("phase") != phase:
-        _phase.clear()
-        _phase.update(phase=phase, since=now, deadline=None)
+    if _phase.name != phase:
+        _phase.name, _phase.since, _phase.deadline = phase, now, None
     if deadline is not None and deadline != float("inf"):
-        _phase["deadline"] = deadline
+        _phase.deadline = deadline
     beat = Heartbeat(
         phase=phase,
         step=step,
         time=now,
         pid=os.getpid(),
         progress=next(_progress),
-        since=_phase["since"],
-        deadline=_phase["deadline"],
+        since=_phase.since,
+        deadline=_phase.deadline,
     )
     write_atomic(path("hb"), beat.to_json())
 

@@ -10,7 +10,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts, skypilot
 from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
-from ddp_doctor.deploy.lint.model import Unit
+from ddp_doctor.deploy.lint.model import Ctx, Unit
 from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
 from ddp_doctor.deploy.lint.rules import severity as severity_of
 from ddp_doctor.errors import InputError
@@ -196,7 +196,7 @@ def merge(results: list[Result]) -> list[Result]:
 _FIELD = re.compile(r"\{([a-z_]+)(?::([A-Za-z][A-Za-z -]*))?\}")
 
 
-def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str:
+def _text(rule: dict[str, Any], key: str, area: str, ctx: Ctx) -> str:
     value = rule.get(key, "")
     if isinstance(value, dict):
         # Written for the launcher in the file first (torchrun / accelerate / tune), then for the kind of file.
@@ -211,7 +211,7 @@ def _text(rule: dict[str, Any], key: str, area: str, ctx: dict[str, Any]) -> str
     return _FIELD.sub(lambda m: _fill(m, ctx), str(value))
 
 
-def _fill(m: re.Match[str], ctx: dict[str, Any]) -> str:
+def _fill(m: re.Match[str], ctx: Ctx) -> str:
     name, word = m.group(1), m.group(2)
     if name not in ctx:
         return m.group(0)

@@ -9,7 +9,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Structural, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.deploy.lint.workloads import (
@@ -326,7 +326,7 @@ def _names(doc: YMap) -> list[Structural]:
         if not isinstance(value, str) or "{{" in value or "$" in value:
             continue
         if len(value) > most or not pattern.match(value):
-            ctx: dict[str, Any] = {"object": f"{doc.get('kind')}/{meta.get('name')}", "field": f"metadata.{key}"}
+            ctx: Ctx = {"object": f"{doc.get('kind')}/{meta.get('name')}", "field": f"metadata.{key}"}
             ctx |= {"value": value, "rule": what, "most": most}
             found.append(Structural("invalid_name", meta.line_of(key), ctx))
     return found

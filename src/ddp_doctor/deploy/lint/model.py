@@ -6,8 +6,9 @@ value with the line it came from, so one rule can run over every kind of file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -99,13 +100,19 @@ def ids_out_of_range(user: str) -> bool:
     return False
 
 
+RuleArg = str | int | float | bool | None
+"""A value a rule's text names ({nproc}, {value:rank} in rules.yaml): written as text, or counted in words."""
+Ctx = dict[str, RuleArg]
+"""What a rule's text names, by name: a finding's context."""
+
+
 @dataclass(frozen=True)
 class Structural:
     """A rule the parser found broken from the file's structure, where, and the words for its message."""
 
     rule: str
     line: int
-    context: dict[str, Any] = field(default_factory=dict)
+    context: Mapping[str, RuleArg] = field(default_factory=dict)
     severity: str | None = None
     """Overrides the rule's severity where the structure makes the mistake only likely."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -16,7 +16,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.checks import variables as variables_check
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, RuleArg, Unit
 from ddp_doctor.deploy.lint.quantity import human
 from ddp_doctor.deploy.lint.subject import verdicts
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
@@ -29,7 +29,7 @@ SEVERITIES = ("error", "warning", "info")
 class Hit:
     name: str
     line: int
-    context: dict[str, Any] = field(default_factory=dict)
+    context: Mapping[str, RuleArg] = field(default_factory=dict)
     severity: str | None = None
     """Overrides the rule's severity where the same mistake is certain in one workload and only
     possible in another (shm_default: an error with several ranks, a warning when the ranks are unknown)."""
@@ -154,7 +154,7 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
     tool = next((l.tool for l in u.launches if l.nproc is not None), "operator" if u.operator else "torchrun")
     if u.nproc_what == "NUM_SHARD" and not u.launches:
         tool = "tgi"
-    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
+    ctx: Ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
     elif nproc < gpus:
@@ -170,7 +170,7 @@ def ray_train_gpus(u: Unit) -> Iterator[Hit]:
     workers, gpus = u.ray_workers.value, u.gpus.value
     if nodes <= workers < gpus * nodes:
         per = workers // nodes  # Ray packs the workers, so some nodes may hold more: this many on most
-        ctx = {"nproc": per, "gpus": gpus, "idle": gpus - per, "tool": "ray-train", "gpus_line": u.gpus.line}
+        ctx: Ctx = {"nproc": per, "gpus": gpus, "idle": gpus - per, "tool": "ray-train", "gpus_line": u.gpus.line}
         yield Hit("nproc_below_gpus", u.ray_workers.line, ctx)
 
 
@@ -187,7 +187,7 @@ def nproc_declared_twice(u: Unit) -> Iterator[Hit]:
         return
     a, b = declared.value.strip("'\""), given.nproc.value.strip("'\"")
     if a != b and a.isdigit() and b.isdigit():
-        ctx = {"declared": a, "declared_what": u.nproc_what, "given": b, "given_line": given.nproc.line}
+        ctx: Ctx = {"declared": a, "declared_what": u.nproc_what, "given": b, "given_line": given.nproc.line}
         yield Hit("nproc_conflict", declared.line, ctx)
 
 
@@ -239,7 +239,7 @@ def _shm_default(u: Unit) -> Hit | None:
     uncounted = not cpu and ranks is None and granted != 1 and (w.workers is None or loaders)
     if not (loaders or several or uncounted):
         return None
-    ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
+    ctx: Ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
     return Hit("shm_default", u.shm.line, ctx, None if (loaders or several) else "warning")
 
 
@@ -526,7 +526,7 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     tool = u.launches[0].tool if u.launches else ""
     for fld, value, line in candidates:
         if is_local(value):
-            ctx = {"nodes": nodes, "value": value, "field": fld, "tool": tool, "nodes_from": nodes_from(u)}
+            ctx: Ctx = {"nodes": nodes, "value": value, "field": fld, "tool": tool, "nodes_from": nodes_from(u)}
             yield Hit("master_addr_localhost", line, ctx)
             return
 
@@ -568,7 +568,7 @@ def deepspeed_per_node(u: Unit) -> Iterator[Hit]:
         if step is None or step.value <= 1:
             continue
         hostfile = launch.hostfile.value.strip("'\"") if launch.hostfile is not None else None
-        ctx = {"nodes": step.value, "nodes_what": launch.srun_nodes_what if launch.srun_nodes else u.nodes_what}
+        ctx: Ctx = {"nodes": step.value, "nodes_what": launch.srun_nodes_what if launch.srun_nodes else u.nodes_what}
         if hostfile is None or hostfile in _NO_HOSTFILE:
             what = f"--hostfile {hostfile}" if hostfile else "no --hostfile (the default /job/hostfile)"
             how = f"with {what}: each finds no hostfile and trains on its own node, a world of one node on 127.0.0.1"
@@ -600,7 +600,7 @@ def world_size(u: Unit) -> Iterator[Hit]:
             continue
         if step is None:
             continue
-        ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
+        ctx: Ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
         if launch.nnodes is None:
             if max(step.value, u.nodes_total.value if u.nodes_total else 0) > 1 and u.operator not in INJECTS_NNODES:
                 flag = "--num_machines" if launch.tool == "accelerate" else "--nnodes"
@@ -657,7 +657,7 @@ def script_node_count(u: Unit) -> Iterator[Hit]:
     nodes = node_count(u)
     for n, starter in told:
         if n.value != nodes:
-            ctx = {"told": n.value, "nodes": nodes, "nodes_from": nodes_from(u), "starter": starter}
+            ctx: Ctx = {"told": n.value, "nodes": nodes, "nodes_from": nodes_from(u), "starter": starter}
             yield Hit("script_nodes_mismatch", n.line, ctx)
             return
 
@@ -705,7 +705,7 @@ def node_rank(u: Unit) -> Iterator[Hit]:
         ):
             # The batch script's shell fills it in once, on the first node, before srun copies the command.
             rank = f"{fixed} (expanded once by the batch script's shell, before srun: 0 on every node)"
-            ctx = {"tool": launch.tool, "nodes": max(node_count(u), 2), "flag": "--node-rank", "rank": rank}
+            ctx: Ctx = {"tool": launch.tool, "nodes": max(node_count(u), 2), "flag": "--node-rank", "rank": rank}
             # A warning: whether the batch step defines the variable (as 0) is the cluster's Slurm's to say.
             yield Hit("node_rank_fixed", launch.node_rank.line, ctx, "warning")
             continue
@@ -752,7 +752,7 @@ def _fixed_rank_variable(u: Unit, env: dict[str, At[str]]) -> Hit | None:
         return None
     if any(l.node_rank is not None and not l.node_rank.value.strip("'\"").isdigit() for l in u.launches):
         return None  # the launcher is given a rank of its own
-    ctx = {
+    ctx: Ctx = {
         "tool": f"a launcher told {rank[0]}",
         "nodes": int(nodes.value.strip("'\"")),
         "flag": rank[0],
@@ -816,7 +816,7 @@ def indexed_hostname(u: Unit) -> Iterator[Hit]:
         else:
             continue
         sub = u.subdomain or job
-        ctx = {"field": fld, "value": host, "how": how, "name": f"{first}.{sub}", "subdomain": sub}
+        ctx: Ctx = {"field": fld, "value": host, "how": how, "name": f"{first}.{sub}", "subdomain": sub}
         yield Hit("rdzv_host_unresolvable", line, ctx)
         return
 
@@ -901,7 +901,7 @@ def environment(u: Unit) -> Iterator[Hit]:
             templated and verdict.kind not in NAME_VERDICTS
         ):
             continue  # NCCL does not run in a CPU job; a value filled in later cannot be judged
-        ctx = {"text": verdict.text, "remedy": verdict.remedy or "", "reference": verdict.source}
+        ctx: Ctx = {"text": verdict.text, "remedy": verdict.remedy or "", "reference": verdict.source}
         yield Hit(rule, env[verdict.variable].line, ctx, "error" if verdict.status == "fail" else "warning")
 
 

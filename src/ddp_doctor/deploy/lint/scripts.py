@@ -23,7 +23,7 @@ from ddp_doctor.deploy.lint.commandline import (
     script_world_size,
 )
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Launch, Structural, Unit, ids_out_of_range
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import (
     MAX_COMMANDS,
@@ -642,7 +642,7 @@ def broken_continuations(text: str, first_line: int = 1) -> list[Structural]:
                 continue
         following = lines[j] if j < len(lines) else ""
         if _continues(following, _command_start(lines, i)):
-            ctx = {"gap": gap, "next": following.strip()[:60], "next_line": j + first_line, "line": i + first_line}
+            ctx: Ctx = {"gap": gap, "next": following.strip()[:60], "next_line": j + first_line, "line": i + first_line}
             found.append(Structural("broken_continuation", i + first_line, ctx))
     return found
 
