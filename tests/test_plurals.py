@@ -61,7 +61,7 @@ def test_every_lint_template_reads_right_with_0_1_and_2(n: int) -> None:
     walked = 0
     for rule_id, rule in catalogue().items():
         for key in ("message", "why", "fix"):
-            for template in _templates(rule.get(key)):
+            for template in _templates(getattr(rule, key)):
                 ctx = {m.group(1): n for m in engine._FIELD.finditer(template)}
                 text = engine._FIELD.sub(lambda m, ctx=ctx: engine._fill(m, ctx), template)  # type: ignore[misc]
                 walked += 1

@@ -10,7 +10,7 @@ import yaml
 from ddp_doctor.cli import main
 from ddp_doctor.commands.lint import lint
 from ddp_doctor.deploy.lint.engine import lint_file
-from ddp_doctor.deploy.lint.rules import catalogue, rule_ids
+from ddp_doctor.deploy.lint.rules import LintRule, catalogue, rule_ids
 from ddp_doctor.render import render
 from ddp_doctor.report import Report, Status
 from tests.conftest import FIXTURES, run_cli
@@ -66,8 +66,9 @@ def test_corpus_covers_the_issue_list() -> None:
 def test_rule_catalogue_is_complete() -> None:
     for name, rule in catalogue().items():
         for key in ("severity", "areas", "title", "message", "why", "fix", "source"):
-            assert rule.get(key), (name, key)
-        assert "expected" in rule["message"] or rule["severity"] == "info" or "noted" in rule["message"], name
+            assert getattr(rule, key), (name, key)
+        message = rule.message if isinstance(rule.message, str) else " ".join(rule.message.values())
+        assert "expected" in message or rule.severity == "info" or "noted" in message, name
     assert len(rule_ids()) == len(set(rule_ids()))
 
 
@@ -298,7 +299,7 @@ def test_docs_list_every_rule() -> None:
     for name, rule in catalogue().items():
         row = next((line for line in doc.splitlines() if line.startswith(f"| `{name}` |")), None)
         assert row is not None, name
-        assert rule["severity"] in row and all(area in row for area in rule["areas"]), name
+        assert rule.severity in row and all(area in row for area in rule.areas), name
 
 
 def test_shm_beyond_memory_limit_in_docker_and_compose(tmp_path: Path) -> None:
@@ -335,3 +336,13 @@ def test_big_inputs_stay_bounded(tmp_path: Path) -> None:
     found = lint_file(str(manifest))
     assert time.monotonic() - started < 20
     assert len(found.units) == 300 and not found.results
+
+
+def test_a_rules_yaml_entry_of_the_wrong_shape_is_refused_with_its_name_and_key() -> None:
+    good = {"severity": "error", "areas": ["k8s"], "title": "t", "message": "m", "why": "w", "source": "https://x"}
+    rule = LintRule.of("r", {**good, "fix": {"k8s": "a", "slurm": "b"}})
+    assert rule.areas == ("k8s",) and rule.fix == {"k8s": "a", "slurm": "b"}
+    with pytest.raises(ValueError, match=r"r\.fix is None, not a text"):
+        LintRule.of("r", good)
+    with pytest.raises(ValueError, match=r"r\.severity is 'fatal'"):
+        LintRule.of("r", {**good, "fix": "f", "severity": "fatal"})

@@ -107,7 +107,7 @@ def test_every_file_is_in_the_part_the_rule_says() -> None:
 
 def test_the_vocabulary_is_defined_sourced_and_mapped_to_real_rules() -> None:
     rules = catalogue()
-    ids = {f"lint.{area}.{name}" for name, rule in rules.items() for area in rule["areas"]}
+    ids = {f"lint.{area}.{name}" for name, rule in rules.items() for area in rule.areas}
     for pid, p in VOCAB.items():
         assert p.severity in corpus.SEVERITIES, pid
         assert p.definition and p.source.startswith("http"), pid

@@ -11,7 +11,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import compose, dockerfile, k8s, scripts, skypilot
 from ddp_doctor.deploy.lint.loader import YMap, load_yaml_documents, read_text
 from ddp_doctor.deploy.lint.model import Ctx, Unit
-from ddp_doctor.deploy.lint.rules import Hit, catalogue, evaluate
+from ddp_doctor.deploy.lint.rules import Hit, Text, catalogue, evaluate
 from ddp_doctor.deploy.lint.rules import severity as severity_of
 from ddp_doctor.errors import InputError
 from ddp_doctor.report import Evidence, Result, Status
@@ -196,19 +196,18 @@ def merge(results: list[Result]) -> list[Result]:
 _FIELD = re.compile(r"\{([a-z_]+)(?::([A-Za-z][A-Za-z -]*))?\}")
 
 
-def _text(rule: dict[str, Any], key: str, area: str, ctx: Ctx) -> str:
-    value = rule.get(key, "")
-    if isinstance(value, dict):
+def _text(value: Text, area: str, ctx: Ctx) -> str:
+    if not isinstance(value, str):
         # Written for the launcher in the file first (torchrun / accelerate / tune), then for the kind of file.
         tool = str(ctx.get("tool"))
         # A Slurm or k8s text keyed by area wins over a generic torchrun text only when the launcher has none of its own.
         value = (
-            value.get(tool)
+            value[tool]
             if tool in value and tool != "torchrun"
             else value.get(area, value.get(tool, next(iter(value.values()))))
         )
     # Only {known_name} is a placeholder: the fixes quote YAML such as {medium: Memory}.
-    return _FIELD.sub(lambda m: _fill(m, ctx), str(value))
+    return _FIELD.sub(lambda m: _fill(m, ctx), value)
 
 
 def _fill(m: re.Match[str], ctx: Ctx) -> str:
@@ -226,11 +225,11 @@ def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
     source_line = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
     return Result(
         id=f"lint.{u.area}.{hit.name}",
-        title=rule["title"],
+        title=rule.title,
         status=STATUS[severity],
-        summary=f"{u.file}:{hit.line}: {_text(rule, 'message', u.area, ctx)}",
-        cause=_text(rule, "why", u.area, ctx),
-        remedy=_text(rule, "fix", u.area, ctx),
+        summary=f"{u.file}:{hit.line}: {_text(rule.message, u.area, ctx)}",
+        cause=_text(rule.why, u.area, ctx),
+        remedy=_text(rule.fix, u.area, ctx),
         observed={
             "severity": severity,
             "file": u.file,
@@ -238,6 +237,6 @@ def to_result(u: Unit, hit: Hit, lines: list[str]) -> Result:
             "unit": u.name,
             **{k: v for k, v in hit.context.items() if isinstance(v, (str, int, float, bool))},
         },
-        expected={"source": rule.get("source")},
+        expected={"source": rule.source},
         evidence=[Evidence(source=u.file, line=hit.line, text=source_line[:200])],
     )

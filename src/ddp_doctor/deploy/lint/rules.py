@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
 
 import yaml
 
@@ -35,17 +34,59 @@ class Hit:
     possible in another (shm_default: an error with several ranks, a warning when the ranks are unknown)."""
 
 
+Text = str | Mapping[str, str]
+"""A rule's text: one for every file, or one per launcher (torchrun, accelerate) or kind of file (k8s, slurm)."""
+
+
+@dataclass(frozen=True)
+class LintRule:
+    """One entry of rules.yaml: the words and severity of a finding; the check that finds it is in this module."""
+
+    name: str
+    severity: str
+    """One of SEVERITIES."""
+    areas: tuple[str, ...]
+    """The kinds of file it applies to (k8s, docker, compose, slurm, ...): its ids are lint.<area>.<name>."""
+    title: str
+    message: Text
+    """What was seen and what was expected; {name} fills in the finding's context."""
+    why: Text
+    """The Result's cause."""
+    fix: Text
+    """The Result's remedy."""
+    source: str
+    """Where the fact comes from (a URL)."""
+
+    @classmethod
+    def of(cls, name: str, raw: Mapping[str, object]) -> LintRule:
+        """The entry as written, refused (ValueError naming the rule and the key) unless it has every key right."""
+
+        def text(key: str) -> Text:
+            value = raw.get(key)
+            if isinstance(value, str):
+                return value
+            if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+                return {str(k): v for k, v in value.items()}
+            raise ValueError(f"rules.yaml: {name}.{key} is {value!r}, not a text or texts by launcher / kind of file")
+
+        severity, areas, title, source = (raw.get(k) for k in ("severity", "areas", "title", "source"))
+        if severity not in SEVERITIES:
+            raise ValueError(f"rules.yaml: {name}.severity is {severity!r}, not one of {', '.join(SEVERITIES)}")
+        if not isinstance(areas, list) or not areas or not isinstance(title, str) or not isinstance(source, str):
+            raise ValueError(f"rules.yaml: {name} needs areas (a list), title and source")
+        return cls(
+            name, str(severity), tuple(map(str, areas)), title, text("message"), text("why"), text("fix"), source
+        )
+
+
 @functools.cache
-def catalogue() -> dict[str, dict[str, Any]]:
+def catalogue() -> dict[str, LintRule]:
     text = resources.files("ddp_doctor.deploy.lint").joinpath("rules.yaml").read_text(encoding="utf-8")
-    rules: dict[str, dict[str, Any]] = yaml.safe_load(text)
-    for name, rule in rules.items():
-        assert rule["severity"] in SEVERITIES, name
-    return rules
+    return {str(name): LintRule.of(str(name), raw) for name, raw in yaml.safe_load(text).items()}
 
 
 def rule_ids() -> list[str]:
-    return [f"lint.{area}.{name}" for name, rule in catalogue().items() for area in rule["areas"]]
+    return [f"lint.{area}.{name}" for name, rule in catalogue().items() for area in rule.areas]
 
 
 Check = Callable[[Unit], Iterator[Hit]]
@@ -918,7 +959,7 @@ def structure(u: Unit) -> Iterator[Hit]:
 
 
 def severity(hit: Hit) -> str:
-    return hit.severity or str(catalogue()[hit.name]["severity"])
+    return hit.severity or catalogue()[hit.name].severity
 
 
 def evaluate(u: Unit) -> list[Hit]:
@@ -926,6 +967,6 @@ def evaluate(u: Unit) -> list[Hit]:
     hits = []
     for fn in CHECKS:
         for hit in fn(u):
-            if u.area in rules[hit.name]["areas"]:
+            if u.area in rules[hit.name].areas:
                 hits.append(hit)
     return hits
