@@ -72,6 +72,15 @@ FITTED_GAPS: dict[str, str] = {
         "--num_nodes=4), which the launcher hands to the script: world_size_mismatch; TORCH_USE_CUDA_DSA, a build "
         "option set at run time: setting_not_read"
     ),
+    "mllib-argo-train-workflow.yaml": (
+        "an Argo container template with no resources running a GPU training image (the project runs it with "
+        "--gpus all elsewhere): gpus_not_requested"
+    ),
+    "tigris-sdxl-skyserve.yaml": "a SkyPilot task run in a docker image_id whose user is root: runs_as_root",
+    "cloud-course-43-mpi-matmul-mpijob.yaml": (
+        "a false error: two CPU MPI ranks per pod (no GPU, no NCCL) on the default /dev/shm judged as an error "
+        "(shm_default)"
+    ),
     "dna-interaction-foundation-train-job.yaml": (
         "a one-rank pod on the default 64 MiB /dev/shm whose trainer, a script the config runs but does not show, "
         "uses DataLoader workers: shm_too_small"
