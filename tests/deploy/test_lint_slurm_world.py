@@ -147,3 +147,33 @@ def test_slurms_counts_come_from_the_directives_and_are_never_reported_as_set(tm
 def test_shell_arithmetic_is_computed_only_where_every_name_is_a_number(text: str, expected: str) -> None:
     values = {"NODES": "2", "GPUS": "8"}
     assert arithmetic(text, values.get) == expected
+
+
+def test_a_script_of_srun_steps_without_sbatch_lines_is_judged_as_a_slurm_job(tmp_path: Path) -> None:
+    """srun run from a login node allocates the job from its own options (srun(1)): the same rules as a
+    batch script's steps, with no #SBATCH line in the file."""
+    path = tmp_path / "launch.sh"
+    path.write_text(
+        "#!/bin/bash\nNNODES=2\nsrun --nodes=$NNODES --ntasks-per-node=4 --gres=gpu:4 \\\n"
+        "  torchrun --nnodes=$NNODES --nproc_per_node=8 " + RDZV + " train.py\n"
+    )
+    found = {r.id: r for r in lint_file(str(path)).results if r.status.value in ("fail", "warn")}
+    assert {"lint.slurm.tasks_per_node", "lint.slurm.nproc_exceeds_gpus"} <= set(found), found
+    assert found["lint.slurm.tasks_per_node"].summary.startswith(f"{path}:3: srun script")
+    path.write_text(
+        "#!/bin/bash\nsrun --nodes=2 --ntasks-per-node=1 --gres=gpu:8 "
+        "torchrun --nnodes=2 --nproc_per_node=8 " + RDZV + " train.py\n"
+    )
+    assert not [r for r in lint_file(str(path)).results if r.status.value == "fail"]
+
+
+@pytest.mark.parametrize(("nnodes", "mismatch"), [("--nnodes=2", True), ("--nnodes=$SLURM_NNODES", False), ("", False)])
+def test_a_launcher_the_batch_script_runs_itself_is_told_the_allocations_nodes(
+    tmp_path: Path, nnodes: str, mismatch: bool
+) -> None:
+    """Run once without srun, it starts on the first node only (torchrun_without_srun); a node count it is told
+    on top of that is still judged against the allocation, and no count at all is that one finding alone."""
+    text = HEAD.replace("--nodes=2", "--nodes=4") + f"torchrun {nnodes} --nproc_per_node 8 {RDZV} train.py\n"
+    found = _rules(tmp_path, text)
+    assert found["torchrun_without_srun"] == [(6, "error")]
+    assert ("nnodes_mismatch" in found) is mismatch, found

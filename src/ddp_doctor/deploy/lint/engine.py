@@ -36,13 +36,18 @@ class FileResult:
     notes: list[str]
 
 
+_SRUN_LINE = re.compile(r"^[ \t]*(?:exec[ \t]+|time[ \t]+|nohup[ \t]+)?srun[ \t]", re.MULTILINE)
+"""A script that starts srun steps is a Slurm job, with #SBATCH lines or without (an srun wrapper run in
+an allocation, or srun allocating one itself from its own options)."""
+
+
 def detect(path: Path, text: str) -> str:
     name = path.name
     if _DOCKERFILE_NAME.search(name):
         return "dockerfile"
     if name.lower().endswith((".yaml", ".yml", ".json")):
         return "compose" if _COMPOSE_NAME.search(name) else "yaml"
-    if re.search(r"^#SBATCH\b", text, re.MULTILINE):
+    if re.search(r"^#SBATCH\b", text, re.MULTILINE) or _SRUN_LINE.search(text):
         return "slurm"
     if name.lower().endswith((".sh", ".bash", ".sbatch", ".slurm")) or text.startswith("#!"):
         return "shell"

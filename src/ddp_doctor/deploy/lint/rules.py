@@ -626,7 +626,9 @@ def world_size(u: Unit) -> Iterator[Hit]:
             continue  # --standalone is its own finding (standalone_multinode)  # deepspeed and mpirun read their hostfiles; ddp-doctor check is given --nnodes by its own launcher
         step = launch.srun_nodes
         what = launch.srun_nodes_what
-        if step is None and (u.area != "slurm" or launch.under_srun):
+        if step is None:
+            # A launcher the batch script runs itself, not through srun, is judged against the allocation too
+            # (that it starts on the first node only is torchrun_without_srun's finding).
             step, what = u.nodes, u.nodes_what
             tasks = launch.srun_tasks
             if step is not None and tasks is not None and tasks.value < step.value:
@@ -643,6 +645,8 @@ def world_size(u: Unit) -> Iterator[Hit]:
             continue
         ctx: Ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
         if launch.nnodes is None:
+            if u.area == "slurm" and not launch.under_srun:
+                continue  # run once, with no --nnodes: a world of one node, and torchrun_without_srun's finding
             if max(step.value, u.nodes_total.value if u.nodes_total else 0) > 1 and u.operator not in INJECTS_NNODES:
                 flag = "--num_machines" if launch.tool == "accelerate" else "--nnodes"
                 yield Hit("nnodes_mismatch", launch.line, {**ctx, "nnodes": f"no {flag} (default 1)"})
