@@ -5,6 +5,7 @@ The YAML files next to this module carry a source for each entry; this module on
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 import sys
@@ -49,8 +50,24 @@ def _load(name: str) -> dict[str, Any]:
     return data
 
 
-def releases() -> dict[str, dict[str, Any]]:
-    return dict(_load("torch_releases.yaml")["releases"])
+@functools.cache
+def _releases() -> dict[str, Release]:
+    return {
+        str(key): Release(
+            version=str(key),
+            python=[str(p) for p in entry.get("python") or []],
+            cuda_variants=[str(v) for v in entry.get("cuda_variants") or []],
+            nccl={str(k): str(v) for k, v in (entry.get("nccl") or {}).items()},
+            arch_list={str(k): [str(a) for a in v] for k, v in (entry.get("arch_list") or {}).items()},
+            source=entry.get("source"),
+        )
+        for key, entry in _load("torch_releases.yaml")["releases"].items()
+    }
+
+
+def releases() -> dict[str, Release]:
+    """torch release ('2.7') -> what its official wheels support."""
+    return dict(_releases())
 
 
 def newest_verified() -> str:
@@ -65,17 +82,9 @@ def release_key(torch_version: str) -> str | None:
 
 def release(torch_version: str) -> Release | None:
     key = release_key(torch_version)
-    entry = releases().get(key) if key else None
-    if key is None or entry is None:
-        return None
-    return Release(
-        version=key,
-        python=list(entry.get("python") or []),
-        cuda_variants=list(entry.get("cuda_variants") or []),
-        nccl=dict(entry.get("nccl") or {}),
-        arch_list={k: list(v) for k, v in (entry.get("arch_list") or {}).items()},
-        source=entry.get("source"),
-    )
+    entry = _releases().get(key) if key else None
+    # A copy: the caller may change it, the cached table stays as read.
+    return None if entry is None else copy.deepcopy(entry)
 
 
 def official_variants(torch_version: str) -> list[str] | None:
