@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.deploy.lint.rules import catalogue, rule_ids
 from ddp_doctor.errors import InputError
 from ddp_doctor.inputfile import read_bounded
 
@@ -62,8 +63,6 @@ def find_config(start: Path) -> Path | None:
 
 
 def known_names() -> set[str]:
-    from ddp_doctor.deploy.lint.rules import catalogue, rule_ids
-
     return set(catalogue()) | set(rule_ids())
 
 
