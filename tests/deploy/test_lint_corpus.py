@@ -77,10 +77,6 @@ FITTED_GAPS: dict[str, str] = {
         "--gpus all elsewhere): gpus_not_requested"
     ),
     "tigris-sdxl-skyserve.yaml": "a SkyPilot task run in a docker image_id whose user is root: runs_as_root",
-    "cloud-course-43-mpi-matmul-mpijob.yaml": (
-        "a false error: two CPU MPI ranks per pod (no GPU, no NCCL) on the default /dev/shm judged as an error "
-        "(shm_default)"
-    ),
     "dna-interaction-foundation-train-job.yaml": (
         "a one-rank pod on the default 64 MiB /dev/shm whose trainer, a script the config runs but does not show, "
         "uses DataLoader workers: shm_too_small"

@@ -871,3 +871,38 @@ def test_a_default_for_a_variable_the_scheduler_sets_is_not_what_runs(tmp_path: 
     assert "nproc_exceeds_gpus" not in _lint(tmp_path, "job.sbatch", text)
     own = text.replace("${SLURM_GPUS_ON_NODE:-8}", "${MY_GPUS:-8}")
     assert "nproc_exceeds_gpus" in _lint(tmp_path, "own.sbatch", own)
+
+
+_MPIJOB = """
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata:
+  name: matmul
+spec:
+  slotsPerWorker: 2
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          containers:
+            - name: launcher
+              image: registry.local/mpi4py:1.0
+              command: [mpirun, -n, "4", python, /opt/mpi/matmul.py]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: worker
+              image: registry.local/mpi4py:1.0
+              resources:
+                limits: {{{limits}}}
+"""
+
+
+@pytest.mark.parametrize(("limits", "shm"), [("cpu: 1", False), ("nvidia.com/gpu: 2", True)])
+def test_mpi_ranks_with_no_gpu_are_cpu_ranks_for_dev_shm(tmp_path: Path, limits: str, shm: bool) -> None:
+    """Two MPI ranks per worker pod on the default /dev/shm: NCCL's segments matter only where they drive GPUs."""
+    found = _lint(tmp_path, "mpijob.yaml", _MPIJOB.format(limits=limits))
+    assert ("shm_default" in found) is shm, found

@@ -276,7 +276,9 @@ def _shm_default(u: Unit) -> Hit | None:
     loaders = w.workers is not None and w.workers.value > 0
     ranks = w.ranks.value if w.ranks is not None else None
     granted = u.gpus.value if u.gpus is not None else None
-    several = not cpu and ranks is not None and ranks > 1
+    # MPI ranks with no GPU granted and nothing saying GPU are CPU ranks: no NCCL segments in /dev/shm.
+    mpi_on_cpu = granted is None and (w.device is None or w.device.value != "gpu") and launcher(u) == "mpirun"
+    several = not cpu and not mpi_on_cpu and ranks is not None and ranks > 1
     uncounted = not cpu and ranks is None and granted != 1 and (w.workers is None or loaders)
     if not (loaders or several or uncounted):
         return None
