@@ -89,12 +89,15 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
     "particleflow-390.log": "fitted: watchdog frames without their first line are not read as a failure yet",
     "horovod-110.log": "fitted: an ssh password prompt stalling mpirun is not read as a failure yet",
     "mmcv-93.log": "fitted: one source line raising SyncBatchNorm's AttributeError is not read as a failure yet",
-    "open-llama-47.log": "fitted: ranks left waiting at a store barrier (the log stops) are not read as a failure yet",
+    "ray-23395.log": "fitted: a Ray Train job waiting for GPUs it can never get (the log stops) is not read as a failure yet",
+    "scalingup-6.log": "fitted: a Ray actor that cannot be scheduled (no GPU registered) is not read as a failure yet",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.
     "nccl-tests-115.log": "blind: GPU peer-to-peer broken behind the IOMMU / PCIe ACS, a WARN only",
     "ray-30333.log": "blind: NCCL_SOCKET_IFNAME picking the wrong interface under Ray, a WARN only",
+    "prime-rl-1360.log": "fitted: a trainer stopped from outside because a sibling component crashed, a WARN only",
+    "open-llama-47.log": "fitted: ranks left waiting at a store barrier for one held up by wandb (the log stops), a WARN only",
 }
 
 

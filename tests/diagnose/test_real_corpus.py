@@ -46,11 +46,14 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "particleflow-390.log",  # a watchdog timeout while rank 0 alone runs end-of-epoch tests, frames only
+        "prime-rl-1360.log",  # a trainer stopped from outside because a sibling component of the run crashed
         "pseco-15.log",
         "pyllama-25.log",
         "pytorch-11383.log",  # an older libgomp from another package shadowing torch's (import-time ImportError)
         "pytorch-15592.log",
         "pytorch-177472.log",
+        "ray-23395.log",  # a Ray Train job asking for more GPU workers than GPUs (hang)
+        "scalingup-6.log",  # a Ray cluster without GPUs registered, an actor that cannot be scheduled
         "transformers-14878.log",  # a multi-node rendezvous that cannot reach the master (firewall)
         "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",
