@@ -37,9 +37,6 @@ FITTED_GAPS: dict[str, str] = {
         "two compose services on one host, each handed every GPU, whose ranks both use the default CUDA device: "
         "ranks_exceed_gpus"
     ),
-    "trainer-trainjob-kueue-integration.yaml": (
-        "a TrainJob whose trainer image (a root image) is named on the TrainJob, with no user set: runs_as_root"
-    ),
     "nncv-fun5go-jobscript_slurm.sh": (
         "GPUs granted to one Slurm task that runs a script the config does not show (bash main.sh in apptainer), "
         "whose trainer uses one device: ranks_below_gpus"

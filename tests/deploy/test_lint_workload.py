@@ -906,3 +906,34 @@ def test_mpi_ranks_with_no_gpu_are_cpu_ranks_for_dev_shm(tmp_path: Path, limits:
     """Two MPI ranks per worker pod on the default /dev/shm: NCCL's segments matter only where they drive GPUs."""
     found = _lint(tmp_path, "mpijob.yaml", _MPIJOB.format(limits=limits))
     assert ("shm_default" in found) is shm, found
+
+
+_TRAINJOB = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: tj
+spec:
+  runtimeRef:
+    name: {runtime}
+  trainer:
+    numNodes: 2
+{image}    command: [torchrun, train.py]
+"""
+
+
+@pytest.mark.parametrize(
+    ("runtime", "image", "root"),
+    [
+        ("torch-distributed", "    image: python:3.11-slim\n", True),  # the stock runtime sets no user
+        ("torch-distributed", "    image: rayproject/ray:2.40.0\n", False),  # an image known to end non-root
+        ("deepspeed-distributed", "    image: python:3.11-slim\n", False),  # its runtime runs as user 1000
+        ("torch-distributed", "", False),  # the runtime's own image: judged where the runtime is linted
+        ("my-runtime", "    image: python:3.11-slim\n", False),  # a runtime lint cannot see
+    ],
+)
+def test_a_trainjobs_own_image_on_a_runtime_that_sets_no_user(
+    tmp_path: Path, runtime: str, image: str, root: bool
+) -> None:
+    found = _lint(tmp_path, "tj.yaml", _TRAINJOB.format(runtime=runtime, image=image))
+    assert ("run_as_root" in found) is root, found

@@ -73,9 +73,12 @@ def units(doc: YMap, source: str) -> list[Unit]:
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(Structural("pytorchjob_container_name", containers.line))
         if doc.get("kind") == "TrainJob":
-            # The pod around the trainer (/dev/shm, user, volumes, runtimeClassName) is its runtime's, linted there.
+            # The pod around the trainer (/dev/shm, user, volumes, runtimeClassName) is its runtime's, linted there;
+            # the user too, unless the TrainJob names its own image on a stock runtime that sets no user.
+            keep_user = _image_decides_user(doc)
             for u in found:
-                u.shm, u.root, u.persistent_volume = None, None, None
+                u.shm, u.persistent_volume = None, None
+                u.root = u.root if keep_user else None
                 u.runtime_class_applies = False
         out += found
     if doc.get("kind") == "DaemonSet":
@@ -94,6 +97,19 @@ def units(doc: YMap, source: str) -> list[Unit]:
         for u in out:
             u.nodes_total = total
     return out
+
+
+RUNTIMES_WITHOUT_USER = ("torch-distributed", "torchtune-llama3.2-1b")
+"""Kubeflow Trainer's stock runtimes whose pod templates set no runAsUser / runAsNonRoot, so the trainer runs as
+its image's user (kubeflow/trainer manifests/base/runtimes/torch_distributed.yaml and
+torchtune/llama3_2/llama3_2_1B.yaml at 8c0f5059; deepspeed_distributed.yaml and mlx_distributed.yaml set
+runAsUser: 1000)."""
+
+
+def _image_decides_user(doc: YMap) -> bool:
+    trainer = ymap(ymap(doc, "spec"), "trainer")
+    runtime = ymap(ymap(doc, "spec"), "runtimeRef")
+    return "image" in trainer and runtime.get("name") in RUNTIMES_WITHOUT_USER
 
 
 def headless_services(docs: list[Any]) -> dict[str, dict[str, str]]:
