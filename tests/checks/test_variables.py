@@ -382,3 +382,20 @@ def test_no_remedy_anywhere_proposes_a_value_outside_the_range() -> None:
             spec = variables.spec(target)
             assert spec is None or variables.invalid(proposed, spec) is None, rule
     assert checked > 100  # the walk really met proposals
+
+
+def test_the_table_holds_only_the_keys_its_records_declare() -> None:
+    # table() hands out variables.yaml as these TypedDicts: a key they do not declare would go unchecked.
+    def keys(kind: type) -> set[str]:
+        return set(kind.__required_keys__ | kind.__optional_keys__)  # type: ignore[attr-defined]
+
+    assert set(TABLE) <= keys(variables.VariablesTable)
+    for kind, entries in (
+        (variables.VariableSpec, TABLE["variables"]),
+        (variables.Renamed, TABLE["renamed"].values()),
+        (variables.Belief, TABLE["beliefs"]),
+        (variables.Setting, TABLE["settings"]),
+    ):
+        for entry in entries:
+            assert set(entry) <= keys(kind), (kind.__name__, set(entry) - keys(kind))
+    assert {v["type"] for v in TABLE["variables"]} <= set(variables.TYPES)

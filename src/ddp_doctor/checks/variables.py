@@ -15,7 +15,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ddp_doctor import knowledge
 from ddp_doctor.checks import interfaces as interfaces_mod
@@ -33,6 +33,88 @@ _DEVICE = re.compile(r"^(\d+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F/-]+)$")
 DORMANT = (
     "NCCL is not used on this host (no CUDA build of torch with a GPU), so this fails only once the job runs on GPUs"
 )
+
+TYPES = ("bool", "torch_bool", "int", "enum", "list", "devices", "string", "path", "ifname")
+"""The kinds of value the table knows (`type` of an entry)."""
+
+
+class VariableSpec(TypedDict, total=False):
+    """One entry of variables.yaml `variables`: a variable, what its reader accepts, and where that is written."""
+
+    name: str
+    type: str
+    """One of TYPES: how `invalid` judges a value."""
+    reader: str
+    """NCCL, torch or gloo when the name's prefix does not say."""
+    values: list[str | int]
+    """What an enum or list takes."""
+    open: bool
+    """An enum that also takes a plugin's name."""
+    case: str
+    min: int
+    max: int
+    multiple: int
+    invalid: str
+    """fail when the reader refuses a bad value (it raises), else warn."""
+    empty: str
+    """What an empty value means, where it differs from the reader's rule (`empty` of the table)."""
+    since: str
+    removed: str
+    torch_since: str
+    docs: str
+    source: str
+    note: str
+    unverified: str
+
+
+class Renamed(TypedDict, total=False):
+    """An old name (variables.yaml `renamed`) and whether the reader still reads it."""
+
+    new: str
+    old_read: bool
+
+
+class Belief(TypedDict, total=False):
+    """A setting no library reads (variables.yaml `beliefs`), what people meant by it, and the knobs that do it."""
+
+    name: str
+    believed: str
+    checked: str
+    unit: str
+    knobs: list[str]
+    fills: dict[str, str]
+    """The variables a knob's {value} is written into: the user's value must be valid for each."""
+    sources: list[str]
+
+
+class Setting(TypedDict, total=False):
+    """What a valid value costs or changes (variables.yaml `settings`)."""
+
+    name: str
+    when: str
+    """The value it applies to, or `set` for any."""
+    only_if: str
+    """nvlink or infiniband: only where the host has it."""
+    status: str
+    says: str
+    remedy: str
+    source: str
+
+
+class VariablesTable(TypedDict, total=False):
+    """knowledge/variables.yaml as written (each entry carries its source)."""
+
+    variables: list[VariableSpec]
+    renamed: dict[str, Renamed]
+    beliefs: list[Belief]
+    settings: list[Setting]
+    known_names: list[str]
+    """Real variables of these readers the table does not judge (no near-miss for them)."""
+    ifname_vars: list[str]
+    rank_vars: list[str]
+    empty: dict[str, dict[str, str]]
+    """reader -> type -> what an empty value means (unset or invalid), and its source."""
+    sources: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -98,19 +180,19 @@ class VariableVerdict:
         return self.variable.startswith(PREFIXES) and self.kind != "interface"
 
 
-def table() -> dict[str, Any]:
-    return knowledge.load_mapping("variables.yaml")
+def table() -> VariablesTable:
+    return cast(VariablesTable, knowledge.load_mapping("variables.yaml"))
 
 
-def _specs() -> dict[str, dict[str, Any]]:
+def _specs() -> dict[str, VariableSpec]:
     return {str(v["name"]): v for v in table()["variables"]}
 
 
-def spec(name: str) -> dict[str, Any] | None:
+def spec(name: str) -> VariableSpec | None:
     return _specs().get(name)
 
 
-def reader(name: str, entry: Mapping[str, Any] | None = None) -> str:
+def reader(name: str, entry: VariableSpec | None = None) -> str:
     if entry is not None and entry.get("reader"):
         return str(entry["reader"])
     if name.startswith("NCCL_"):
@@ -120,7 +202,7 @@ def reader(name: str, entry: Mapping[str, Any] | None = None) -> str:
     return "torch"
 
 
-def accepted(entry: Mapping[str, Any]) -> str:
+def accepted(entry: VariableSpec) -> str:
     kind = entry["type"]
     if kind == "bool":
         return "0 or 1"
@@ -139,11 +221,11 @@ def accepted(entry: Mapping[str, Any]) -> str:
     return f"one of {values}" + (" or a network plugin's name" if entry.get("open") else "")
 
 
-def _norm(value: str, entry: Mapping[str, Any]) -> str:
+def _norm(value: str, entry: VariableSpec) -> str:
     return value.lower() if entry.get("case") == "insensitive" else value
 
 
-def invalid(value: str, entry: Mapping[str, Any]) -> str | None:
+def invalid(value: str, entry: VariableSpec) -> str | None:
     """None when the reader accepts `value`, else the offending part."""
     kind, v = entry["type"], value.strip()
     allowed = {_norm(str(x), entry) for x in entry.get("values") or []}
@@ -175,7 +257,7 @@ def invalid(value: str, entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _empty_means(name: str, entry: Mapping[str, Any]) -> str:
+def _empty_means(name: str, entry: VariableSpec) -> str:
     if entry.get("empty"):
         return str(entry["empty"])
     by_reader = (table().get("empty") or {}).get(reader(name, entry)) or {}
@@ -187,7 +269,7 @@ def _version(text: Any) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
-def source_of(entry: Mapping[str, Any]) -> str:
+def source_of(entry: VariableSpec) -> str:
     """The entry's own source (a file of a tagged source tree, or a URL), then its docs page."""
     sources = table().get("sources") or {}
     own = str(entry.get("source") or "")
@@ -215,9 +297,9 @@ def judge(env: Mapping[str, str], where: VariableContext) -> list[VariableVerdic
 def _one(
     name: str,
     value: str,
-    entry: dict[str, Any] | None,
+    entry: VariableSpec | None,
     where: VariableContext,
-    data: Mapping[str, Any],
+    data: VariablesTable,
     env: Mapping[str, str],
 ) -> VariableVerdict | None:
     renamed = (data.get("renamed") or {}).get(name)
@@ -242,7 +324,7 @@ def _one(
     return _valid(name, value, entry, where, data)
 
 
-def _status(entry: Mapping[str, Any], name: str, where: VariableContext) -> tuple[str, bool]:
+def _status(entry: VariableSpec, name: str, where: VariableContext) -> tuple[str, bool]:
     """(status, dormant) of a value the reader refuses: a FAIL only where the reader runs."""
     refused = str(entry.get("invalid", "warn")) == "fail"
     if not refused:
@@ -252,7 +334,7 @@ def _status(entry: Mapping[str, Any], name: str, where: VariableContext) -> tupl
     return "fail", False
 
 
-def _invalid(name: str, value: str, bad: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict:
+def _invalid(name: str, value: str, bad: str, entry: VariableSpec, where: VariableContext) -> VariableVerdict:
     status, dormant = _status(entry, name, where)
     return VariableVerdict(
         name,
@@ -266,7 +348,7 @@ def _invalid(name: str, value: str, bad: str, entry: Mapping[str, Any], where: V
     )
 
 
-def _empty(name: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict:
+def _empty(name: str, entry: VariableSpec, where: VariableContext) -> VariableVerdict:
     means = _empty_means(name, entry)
     who = reader(name, entry)
     how = str(((table().get("empty") or {}).get(who) or {}).get("source") or source_of(entry))
@@ -297,9 +379,7 @@ def _empty(name: str, entry: Mapping[str, Any], where: VariableContext) -> Varia
     )
 
 
-def _valid(
-    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, data: Mapping[str, Any]
-) -> VariableVerdict:
+def _valid(name: str, value: str, entry: VariableSpec, where: VariableContext, data: VariablesTable) -> VariableVerdict:
     source = source_of(entry)
     if entry.get("open"):
         plugin = _unseen_plugin(name, value, entry, where, source)
@@ -324,7 +404,7 @@ def _valid(
     return VariableVerdict(name, value, "pass", "valid", "", None, source)
 
 
-def _applies(rule: Mapping[str, Any], value: str, where: VariableContext) -> bool:
+def _applies(rule: Setting, value: str, where: VariableContext) -> bool:
     when = str(rule["when"])
     if when != "set" and value.strip().lower() != when.lower():
         return False
@@ -332,9 +412,7 @@ def _applies(rule: Mapping[str, Any], value: str, where: VariableContext) -> boo
     return cond is None or (cond == "nvlink" and where.nvlink) or (cond == "infiniband" and where.infiniband)
 
 
-def _unread(
-    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, source: str
-) -> VariableVerdict | None:
+def _unread(name: str, value: str, entry: VariableSpec, where: VariableContext, source: str) -> VariableVerdict | None:
     since, removed = _version(entry.get("since")), _version(entry.get("removed"))
     nccl = where.nccl_version
     if nccl is None:
@@ -352,7 +430,7 @@ def _unread(
 
 
 def _unseen_plugin(
-    name: str, value: str, entry: Mapping[str, Any], where: VariableContext, source: str
+    name: str, value: str, entry: VariableSpec, where: VariableContext, source: str
 ) -> VariableVerdict | None:
     """NCCL_NET names neither a built-in network (compared case-insensitively, NCCL src/plugin/net.cc)
     nor anything a network plugin could provide, because no plugin library is where NCCL loads one.
@@ -383,7 +461,7 @@ def _unseen_plugin(
     )
 
 
-def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> VariableVerdict:
+def _old_name(name: str, value: str, entry: Renamed) -> VariableVerdict:
     new = str(entry["new"])
     target = spec(new)
     takes = f" and set it to {accepted(target)}" if target is not None and invalid(value, target) is not None else ""
@@ -403,7 +481,7 @@ def _old_name(name: str, value: str, entry: Mapping[str, Any]) -> VariableVerdic
     )
 
 
-def _belief(name: str, value: str, belief: Mapping[str, Any]) -> VariableVerdict:
+def _belief(name: str, value: str, belief: Belief) -> VariableVerdict:
     """A setting no library reads: what people meant, and the knobs that do it, with the user's value
     filled in where it fits the knob."""
     fits = _fits(value, belief)
@@ -421,7 +499,7 @@ def _belief(name: str, value: str, belief: Mapping[str, Any]) -> VariableVerdict
     )
 
 
-def _fits(value: str, belief: Mapping[str, Any]) -> bool:
+def _fits(value: str, belief: Belief) -> bool:
     """The user's value can stand in every knob: a positive whole number, valid for every variable the
     knobs name (the table's own ranges)."""
     v = value.strip()
@@ -434,7 +512,7 @@ def _fits(value: str, belief: Mapping[str, Any]) -> bool:
     return True
 
 
-def _near_miss(name: str, value: str, data: Mapping[str, Any]) -> VariableVerdict | None:
+def _near_miss(name: str, value: str, data: VariablesTable) -> VariableVerdict | None:
     """A name no reader has, close to one that exists. A typo only when the value fits the near name;
     otherwise the near name means something else, and proposing it would set a value it refuses."""
     specs = _specs()
@@ -487,7 +565,7 @@ def _ifname(name: str, value: str, env: Mapping[str, str], where: VariableContex
     return VariableVerdict(name, value, "fail", "interface", text, remedy, source_of(entry) if entry else "")
 
 
-def _devices(name: str, value: str, entry: Mapping[str, Any], where: VariableContext) -> VariableVerdict | None:
+def _devices(name: str, value: str, entry: VariableSpec, where: VariableContext) -> VariableVerdict | None:
     """CUDA_VISIBLE_DEVICES read for its form. Where GPUs are seen the GPU checks judge it against
     them (env.gpus, env.gpus.expected); here only a value that hides every GPU on any host is said."""
     if where.gpus_seen:

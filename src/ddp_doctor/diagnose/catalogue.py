@@ -68,23 +68,6 @@ class Signature:
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns) and not any(p.search(text) for p in self.exclude)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "severity": self.severity.value,
-            "tier": self.tier,
-            "cause": self.cause,
-            "remedy": self.remedy,
-            "sources": list(self.sources),
-            "patterns": [p.pattern for p in self.patterns],
-            "exclude": [p.pattern for p in self.exclude],
-            "signals": list(self.signals),
-            "unless": self.unless,
-            "fail_after": self.fail_after,
-            "hypotheses": {k: [{"cause": h.cause, "test": h.test} for h in v] for k, v in self.hypotheses.items()},
-        }
-
 
 class CatalogueError(ValueError):
     pass
