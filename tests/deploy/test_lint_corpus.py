@@ -32,7 +32,6 @@ FITTED_GAPS: dict[str, str] = {
         "a training runtime with no success policy whose sshd workers never exit, and a launcher not run as a node "
         "that holds a GPU: gpus_held_after_exit, ranks_below_gpus"
     ),
-    "volcano-argo-job-dag.yaml": "an Argo resource template whose manifest is a string holding a Volcano Job: image_unpinned",
     "narumiruna-mnist-docker-compose-gpu.yml": (
         "two compose services on one host, each handed every GPU, whose ranks both use the default CUDA device: "
         "ranks_exceed_gpus"

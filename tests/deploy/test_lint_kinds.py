@@ -215,3 +215,50 @@ def test_run_as_user_minus_one_is_refused(tmp_path: Path) -> None:
         """,
     )
     assert _found(path)["invalid_id"][0][:2] == (7, "error")
+
+
+def test_an_argo_resource_templates_manifest_is_checked_at_its_lines(tmp_path: Path) -> None:
+    """`resource.manifest` is a YAML string of the object the step creates: its containers run like any other."""
+    path = _write(
+        tmp_path,
+        "wf.yaml",
+        """
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata:
+          generateName: train-
+        spec:
+          entrypoint: train
+          templates:
+          - name: train
+            resource:
+              action: create
+              manifest: |
+                apiVersion: kubeflow.org/v1
+                kind: PyTorchJob
+                metadata:
+                  generateName: train-{{workflow.name}}-
+                spec:
+                  pytorchReplicaSpecs:
+                    Worker:
+                      replicas: 2
+                      template:
+                        spec:
+                          containers:
+                          - name: pytorch
+                            image: registry.local/train:latest
+                            command: [torchrun, --nproc-per-node, "2", train.py]
+                            resources:
+                              limits: {nvidia.com/gpu: 1}
+          - name: broken
+            resource:
+              action: create
+              manifest: "{{inputs.parameters.manifest}}: ["
+        """,
+    )
+    found = _found(path)
+    assert [line for line, *_ in found["latest_tag"]] == [24]
+    assert [line for line, *_ in found["nproc_exceeds_gpus"]] == [25]
+    assert "PyTorchJob/train-{{workflow.name}}-" in found["latest_tag"][0][2]
+    notes = lint_file(str(path)).notes
+    assert any("Argo resource template's manifest" in n for n in notes), notes

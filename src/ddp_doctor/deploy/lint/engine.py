@@ -77,11 +77,39 @@ def _objects(docs: list[Any]) -> list[Any]:
     return out
 
 
+def _embedded(docs: list[Any], path: str, notes: list[str], depth: int = 0) -> list[Any]:
+    """Objects an Argo resource template creates (`resource.manifest`, a YAML string), with their lines in
+    the file: they run as any object of the file does."""
+    out: list[Any] = []
+    for doc in docs:
+        spec = (
+            doc.get("spec")
+            if isinstance(doc, YMap) and str(doc.get("apiVersion", "")).startswith("argoproj.io/")
+            else None
+        )
+        spec = spec.get("workflowSpec", spec) if isinstance(spec, YMap) else None
+        templates = spec.get("templates") if isinstance(spec, YMap) else None
+        for t in templates if isinstance(templates, list) else []:
+            resource = t.get("resource") if isinstance(t, YMap) else None
+            if not isinstance(resource, YMap) or not isinstance(resource.get("manifest"), str) or depth > 1:
+                continue
+            manifest: str = resource["manifest"]
+            first = resource.value_line("manifest")
+            try:
+                inner = load_yaml_documents("\n" * (first - 1) + manifest, path)
+            except InputError as exc:
+                notes.append(f"{exc} (an Argo resource template's manifest); not checked")
+                continue
+            objects = _objects([d for d in inner if d is not None])
+            out += objects + _embedded(objects, path, notes, depth + 1)
+    return out
+
+
 def _yaml_units(docs: list[Any], path: str, forced_compose: bool) -> tuple[str, list[Unit], list[str]]:
     units: list[Unit] = []
     notes: list[str] = []
     kinds_seen: set[str] = set()
-    for doc in _objects(docs):
+    for doc in _objects(docs) + _embedded(_objects(docs), path, notes):
         if doc is None:
             continue
         if not isinstance(doc, YMap):
