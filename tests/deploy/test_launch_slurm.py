@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.commands.launch import submitting_environment
+from ddp_doctor.commands.launch import SubmittingEnv, submitting_environment
 from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.report import Status
 from tests.conftest import run_cli
@@ -158,17 +158,18 @@ def test_the_submitting_environment_is_written_down(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "activate").write_text("")
-    assert submitting_environment({"VIRTUAL_ENV": str(venv)}) == {
-        "env_setup": (f"source {venv}/bin/activate",),
-        "env_from": "VIRTUAL_ENV",
-    }
+    assert submitting_environment({"VIRTUAL_ENV": str(venv)}) == SubmittingEnv(
+        (f"source {venv}/bin/activate",), "VIRTUAL_ENV"
+    )
     conda = {"CONDA_PREFIX": "/opt/conda/envs/train", "CONDA_EXE": "/opt/conda/bin/conda"}
-    assert submitting_environment(conda)["env_setup"] == (
+    assert (found := submitting_environment(conda)) is not None and found.env_setup == (
         'eval "$(/opt/conda/bin/conda shell.bash hook)"',
         "conda activate /opt/conda/envs/train",
     )
-    assert submitting_environment({"CONDA_PREFIX": "/p q"})["env_setup"] == ("export PATH='/p q/bin':\"$PATH\"",)
-    assert submitting_environment({}) == {}
+    assert submitting_environment({"CONDA_PREFIX": "/p q"}) == SubmittingEnv(
+        ("export PATH='/p q/bin':\"$PATH\"",), "CONDA_PREFIX"
+    )
+    assert submitting_environment({}) is None
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     proc = run_cli("launch", "--target", "slurm", env={**env, "VIRTUAL_ENV": str(venv)})
     assert proc.returncode == 0 and "# The environment, the venv active when this script was generated" in proc.stdout

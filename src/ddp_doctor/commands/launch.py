@@ -7,6 +7,7 @@ import argparse
 import os
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.commands import Printed
@@ -187,10 +188,22 @@ def _environment(args: argparse.Namespace, values: dict[str, Any]) -> None:
     if args.env_setup:
         values["env_setup"] = tuple(args.env_setup)
     elif args.target == "slurm" and not values.get("image") and not values.get("env_setup"):
-        values.update(submitting_environment(os.environ))
+        found = submitting_environment(os.environ)
+        if found is not None:
+            values["env_setup"], values["env_from"] = found.env_setup, found.env_from
 
 
-def submitting_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SubmittingEnv:
+    """The Python environment active where `launch --target slurm` runs, as the batch script re-activates it."""
+
+    env_setup: tuple[str, ...]
+    """The lines that activate it."""
+    env_from: str
+    """The variable that named it: VIRTUAL_ENV or CONDA_PREFIX."""
+
+
+def submitting_environment(environ: Mapping[str, str]) -> SubmittingEnv | None:
     """The venv or conda environment active now, as the lines that activate it in the batch script.
 
     sbatch passes the submitting shell's environment on by default (--export=ALL), but a script
@@ -199,7 +212,7 @@ def submitting_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     if venv:
         activate = os.path.join(venv, "bin", "activate")
         line = f"source {shlex.quote(activate)}" if os.path.isfile(activate) else _path_line(venv)
-        return {"env_setup": (line,), "env_from": "VIRTUAL_ENV"}
+        return SubmittingEnv((line,), "VIRTUAL_ENV")
     if conda:
         exe = environ.get("CONDA_EXE")
         lines = (
@@ -207,8 +220,8 @@ def submitting_environment(environ: Mapping[str, str]) -> dict[str, Any]:
             if exe
             else (_path_line(conda),)
         )
-        return {"env_setup": lines, "env_from": "CONDA_PREFIX"}
-    return {}
+        return SubmittingEnv(lines, "CONDA_PREFIX")
+    return None
 
 
 def _path_line(prefix: str) -> str:
