@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -246,3 +247,36 @@ def test_a_failure_at_set_device_is_phased_as_device_setup(tmp_path: Path) -> No
     assert failure["phase"].startswith("device setup"), failure["phase"]
     assert "training step" not in failure["summary"]
     assert not processes_with(str(job))
+
+
+def test_a_dev_shm_entry_the_job_leaves_is_named_and_kept(tmp_path: Path) -> None:
+    # A job that makes two /dev/shm entries, unlinks one and leaves the other (what DeepSpeed's CPU comm op does
+    # with its deepspeed_allreduce_buffer_*): the one left is named with its size, and it is not the doctor's to delete.
+    left = f"ddp-doctor-test-left-{os.getpid()}-{tmp_path.name}"
+    tidy = f"ddp-doctor-test-tidy-{os.getpid()}-{tmp_path.name}"
+    script = tmp_path / "leak.py"
+    script.write_text(
+        "import os, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    with open('/dev/shm/' + name, 'wb') as f:\n"
+        "        f.write(b'x' * 65536)\n"
+        "os.unlink('/dev/shm/' + sys.argv[2])\n"
+    )
+    try:
+        ran = run_doctor(tmp_path, [], [sys.executable, str(script), left, tidy])
+        cleanup = ran.result("run.cleanup")
+        assert cleanup["status"] == "warn", cleanup
+        assert left in cleanup["summary"] and tidy not in cleanup["summary"], cleanup["summary"]
+        assert cleanup["observed"]["shm_left"] == [{"name": left, "bytes": 65536}]
+        assert "rm /dev/shm/NAME" in cleanup["remedy"]
+        assert os.path.exists(f"/dev/shm/{left}")  # reported, not deleted
+    finally:
+        for name in (left, tidy):
+            if os.path.exists(f"/dev/shm/{name}"):
+                os.unlink(f"/dev/shm/{name}")
+
+
+def test_a_job_that_leaves_nothing_in_dev_shm_passes_cleanup(tmp_path: Path) -> None:
+    ran = run_doctor(tmp_path, [], [sys.executable, "-c", "print('hello')"])
+    cleanup = ran.result("run.cleanup")
+    assert cleanup["status"] == "pass" and cleanup["summary"] == "no process of the job outlived it", cleanup

@@ -114,7 +114,11 @@ def test_deepspeed_launch_healthy_two_ranks_found_with_their_logs(tmp_path: Path
     cmd, job = _deepspeed(tmp_path)
     ran = run_doctor(tmp_path, ["--exit-code", "verdict"], cmd, extra_env=DS_ENV)
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.report["verdict"] == "pass", [(r["id"], r["status"], r["summary"]) for r in ran.report["results"]]
+    # The job ran well; the one warning is what it leaves in /dev/shm (DeepSpeed's CPU comm buffers, never unlinked).
+    statuses = {r["id"]: r["status"] for r in ran.report["results"]}
+    assert ran.report["verdict"] == "warn" and statuses.pop("run.cleanup") == "warn", ran.report["results"]
+    assert "fail" not in statuses.values() and "warn" not in statuses.values(), statuses
+    assert "deepspeed_allreduce_buffer_" in ran.result("run.cleanup")["summary"]
     facts = ran.report["facts"]["run"]
     assert set(facts["ranks"]) == {"0", "1"} and facts["exit_class"] == "ok"
     for rank in (0, 1):

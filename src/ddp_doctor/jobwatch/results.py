@@ -461,17 +461,40 @@ def _doctor_results(out: WatchOutcome) -> list[Result]:
             summary="; ".join(f"{i.name}: {i.state}" for i in out.observability),
             observed={"items": [i.to_dict() for i in out.observability], "stack_notes": out.stack_notes},
         ),
-        Result(
-            id="run.cleanup",
-            title="Nothing left behind",
-            status=Status.WARN if out.leftovers else Status.PASS,
-            summary=f"ended {words.plural(out.leftovers, 'process', 'processes')} of the job still running "
-            "after the launcher exited"
-            if out.leftovers
-            else "no process of the job outlived it"
-            + (f"; removed {len(out.shm_removed)} /dev/shm entries" if out.shm_removed else ""),
-        ),
+        _cleanup(out),
     ]
+
+
+def _cleanup(out: WatchOutcome) -> Result:
+    parts = [
+        f"ended {words.plural(out.leftovers, 'process', 'processes')} of the job still running after the launcher exited"
+        if out.leftovers
+        else "no process of the job outlived it"
+    ]
+    if out.shm_removed:
+        parts.append(f"removed {len(out.shm_removed)} /dev/shm entries of torch and NCCL")
+    if out.shm_left:
+        size = sum(n for _, n in out.shm_left)
+        names = words.listing([name for name, _ in out.shm_left])
+        parts.append(
+            f"{words.plural(len(out.shm_left), '/dev/shm entry', '/dev/shm entries')} ({words.human_bytes(size)}) appeared "
+            f"during the job and no process holds them: {names}"
+        )
+    return Result(
+        id="run.cleanup",
+        title="Nothing left behind",
+        status=Status.WARN if out.leftovers or out.shm_left else Status.PASS,
+        summary="; ".join(parts),
+        remedy=(
+            "/dev/shm is RAM: entries left there hold it until deleted or the node reboots, and fill the next job's "
+            "/dev/shm. Find which part of the job makes them (a library's shared-memory buffers it never unlinks, "
+            "e.g. DeepSpeed's CPU comm op leaves deepspeed_allreduce_buffer_*) and delete them after the job: "
+            "rm /dev/shm/NAME"
+            if out.shm_left
+            else None
+        ),
+        observed={"shm_left": [{"name": n, "bytes": b} for n, b in out.shm_left]} if out.shm_left else {},
+    )
 
 
 def _facts(out: WatchOutcome, story: dict[int, RankStory], codes: dict[str, int]) -> dict[str, Any]:

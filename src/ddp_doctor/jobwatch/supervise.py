@@ -107,6 +107,8 @@ class WatchOutcome:
     leftovers: int = 0
     """Processes of the job still alive after the launcher ended, ended by the doctor."""
     shm_removed: list[str] = field(default_factory=list)
+    shm_left: list[tuple[str, int]] = field(default_factory=list)
+    """/dev/shm entries the job made and left, held by no process (name, bytes): not the doctor's to delete."""
     timeline: Timeline | None = None
     waits: WaitShares = field(default_factory=WaitShares)
     steps: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
@@ -174,6 +176,7 @@ class Watcher:
         self.tracked: dict[int, int] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self.interrupt_at: float | None = None
         self._pending_signals: list[int] = []
         self._exam: FirstLook | None = None
@@ -460,6 +463,7 @@ class Watcher:
             self.out.leftovers = procs.end_all(self.tracked, self.cfg.kill_grace_s)
             pids = set(self.tracked) | {r.pid for r in self.out.ranks.values()}
             self.out.shm_removed = procs.remove_new_shm(shm_before, pids)
+            self.out.shm_left = procs.shm_left_behind(shm_before, self.started_wall)
         self.follow.poll(time.monotonic())
         self.out.steps = self.follow.steps()
         self.out.duration_s = round(time.monotonic() - self.started, 3)

@@ -150,3 +150,22 @@ def remove_new_shm(before: set[str], pids: Iterable[int]) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+def shm_left_behind(before: set[str], since: float) -> list[tuple[str, int]]:
+    """(name, bytes) of /dev/shm entries that appeared after `since` (epoch s), belong to this user and no living
+    process holds open or mapped: what a job leaked (DeepSpeed's CPU comm leaves deepspeed_allreduce_buffer_*),
+    holding RAM until someone deletes them. Call it after remove_new_shm took torch's and NCCL's own."""
+    new = shm_entries() - before
+    if not new:
+        return []
+    in_use = _open_shm_names()
+    left: list[tuple[str, int]] = []
+    for name in sorted(new - in_use):
+        try:
+            st = os.stat(SHM / name)
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_ctime >= since:
+            left.append((name, st.st_size))
+    return left
