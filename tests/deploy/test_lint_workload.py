@@ -937,3 +937,44 @@ def test_a_trainjobs_own_image_on_a_runtime_that_sets_no_user(
 ) -> None:
     found = _lint(tmp_path, "tj.yaml", _TRAINJOB.format(runtime=runtime, image=image))
     assert ("run_as_root" in found) is root, found
+
+
+_TRAINING_POD = """
+apiVersion: {api}
+kind: {kind}
+metadata:
+  name: train
+spec:
+{spec}"""
+_POD_SPEC = """
+  {policy}containers:
+    - name: train
+      image: registry.local/train:1.0
+      command: [{command}]
+      resources:
+        limits: {{nvidia.com/gpu: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "policy", "command", "held"),
+    [
+        ("Pod", "", "torchrun, --nproc-per-node, '1', train.py", True),  # a Pod's default: Always
+        ("Pod", "restartPolicy: Always\n  ", "torchrun, --nproc-per-node, '1', train.py", True),
+        ("Pod", "restartPolicy: Never\n  ", "torchrun, --nproc-per-node, '1', train.py", False),
+        ("Pod", "", "python, -m, vllm.entrypoints.openai.api_server", False),  # serving is meant to run on
+        ("Deployment", "", "torchrun, --nproc-per-node, '1', train.py", True),
+    ],
+)
+def test_training_under_a_policy_that_starts_it_again_holds_its_gpus(
+    tmp_path: Path, kind: str, policy: str, command: str, held: bool
+) -> None:
+    spec = _POD_SPEC.format(policy=policy, command=command)
+    if kind == "Deployment":
+        indented = "\n".join("    " + line if line else line for line in spec.split("\n"))
+        spec = (
+            "  selector: {matchLabels: {app: t}}\n  template:\n    metadata: {labels: {app: t}}\n    spec:" + indented
+        )
+    text = _TRAINING_POD.format(api="apps/v1" if kind == "Deployment" else "v1", kind=kind, spec=spec)
+    found = _lint(tmp_path, "train.yaml", text)
+    assert ("gpus_held" in found) is held, found

@@ -70,6 +70,7 @@ def units(doc: YMap, source: str) -> list[Unit]:
             if isinstance(c, YMap)
         ]
         names = [c.get("name") for c in containers if isinstance(c, YMap)]
+        _mark_restarted(found, _restarts_when_done(doc, pod))
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(Structural("pytorchjob_container_name", containers.line))
         if doc.get("kind") == "TrainJob":
@@ -97,6 +98,36 @@ def units(doc: YMap, source: str) -> list[Unit]:
         for u in out:
             u.nodes_total = total
     return out
+
+
+ALWAYS_RESTARTED = ("Deployment", "ReplicaSet", "StatefulSet")
+"""Kinds whose pods allow restartPolicy Always only: a container that ends is started again
+(https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#pod-template)."""
+
+
+def _restarts_when_done(doc: YMap, pod: YMap) -> At[str] | None:
+    """A training command under a policy that starts it again when it ends: the kinds above, and a bare Pod,
+    whose restartPolicy defaults to Always (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
+    #restart-policy)."""
+    kind = doc.get("kind")
+    policy = pod.get("restartPolicy")
+    if kind in ALWAYS_RESTARTED:
+        return At(
+            f"is started again whenever its training ends (a {kind} restarts its pods always)", doc.line_of("kind")
+        )
+    if kind == "Pod" and policy in (None, "Always"):
+        said = "restartPolicy: Always" if policy else "no restartPolicy, a Pod's default Always"
+        return At(
+            f"is started again whenever its training ends ({said})",
+            pod.line_of("restartPolicy") if policy else doc.line_of("kind"),
+        )
+    return None
+
+
+def _mark_restarted(found: list[Unit], restarted: At[str] | None) -> None:
+    for u in found:
+        if restarted is not None and u.idles is None and u.launches and u.trains:
+            u.idles = restarted  # the training starts again when it ends, and again: the GPUs never go back
 
 
 RUNTIMES_WITHOUT_USER = ("torch-distributed", "torchtune-llama3.2-1b")
