@@ -83,6 +83,12 @@ CASES = {
         "4",
         "SLURM_NTASKS_PER_NODE",
     ),
+    "a helper script the batch script writes out, then runs under srun": (
+        "cat > run_node.sh <<'EOT'\n#!/bin/bash\ntorchrun --nnodes {n} --nproc_per_node 8 " + RDZV + " train.py\nEOT\n"
+        "srun bash run_node.sh\n",
+        "1",
+        "$SLURM_NNODES",
+    ),
     "the training script's own world size, its GPU flag not srun's": (
         "#SBATCH --ntasks-per-node=8\nsrun python train.py --gpus 8 --world-size {n}\n",
         "8",
@@ -177,3 +183,13 @@ def test_a_launcher_the_batch_script_runs_itself_is_told_the_allocations_nodes(
     found = _rules(tmp_path, text)
     assert found["torchrun_without_srun"] == [(6, "error")]
     assert ("nnodes_mismatch" in found) is mismatch, found
+
+
+def test_a_written_out_helper_is_read_where_it_runs_and_at_its_own_lines(tmp_path: Path) -> None:
+    text = (
+        HEAD + "cat <<EOF > ./step.sh\ntorchrun --nnodes 4 --nproc_per_node 8 " + RDZV + " train.py\nEOF\n"
+        "chmod +x step.sh\nsrun ./step.sh\n"
+    )
+    assert _rules(tmp_path, text)["nnodes_mismatch"] == [(7, "error")]  # the torchrun line inside the heredoc
+    # Written out but never run: nothing it starts is judged.
+    assert "nnodes_mismatch" not in _rules(tmp_path, text.replace("srun ./step.sh\n", "srun hostname\n"))

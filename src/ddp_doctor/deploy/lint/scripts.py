@@ -407,6 +407,8 @@ class Env:
         self.gpu_counted: set[int] = set()
         """Lines where a variable named for GPUs ($GPUS_PER_NODE, $NGPU) was expanded."""
         self.functions = Functions()
+        self.files: dict[str, Word] = {}
+        """Scripts this script writes out through a heredoc (`cat > run.sh <<EOF`), by file name."""
 
     def _note(self, w: Word) -> None:
         if _GPU_VAR.search(w.text):
@@ -436,6 +438,8 @@ class Env:
         return found.value if found is not None else None
 
     def assign(self, cmd: Command) -> None:
+        if cmd.heredoc is not None and cmd.writes is not None:
+            self.files[os.path.basename(cmd.writes)] = cmd.heredoc
         for name, w in cmd.assignments.items():
             self._note(w)
             if cmd.conditional and name in self.scalars and cmd.words == []:
@@ -706,7 +710,7 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
     env.assign(cmd)
     if not cmd.words:
         return
-    words = env.expand(cmd.words)
+    words = _written_script_run(env.expand(cmd.words), env.files)
     head = strip_prefixes(words)
     body = env.functions.call(head[0].text, [w.text for w in head[1:]]) if head and depth < FUNCTION_DEPTH else None
     if body is not None:  # bash runs the body here, with the variables as they are now
@@ -739,6 +743,22 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)
         scan.bare.append((launch, env.flat()))
+
+
+def _written_script_run(words: list[Word], files: dict[str, Word]) -> list[Word]:
+    """`[srun ...] bash run.sh ARGS` or `./run.sh` of a script this one wrote out: read as `bash -c BODY`, so
+    what it starts is judged where it runs (under srun, in every task)."""
+    if not files:
+        return words
+    for i, w in enumerate(words):
+        name = os.path.basename(w.text)
+        shell = i > 0 and os.path.basename(words[i - 1].text) in SHELLS
+        if name in files and (shell or w.text.startswith(("./", "/", "$"))):
+            body = files[name]
+            start = i - 1 if shell else i
+            script = Word(body.text, body.line, literal=True)
+            return [*words[:start], Word("bash", w.line), Word("-c", w.line), script, *words[i:]]
+    return words
 
 
 def _ray_train(words: list[Word], scan: Scan) -> None:

@@ -57,6 +57,8 @@ class Command:
     """Inside an if / case, or after && / ||: it runs on some runs (or some nodes) only."""
     substituted: bool = False
     """Inside `$(...)`: it runs, in a subshell whose variables and functions do not outlive it."""
+    writes: str | None = None
+    """The file a heredoc is written to (`cat > run.sh <<EOF`, `cat <<EOF > run.sh`), as written."""
 
     @property
     def line(self) -> int:
@@ -112,7 +114,17 @@ def _bound(cmd: Command, args: list[str]) -> Command:
         cmd.defines,
         cmd.conditional,
         cmd.substituted,
+        cmd.writes,
     )
+
+
+def _written(redirect: Any) -> str | None:
+    """The file a `>` / `>>` redirect writes."""
+    ops = [c.text for c in redirect.children if not c.is_named]
+    target = redirect.child_by_field_name("destination")
+    if target is None or not any(op in (b">", b">>", b">|") for op in ops):
+        return None
+    return word_text(target)
 
 
 class Commands(list):  # type: ignore[type-arg]
@@ -332,22 +344,27 @@ class _Reader:
         """A command with redirections, its heredoc body kept; other bodies are walked as usual."""
         body = node.child_by_field_name("body")
         heredoc = None
+        writes: str | None = None
         for c in node.children:
             if c.type == "heredoc_redirect":
                 for h in c.children:
                     if h.type == "heredoc_body":
                         heredoc = Word(h.text.decode("utf-8", "replace"), h.start_point[0] + self.first_line)
+                    elif h.type == "file_redirect":
+                        writes = _written(h) or writes
+            elif c.type == "file_redirect":
+                writes = _written(c) or writes
         if body is None or body.type != "command":
             return False
-        self.command(body, heredoc)
+        self.command(body, heredoc, writes if heredoc is not None else None)
         for c in node.children:
             if c is not body:
                 self.visit(c)
         return True
 
-    def command(self, node: Any, heredoc: Word | None) -> None:
+    def command(self, node: Any, heredoc: Word | None, writes: str | None = None) -> None:
         self.substitutions(node)
-        cmd = Command([], heredoc=heredoc)
+        cmd = Command([], heredoc=heredoc, writes=writes)
         for c in node.children:
             if c.type == "variable_assignment":
                 self.assignment(c, cmd)
