@@ -89,6 +89,16 @@ CASES = {
         "1",
         "$SLURM_NNODES",
     ),
+    "Lightning's devices per node against srun's tasks per node (LightningCLI)": (
+        "#SBATCH --ntasks-per-node=8\nsrun python train.py fit --trainer.devices {n} --trainer.num_nodes 2\n",
+        "4",
+        "8",
+    ),
+    "Lightning's devices per node against srun's tasks per node (Hydra)": (
+        "#SBATCH --ntasks-per-node=8\nsrun python train.py trainer.devices={n} trainer.num_nodes=2\n",
+        "1",
+        "8",
+    ),
     "the training script's own world size, its GPU flag not srun's": (
         "#SBATCH --ntasks-per-node=8\nsrun python train.py --gpus 8 --world-size {n}\n",
         "8",

@@ -398,6 +398,24 @@ def script_world_size(words: list[Word]) -> At[int] | None:
     return _int_at(next(iter(_flag_values(words, WORLD_SIZE_FLAGS).values()), None))
 
 
+LIGHTNING_DEVICES = ("--trainer.devices", "--devices")
+"""PyTorch Lightning's devices per node (LightningCLI's --trainer.devices, Hydra's trainer.devices=): under
+srun each task is one rank, so #SBATCH --ntasks-per-node must equal it ("This needs to match
+Trainer(devices=...)", https://lightning.ai/docs/pytorch/stable/clouds/cluster_advanced.html)."""
+
+
+def script_devices(words: list[Word]) -> At[int] | None:
+    """A Lightning script's devices per node; a bare --devices only beside Lightning's node count flag."""
+    found = _flag_values(words, LIGHTNING_DEVICES)
+    if "--devices" in found and "--trainer.devices" not in found and script_nodes(words) is None:
+        found.pop("--devices")
+    for w in words:
+        name, eq, value = w.text.partition("=")
+        if eq and name.lstrip("+") == "trainer.devices":
+            found[name] = At(value, w.line)
+    return next((n for n in (_int_at(v) for v in found.values()) if n is not None), None)
+
+
 def script_nodes(words: list[Word]) -> At[int] | None:
     """The node count a training script's flags give it (--num_nodes N, trainer.num_nodes=N)."""
     found = _flag_values(words, SCRIPT_NODE_FLAGS)

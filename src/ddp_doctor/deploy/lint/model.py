@@ -214,6 +214,8 @@ class Unit:
     """Slurm: the node counts such steps' programs are told by their own flags (--num_nodes)."""
     script_world: list[At[int]] = field(default_factory=list)
     """Slurm: the world sizes such steps' programs are told by their own flags (--world_size)."""
+    script_devices: list[At[int]] = field(default_factory=list)
+    """Slurm: Lightning's devices per node such steps' programs are told (each task one rank)."""
     ray_workers: At[int] | None = None
     """Ray Train workers in all (one GPU each), where the unit starts Ray nodes and a script told --num-workers N --use-gpu."""
     idles: At[str] | None = None

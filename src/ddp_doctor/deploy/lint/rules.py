@@ -684,6 +684,8 @@ def slurm_world_size(u: Unit) -> Iterator[Hit]:
         return
     ranks = (u.nodes.value if u.nodes else 1) * (u.tasks_per_node.value if u.tasks_per_node else 1)
     told = [(w.value, w.line, "--world_size") for w in u.script_world]
+    nodes = u.nodes.value if u.nodes else 1
+    told += [(d.value * nodes, d.line, f"Lightning's devices x nodes: {d.value} x {nodes}") for d in u.script_devices]
     env = u.env.get("WORLD_SIZE")
     if env is not None and _number(env.value) is not None:
         told.append((_number(env.value) or 0, env.line, "WORLD_SIZE"))

@@ -19,6 +19,7 @@ from ddp_doctor.deploy.lint.commandline import (
     launches,
     ray_train_workers,
     run_command,
+    script_devices,
     script_nodes,
     script_world_size,
 )
@@ -507,6 +508,8 @@ class Scan:
     """Ray Train workers a script is told to start (--num-workers N) with nothing said of GPUs."""
     script_world: list[At[int]] = field(default_factory=list)
     """The world sizes srun steps' programs are told by their own flags (--world_size)."""
+    script_devices: list[At[int]] = field(default_factory=list)
+    """The devices per node srun steps' Lightning programs are told (--trainer.devices, trainer.devices=)."""
 
 
 def read(
@@ -785,7 +788,9 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
     if program is not None:
         scan.steps.append(At(program.text, words[0].line))
         after = words[next(k for k, w in enumerate(words) if w is program) + 1 :]
-        told, world = script_nodes(after), script_world_size(after)
+        told, world, devices = script_nodes(after), script_world_size(after), script_devices(after)
+        if devices is not None:
+            scan.script_devices.append(devices)
         if told is not None:
             scan.script_nodes.append(told)
         if world is not None:
@@ -826,6 +831,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.steps = scan.steps
     u.script_nodes = scan.script_nodes
     u.script_world = scan.script_world
+    u.script_devices = scan.script_devices
     u.root = _remapped_root(text, first_line)
     u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))
