@@ -75,27 +75,24 @@ WARN_IS_HONEST = {
     # same input cannot be both a failure and a healthy run. explain says WARN (diag.master_retry: harmless once,
     # a FAIL when repeated), which is true of both threads.
     "jobset-603.log": "the same bytes as jobset-93.log, labelled healthy",
+    # Three processes naming the C++ extensions root and nothing after: each would print at once that it builds or
+    # loads unless it waits on the build lock, so the job waits there if it stopped there; a paste of only the
+    # start of a run that went on looks the same. The WARN says so and gives the stale lock's remedy.
+    "openrlhf-208.log": "the lines every process prints before a C++ extension build, and nothing after them",
+    # Self-checking tests whose output stops before their end: a stalled copy or collective if the test stopped
+    # there (the WARN names peer-to-peer behind the IOMMU / ACS first), or a paste cut there; the same bytes.
+    "ml-engineering-1.log": "CUDA's p2pBandwidthLatencyTest output that stops inside its tables",
+    "rccl-1129.log": "nccl-tests output that stops after listing its devices",
 }
 STILL_CALLED_HEALTHY: dict[str, str] = {
-    # Blind failures explain still calls healthy: never read here; benchmarks/score_explain_corpus.py lists them
-    # as misses, and the class each names is the next thing to learn (strict: a fix shows here).
-    "ml-engineering-1.log": "blind: GPU peer-to-peer broken behind the IOMMU / PCIe ACS, not read yet",
-    "rccl-1129.log": "blind: GPU peer-to-peer broken behind the IOMMU, not read yet",
-    "nanoflow-22.log": "blind: GPUs without peer-to-peer support, not read yet",
-    # Fitted, collected last: hangs whose log ends in ordinary startup lines, and one launcher warning line.
-    "accelerate-663.log": "fitted: accelerate making deepspeed ignore CUDA_VISIBLE_DEVICES, not read as a failure yet",
-    "nvdiffrec-39.log": "fitted: a stale extension build lock (a hang) is not read as a failure yet",
-    "openrlhf-208.log": "fitted: a stale extension build lock (a hang) is not read as a failure yet",
-    "particleflow-390.log": "fitted: watchdog frames without their first line are not read as a failure yet",
-    "horovod-110.log": "fitted: an ssh password prompt stalling mpirun is not read as a failure yet",
-    "mmcv-93.log": "fitted: one source line raising SyncBatchNorm's AttributeError is not read as a failure yet",
+    # Failures explain still calls healthy (a blind one is never read here: benchmarks/score_explain_corpus.py lists
+    # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
     "ray-23395.log": "fitted: a Ray Train job waiting for GPUs it can never get (the log stops) is not read as a failure yet",
     "scalingup-6.log": "fitted: a Ray actor that cannot be scheduled (no GPU registered) is not read as a failure yet",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.
     "nccl-tests-115.log": "blind: GPU peer-to-peer broken behind the IOMMU / PCIe ACS, a WARN only",
-    "ray-30333.log": "blind: NCCL_SOCKET_IFNAME picking the wrong interface under Ray, a WARN only",
     "prime-rl-1360.log": "fitted: a trainer stopped from outside because a sibling component crashed, a WARN only",
     "open-llama-47.log": "fitted: ranks left waiting at a store barrier for one held up by wandb (the log stops), a WARN only",
 }

@@ -57,3 +57,48 @@ def test_nccl_tests_wrong_values_are_a_failure() -> None:
     wrong = ROW[: -len("0")] + "2"
     statuses = _statuses([*BANNER, *HEADER, wrong, "# Out of bounds values : 2 FAILED"])
     assert statuses.get("diag.nccl_tests_wrong_results") == Status.FAIL
+
+
+def test_nccl_tests_stopped_after_listing_its_devices_is_not_called_healthy() -> None:
+    # its device list, then the empty comment line: the communicators were being set up (a hang or a short paste)
+    assert _statuses([*BANNER, "#"]).get("diag.hang") == Status.WARN
+
+
+# CUDA's p2pBandwidthLatencyTest, in the format its source prints (cuda-samples p2pBandwidthLatencyTest.cu)
+P2P_START = [
+    "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]",
+    "Device: 0, NVIDIA L40S, pciBusID: 17, pciDeviceID: 0, pciDomainID:0",
+    "Device: 1, NVIDIA L40S, pciBusID: 65, pciDeviceID: 0, pciDomainID:0",
+    "Device=0 CAN Access Peer Device=1",
+    "Device=1 CAN Access Peer Device=0",
+    "P2P Connectivity Matrix",
+    "     D\\D     0     1",
+    "     0\t     1     1",
+    "     1\t     1     1",
+    "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)",
+    "   D\\D     0      1 ",
+    "     0 731.12  24.08 ",
+    "     1  24.31 735.60 ",
+    "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)",
+    "   D\\D     0      1 ",
+]
+P2P_END = [
+    "     0 730.44  26.11 ",
+    "     1  26.20 734.91 ",
+    "NOTE: The CUDA Samples are not meant for performance measurements. Results may vary when GPU Boost is enabled.",
+]
+
+
+def test_p2p_bandwidth_test_stopped_inside_its_tables_is_not_called_healthy() -> None:
+    results = explain_text("\n".join(P2P_START).encode(), "log")
+    hang = next(r for r in results if r.id == "diag.hang")
+    assert hang.status is Status.WARN and hang.observed["stage"] == "p2p_test", hang.summary
+    assert "iommu=pt" in hang.remedy and "p2pBandwidthLatencyTest" in hang.title
+
+
+def test_p2p_bandwidth_test_that_ran_to_its_note_is_not_a_hang() -> None:
+    assert "diag.hang" not in _statuses(P2P_START + P2P_END)
+
+
+def test_lines_of_numbers_without_the_p2p_test_banner_are_not_its_tables() -> None:
+    assert "diag.hang" not in _statuses(P2P_START[5:])

@@ -16,8 +16,17 @@ from ddp_doctor.diagnose.lines import NCCL_COMM, Origin, clean, origin
 from ddp_doctor.diagnose.readers import Knowledge
 from ddp_doctor.report import Evidence, Result, Status
 
-STAGE_OF = {"init_start": "init", "init": "init", "init_done": "after_init", "collective": "collective"}
+STAGE_OF = {
+    "init_start": "init",
+    "init": "init",
+    "init_done": "after_init",
+    "collective": "collective",
+    "extension_wait": "extension_build",
+    "p2p_test": "p2p_test",
+}
 STAGE_WORDS = {
+    "extension_build": "where torch waits to build or load a C++/CUDA extension (its build directory's lock)",
+    "p2p_test": "inside the tables of CUDA's p2pBandwidthLatencyTest, before its closing note",
     "init": "during NCCL / process-group initialisation",
     "startup": "during NCCL's start-up lines (before any communicator was set up)",
     "after_init": "right after NCCL initialisation completed, before any collective finished",
@@ -90,6 +99,10 @@ class _Scan:
     """A communicator was being set up: more than the lines every rank prints first."""
     self_checking: bool = False
     """A test that prints a row per completed step announced itself (nccl-tests)."""
+    lock_named: bool = False
+    """A line said a C++ extension's build lock file is already there."""
+    p2p_test: bool = False
+    """CUDA's p2pBandwidthLatencyTest announced itself: its table lines are its progress."""
 
 
 def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | None, int], int]) -> _Scan:
@@ -99,9 +112,14 @@ def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | 
         banner = any(p.search(text) for p in k.self_checking)
         seen.self_checking = seen.self_checking or banner
         seen.activity += banner  # the test's own start counts as distributed activity
+        seen.p2p_test = seen.p2p_test or any(p.search(text) for p in k.p2p_banner)
         kind = classify(k, text)
+        if kind == "p2p_test" and not seen.p2p_test:
+            kind = "other"  # a line of numbers is the test's matrix only after its banner
         if kind is None:
             continue
+        if kind == "extension_wait" and any(p.search(text) for p in k.extension_lock):
+            seen.lock_named = True
         comm = NCCL_COMM.search(text) or _COMM_DONE.search(text)
         where = origin(text)
         if comm and where.pid is not None:
@@ -149,8 +167,53 @@ def read(
     return None
 
 
+@dataclass(frozen=True)
+class Waited:
+    """A stage that is not NCCL's: what the log shows waiting there, and what a hang there means."""
+
+    title: str
+    cause: str
+    if_stopped: str
+    """The summary's words for 'if the job stopped there'."""
+
+
+NOT_NCCL = {
+    "extension_build": Waited(
+        "The log stops where torch waits for a C++/CUDA extension's build lock, with no error (a hang)",
+        "torch.utils.cpp_extension builds a JIT extension (DeepSpeed's ops, NVlabs' plugins, custom CUDA ops) under "
+        "a lock file in its build directory: one process builds, the others wait until the lock file is gone, and "
+        "each prints right away that it builds, skips the build or loads the module. A log whose processes stop "
+        "after naming the extensions root waits on that lock, forever when the process that made it died mid-build.",
+        "its processes wait on a build lock",
+    ),
+    "p2p_test": Waited(
+        "The log stops inside CUDA's p2pBandwidthLatencyTest, with no error (a GPU-to-GPU copy that never finished?)",
+        "p2pBandwidthLatencyTest (CUDA samples) copies between every pair of GPUs, with peer-to-peer off and then on, "
+        "prints each matrix row as soon as it is measured and ends with a note. Output that stops inside its "
+        "tables stopped at a copy between two GPUs: on bare metal and VMs that is GPU peer-to-peer traffic dropped "
+        "by the IOMMU or PCIe ACS (the copy never completes), unless the paste was only cut there.",
+        "a copy between two GPUs never finished (peer-to-peer blocked by the IOMMU or PCIe ACS)",
+    ),
+}
+
+
 def _stopped(result: Result, seen: _Scan, last_meaningful: Last) -> Result:
     """The log ends at a stage: a hang, or a paste that ends there (then said as a warning)."""
+    waited = NOT_NCCL.get(str(result.observed.get("stage")))
+    if waited is not None:
+        result = replace(result, title=waited.title, cause=waited.cause)
+        if seen.lock_named and result.observed.get("stage") == "extension_build":
+            # the lock was there before the wait began, and nothing came after it
+            result.summary += "; the lock file was already there when the build began"
+            return result
+        return replace(
+            result,
+            status=Status.WARN,
+            summary=result.summary.replace(
+                "the job hung there",
+                f"if it stopped there, {waited.if_stopped}; if the paste only ends there, its end says more",
+            ),
+        )
     if seen.self_checking and seen.past_startup:
         # nccl-tests prints a row for every message size as soon as its collective completes: a run whose
         # output stops while its communicator is set up, or at the table's header, waited there. A paste of

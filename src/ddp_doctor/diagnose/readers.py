@@ -36,8 +36,13 @@ class EndsBadly:
 class Knowledge:
     chatter: tuple[re.Pattern[str], ...]
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
-    """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init."""
+    """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init,
+    extension_wait, p2p_test."""
     sequence: tuple[re.Pattern[str], ...]
+    p2p_banner: tuple[re.Pattern[str], ...]
+    """CUDA's p2pBandwidthLatencyTest announcing itself: its table lines count as activity only after it."""
+    extension_lock: tuple[re.Pattern[str], ...]
+    """A line saying a C++ extension's build lock file is already there (the wait that follows may never end)."""
     self_checking: tuple[re.Pattern[str], ...]
     """Banners of tests that print a result per step: ending in set-up after one is a hang, not a short paste."""
     announce: tuple[re.Pattern[str], ...]
@@ -67,8 +72,11 @@ def load() -> Knowledge:
     return Knowledge(
         chatter=_all(act["chatter"]),
         classes=tuple(
-            (name, _all(act[name])) for name in ("finished", "init_done", "collective", "init_start", "init")
+            (name, _all(act[name]))
+            for name in ("finished", "init_done", "collective", "init_start", "init", "extension_wait", "p2p_test")
         ),
+        extension_lock=_all(act["extension_lock"]),
+        p2p_banner=_all(act["p2p_banner"]),
         sequence=_all(act["sequence"]),
         self_checking=_all(act["self_checking"]),
         announce=_all(act["announce"]),
