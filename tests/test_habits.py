@@ -13,12 +13,12 @@ COUNTS = habits.count()
 
 def test_dict_str_any_does_not_grow() -> None:
     # Goal: 60, only at the JSON edge (report.to_dict/from_dict, the readers of rank and facts files).
-    assert 80 < COUNTS.dict_str_any <= 99
+    assert 0 < COUNTS.dict_str_any <= 79
 
 
 def test_no_new_function_over_60_lines_without_its_reason() -> None:
-    # Goal: none. A function that is long for a reason says so on its def line: `# long: <why>`.
-    assert len(COUNTS.long_functions) <= 8, COUNTS.long_functions
+    # A function that is long for a reason says so on its def line: `# long: <why>`.
+    assert COUNTS.long_functions == []
 
 
 def test_every_noqa_names_a_rule_ruff_checks_and_that_is_broken_there() -> None:
@@ -27,7 +27,7 @@ def test_every_noqa_names_a_rule_ruff_checks_and_that_is_broken_there() -> None:
 
 def test_in_function_imports_of_the_package_do_not_grow() -> None:
     # Goal: none. The CLI imports only the command that runs (cli.COMMANDS), so a command imports at its top.
-    assert len(COUNTS.own_imports_in_functions) <= 5, COUNTS.own_imports_in_functions
+    assert len(COUNTS.own_imports_in_functions) <= 1, COUNTS.own_imports_in_functions
 
 
 def test_other_in_function_imports_are_heavy_or_in_a_foreign_process() -> None:

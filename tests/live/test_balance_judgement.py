@@ -29,7 +29,7 @@ def test_a_gap_that_does_not_repeat_is_noise() -> None:
     # rank 1 was slow in the first half only (a burst of load from another process), 17% overall
     everyone = [rank(0, 10.0), rank(1, 14.0, halves=(18.0, 10.2))]
     c = straggler_check(everyone, 2, "cpu")
-    assert c["status"] == "pass" and "did not repeat" in c["summary"]
+    assert c.status == "pass" and "did not repeat" in c.summary
 
 
 def test_noisy_machine_raises_the_threshold() -> None:
@@ -37,16 +37,16 @@ def test_noisy_machine_raises_the_threshold() -> None:
     everyone = [rank(0, 10.0, inter=(8.5, 11.5)), rank(1, 14.0)]
     assert abs(threshold(everyone) - 1.6) < 1e-9
     c = straggler_check(everyone, 2, "cpu")
-    assert c["status"] == "pass" and "threshold 60%" in c["summary"]
+    assert c.status == "pass" and "threshold 60%" in c.summary
 
 
 def test_a_real_straggler_repeats_and_on_cpu_gets_cpu_advice() -> None:
     everyone = [rank(0, 10.0), rank(1, 30.0, halves=(29.0, 31.0))]
     c = straggler_check(everyone, 2, "cpu")
-    assert c["status"] == "warn" and c["observed"]["rank"] == 1
-    assert "nvidia-smi" not in c["remedy"] and "taskset" in c["remedy"]
+    assert c.status == "warn" and c.observed["rank"] == 1
+    assert "nvidia-smi" not in (c.remedy or "") and "taskset" in (c.remedy or "")
     g = straggler_check(everyone, 2, "cuda")
-    assert g["status"] == "warn" and "nvidia-smi" in g["remedy"]
+    assert g.status == "warn" and "nvidia-smi" in (g.remedy or "")
 
 
 def _nvml(util: float, mem: float) -> dict[str, Any]:
@@ -57,13 +57,13 @@ def test_other_tenant_load_is_named_not_reported_as_even_load() -> None:
     me = {**rank(0, 10.0), "device": {"uuid": "0d1f7c2a-1111"}, "nvml": _nvml(100.0, 105 * GiB)}
     before = {"GPU-0d1f7c2a-1111": {"memory_used_bytes": 103 * GiB, "util_pct": 100.0, "processes": [{"pid": 4242}]}}
     c = gpu_util_check([me], before)
-    assert c is not None and c["status"] == "warn"
-    assert "pid 4242" in c["summary"] and "103.0 GiB" in c["summary"]
-    assert "this job 2.00 GiB" in c["summary"]
+    assert c is not None and c.status == "warn"
+    assert "pid 4242" in c.summary and "103.0 GiB" in c.summary
+    assert "this job 2.00 GiB" in c.summary
 
 
 def test_idle_gpus_before_the_run_pass() -> None:
     me = {**rank(0, 10.0), "device": {"uuid": "abc"}, "nvml": _nvml(90.0, 3 * GiB)}
     c = gpu_util_check([me], {"GPU-abc": {"memory_used_bytes": 500 << 20, "util_pct": 0.0, "processes": []}})
-    assert c is not None and c["status"] == "pass" and "idle before the run" in c["summary"]
+    assert c is not None and c.status == "pass" and "idle before the run" in c.summary
     assert gpu_util_check([rank(0, 1.0)], {}) is None

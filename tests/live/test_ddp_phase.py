@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ddp_doctor.live.phases import ddp
+from ddp_doctor.live.phases import Shared, ddp
 
 STEPS = 30  # the worker's default --steps
 
@@ -76,14 +76,14 @@ def test_the_real_phase_with_one_rank_passes() -> None:
             rank=0,
             world_size=1,
             payload={},
-            shared={},
+            shared=Shared(),
             config=types.SimpleNamespace(steps=STEPS, nvml=False),
             step=lambda name: None,
         )
-        checks = {c["id"]: c for c in ddp.run(ctx)}
+        checks = {c.id: c for c in ddp.run(ctx)}
     finally:
         dist.destroy_process_group()
-    assert {k: c["status"] for k, c in checks.items()} == {
+    assert {k: c.status for k, c in checks.items()} == {
         "live.ddp.param_sync": "pass",
         "live.ddp.loss": "pass",
         "live.ddp.grad_reference": "pass",

@@ -13,7 +13,20 @@ from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
 from ddp_doctor.rundir import reader, writer
 from ddp_doctor.rundir.layout import RUN_DIR_ENV
-from ddp_doctor.rundir.records import SCHEMA, Heartbeat, PhaseErrorRecord, PhaseRecord, RankResult, RecordError
+from ddp_doctor.rundir.records import (
+    SCHEMA,
+    CheckRecord,
+    Heartbeat,
+    PhaseErrorRecord,
+    PhaseRecord,
+    RankResult,
+    RecordError,
+)
+
+
+CHECK = CheckRecord(
+    "live.init.device", "warn", "one GPU", observed={"gpus": [0]}, metrics={"init_s": 0.5}, remedy="add a GPU"
+)
 
 
 def test_a_heartbeat_and_a_result_come_back_as_they_were_written() -> None:
@@ -26,7 +39,7 @@ def test_a_heartbeat_and_a_result_come_back_as_they_were_written() -> None:
         finished=True,
         node="n0",
         phases=(
-            PhaseRecord("init", "pass", started=1.0, duration_s=0.5, checks=({"id": "live.init.x", "status": "pass"},)),
+            PhaseRecord("init", "pass", started=1.0, duration_s=0.5, checks=(CHECK,)),
             PhaseRecord("collectives", "fail", started=2.0, kind="error", error=error),
         ),
         body={"torch": {"version": "2.13.0"}},
@@ -61,7 +74,10 @@ def test_a_torn_foreign_or_newer_heartbeat_is_refused_with_why(text: str, said: 
         ({"status": "pass"}, "lacks its 'name'"),
         ({"name": "init", "status": "fail", "error": {"message": "no type"}}, "lacks its 'type'"),
         ({"name": "init", "status": "fail", "error": {"type": "E", "blame_ranks": ["1"]}}, "not a list of ranks"),
-        ({"name": "init", "status": "pass", "checks": [{"status": "pass"}]}, "not an object with an id"),
+        ({"name": "init", "status": "pass", "checks": [{"status": "pass", "summary": "s"}]}, "lacks its 'id'"),
+        ({"name": "init", "status": "pass", "checks": ["live.init.device"]}, "holds a check that is not an object"),
+        ({"name": "init", "status": "pass", "checks": [{**CHECK.to_dict(), "status": "ok"}]}, "'status' is 'ok'"),
+        ({"name": "init", "status": "pass", "checks": [{**CHECK.to_dict(), "observed": [1]}]}, "'observed' is [1]"),
         ({"name": "init", "status": "pass", "duration_s": "0.5"}, "'duration_s' is '0.5'"),
     ],
 )

@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checkconfig import CheckConfig
+from ddp_doctor.diagnose import diagnose
 from ddp_doctor.env import facts as env_facts
 from ddp_doctor.env.probes import gpu
 from ddp_doctor.env.target import Target
+from ddp_doctor.health import gpu as health_gpu
 from ddp_doctor.live import capacity, hostcheck
 from ddp_doctor.live import launch as launcher
 from ddp_doctor.live.merge import Merged, Plan, first_failure, merge
+from ddp_doctor.live.multinode import node
 from ddp_doctor.live.nodestage import OneNode, Stage
 from ddp_doctor.live.phases.balance import BASELINE_ENV
 from ddp_doctor.live.rankconfig import RankConfig
@@ -203,9 +206,6 @@ def _launcher_died(outcome: launcher.RunOutcome) -> Result:
         observed={"argv": outcome.argv, "returncode": outcome.returncode},
         evidence=[Evidence("torchrun.log", ln[:500], i) for i, ln in enumerate(log, 1)][-10:],
     )
-    # Here, not at the top: the catalogue costs about 90 ms of CPU, and only a launch that failed reads it.
-    from ddp_doctor.diagnose import diagnose
-
     found = diagnose({"torchrun.log": log}, {"torchrun": outcome.returncode or 0})
     top = first_failure(found)
     if top:
@@ -282,12 +282,7 @@ def run_check(
 
 
 def _stage(config: CheckConfig, backend: str) -> Stage:
-    if not config.multinode:
-        return OneNode()
-    # Only for several nodes: its preflight loads the checks registry, which a one-node launch need not wait for.
-    from ddp_doctor.live.multinode import node
-
-    return node.prepare(config, backend)
+    return node.prepare(config, backend) if config.multinode else OneNode()
 
 
 def _judged(
@@ -307,10 +302,8 @@ def _judged(
         results.append(_timeout_result(outcome, plan))
     results.extend(merged.results)
     if config.gpu_health:
-        from ddp_doctor.health.gpu import evaluate  # with its data sheets (yaml): only for --gpu-health
-
         per_gpu = [res.body["gpu_health"] for _, res in sorted(outcome.ranks.items()) if res.body.get("gpu_health")]
-        results.extend(evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
+        results.extend(health_gpu.evaluate(per_gpu, prefix="live.gpu_health") if per_gpu else [])
     if outcome.run_dir:
         results.append(
             Result(

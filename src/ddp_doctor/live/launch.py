@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
@@ -48,6 +48,15 @@ LOG_TAIL_LINES = 200
 TORCHRUN_MONITOR_INTERVAL_S = 0.1
 UNIX_PATH_MAX = 107
 _SRC_DIR = str(Path(__file__).resolve().parents[2])
+
+
+class Cleanup(TypedDict):
+    """What the launcher removed after the run (the report's facts show it as it is)."""
+
+    processes: int
+    """The run's processes still alive at the end, which it ended."""
+    shm: list[str]
+    """The /dev/shm entries the run made and left, which it removed."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +121,8 @@ class RunOutcome:
     """Why the job was not started (e.g. the port is taken); None when it was."""
     run_dir: str | None = None
     """The kept run directory, or None when it was removed."""
-    cleanup: dict[str, Any] = field(default_factory=dict)
-    """What the parent had to end or remove itself: {"processes": n, "shm": [names]}."""
+    cleanup: Cleanup = field(default_factory=lambda: Cleanup(processes=0, shm=[]))
+    """What the parent had to end or remove itself."""
     interrupted: bool = False
 
 
@@ -269,15 +278,59 @@ def _ask_for_stacks(run_dir: Path, beats: dict[int, Heartbeat], done: set[int], 
         time.sleep(0.05)
 
 
-def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] | None = None) -> RunOutcome:
-    """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
-    started = time.monotonic()
-    deadline = started + spec.timeout_s
+def _preflight(spec: TorchrunSpec) -> str | None:
+    """Why torchrun would fail at once (the port it must listen on is taken), or None."""
+    if spec.master_port is not None and spec.rdzv_endpoint is None:
+        return port_problem(spec.master_port)
+    if spec.rdzv_endpoint and spec.node_rank in (0, None):
+        host, _, port = spec.rdzv_endpoint.rpartition(":")
+        if _is_local(host) and port.isdigit():
+            return port_problem(int(port))
+    return None
+
+
+def _new_run_dir() -> Path:
+    """A fresh run directory that names its owner, with the ranks' TMPDIR and the package's link in it."""
     _sweep_orphans(Path(tempfile.gettempdir()))
     run_dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
     (run_dir / OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
     rank_tmp_dir(run_dir).mkdir(mode=0o700)  # the ranks' TMPDIR (build_command); removed in _finish
     _link_package(run_dir)
+    return run_dir
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    tracked: dict[int, int],
+    run_dir: Path,
+    on_poll: Callable[[dict[int, Heartbeat]], None] | None,
+) -> bool:
+    """Until torchrun exits (False) or the deadline passes (True), tracking its descendants on the way."""
+    last_scan = 0.0
+    exited = _exit_waiter(proc.pid)
+    try:
+        while True:
+            now = time.monotonic()
+            if now - last_scan > 0.25:
+                tracked.update(procs.descendants(proc.pid, tracked))
+                last_scan = now
+                if on_poll is not None:
+                    on_poll(reader.read_heartbeats(run_dir))
+            if proc.poll() is not None:
+                return False
+            if now >= deadline:
+                return True
+            exited(min(POLL_S, max(0.0, deadline - now)))
+    finally:
+        exited.close()
+
+
+def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] | None = None) -> RunOutcome:
+    """Run the job; `on_poll`, when given, hears the ranks' latest heartbeats a few times a second."""
+    started = time.monotonic()
+    deadline = started + spec.timeout_s
+    run_dir = _new_run_dir()
     launcher, source = (spec.launcher, "given") if spec.launcher else find_torchrun(spec.python)
     spec_with_launcher = spec if spec.launcher else _with_launcher(spec, launcher)
     argv, env = build_command(spec_with_launcher, run_dir)
@@ -289,12 +342,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] |
     if threading.current_thread() is threading.main_thread():
         old_handler = signal.signal(signal.SIGTERM, proc_mod.on_terminate)
     try:
-        if spec.master_port is not None and spec.rdzv_endpoint is None:
-            outcome.preflight_error = port_problem(spec.master_port)
-        elif spec.rdzv_endpoint and spec.node_rank in (0, None):
-            host, _, port = spec.rdzv_endpoint.rpartition(":")
-            if _is_local(host) and port.isdigit():
-                outcome.preflight_error = port_problem(int(port))
+        outcome.preflight_error = _preflight(spec)
         if outcome.preflight_error:
             return outcome
         with open(run_dir / "torchrun.log", "wb") as log:
@@ -310,24 +358,7 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] |
             except OSError as exc:
                 outcome.preflight_error = f"cannot start {argv[0]}: {exc.strerror or exc}"
                 return outcome
-        last_scan = 0.0
-        exited = _exit_waiter(proc.pid)
-        try:
-            while True:
-                now = time.monotonic()
-                if now - last_scan > 0.25:
-                    tracked.update(procs.descendants(proc.pid, tracked))
-                    last_scan = now
-                    if on_poll is not None:
-                        on_poll(reader.read_heartbeats(run_dir))
-                if proc.poll() is not None:
-                    break
-                if now >= deadline:
-                    outcome.timed_out = True
-                    break
-                exited(min(POLL_S, max(0.0, deadline - now)))
-        finally:
-            exited.close()
+        outcome.timed_out = _wait(proc, deadline, tracked, run_dir, on_poll)
         outcome.returncode = proc.returncode
         if outcome.timed_out:
             tracked.update(procs.descendants(proc.pid, tracked))
@@ -450,7 +481,7 @@ def _finish(
         codes["torchrun"] = outcome.returncode
     outcome.exit_codes = codes
     pids = set(tracked) | set(pid_rank)
-    outcome.cleanup = {"processes": ended, "shm": procs.remove_new_shm(shm_before, pids)}
+    outcome.cleanup = Cleanup(processes=ended, shm=procs.remove_new_shm(shm_before, pids))
     outcome.duration_s = round(time.monotonic() - started, 3)
     if spec.keep_run_dir:
         outcome.run_dir = str(run_dir)

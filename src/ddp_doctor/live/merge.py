@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ddp_doctor.diagnose import diagnose
 from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.render.folding import fold_summaries
 from ddp_doctor.report import Evidence, Result, Status
 from ddp_doctor.rundir import layout
-from ddp_doctor.rundir.records import PhaseErrorRecord, PhaseRecord, RankResult
+from ddp_doctor.rundir.records import CheckRecord, PhaseErrorRecord, PhaseRecord, RankResult
 from ddp_doctor.words import all_of, plural, ranks
 
 PHASE_TITLES = {
@@ -74,12 +75,6 @@ def _signal_text(code: int) -> str:
     return f"exit status {code}"
 
 
-def _diagnose(sources: dict[str, list[str]], codes: dict[str, int]) -> list[Result]:
-    from ddp_doctor.diagnose import diagnose  # on first use: the catalogue loads only when a rank failed
-
-    return diagnose(sources, codes)
-
-
 def first_failure(found: list[Result]) -> Result | None:
     """The diagnosis that explains a failure: the first one with status fail. A warning (e.g. diag.sigterm,
     a consequence of another rank's failure) must never lend its cause or remedy to a failing phase."""
@@ -96,7 +91,7 @@ def _apply_diagnosis(result: Result, rank: int, outcome: RunOutcome, extra: list
     log = outcome.logs.get(f"rank-{rank}.log", [])
     sources = {f"rank-{rank}.error": extra, f"rank-{rank}.log": log}
     codes = {k: v for k, v in outcome.exit_codes.items() if k == f"rank {rank}"}
-    found = _diagnose(sources, codes)
+    found = diagnose(sources, codes)
     if found:
         result.observed["diagnosis"] = [d.id for d in found]
     top = first_failure(found)
@@ -126,19 +121,17 @@ def _phase_result(rank: int, node: str | None, rec: PhaseRecord, status: Status,
     )
 
 
-def _check_result(
-    c: Mapping[str, Any], phase: str, rank: int | None, node: str | None, started: float | None
-) -> Result:
+def _check_result(c: CheckRecord, phase: str, rank: int | None, node: str | None, started: float | None) -> Result:
     return Result(
-        id=c["id"],
-        title=c.get("title") or c["id"].split(".", 2)[-1].replace("_", " "),
-        status=Status(c["status"]),
-        summary=c["summary"],
-        cause=c.get("cause"),
-        remedy=c.get("remedy"),
-        observed=dict(c.get("observed") or {}),
-        expected=dict(c.get("expected") or {}),
-        metrics=dict(c.get("metrics") or {}),
+        id=c.id,
+        title=c.id.split(".", 2)[-1].replace("_", " "),
+        status=Status(c.status),
+        summary=c.summary,
+        cause=c.cause,
+        remedy=c.remedy,
+        observed=dict(c.observed),
+        expected=dict(c.expected),
+        metrics=dict(c.metrics),
         rank=rank,
         node=node,
         phase=phase,
@@ -148,15 +141,15 @@ def _check_result(
 
 def _merge_checks(payloads: dict[int, RankResult]) -> list[Result]:
     """One Result per check when every rank agrees (rank None), else one per rank that differs."""
-    by_id: dict[str, list[tuple[int, PhaseRecord, Mapping[str, Any]]]] = {}
+    by_id: dict[str, list[tuple[int, PhaseRecord, CheckRecord]]] = {}
     for rank in sorted(payloads):
         for rec in payloads[rank].phases:
             for c in rec.checks:
-                by_id.setdefault(c["id"], []).append((rank, rec, c))
+                by_id.setdefault(c.id, []).append((rank, rec, c))
     results = []
     for entries in by_id.values():
-        statuses = {c["status"] for _, _, c in entries}
-        together = _one_summary([c["summary"] for _, _, c in entries]) if len(statuses) == 1 else None
+        statuses = {c.status for _, _, c in entries}
+        together = _one_summary([c.summary for _, _, c in entries]) if len(statuses) == 1 else None
         if together is not None and "fail" not in statuses:
             rank, rec, c = entries[0]
             r = _check_result(c, rec.name, None, None, None)
@@ -166,7 +159,7 @@ def _merge_checks(payloads: dict[int, RankResult]) -> list[Result]:
             results.append(r)
             continue
         for rank, rec, c in entries:
-            if c["status"] in ("fail", "warn") or len(statuses) > 1 or together is None:
+            if c.status in ("fail", "warn") or len(statuses) > 1 or together is None:
                 results.append(_check_result(c, rec.name, rank, payloads[rank].node, rec.failed_at or rec.started))
     return results
 
@@ -285,11 +278,11 @@ def _phase_error(
 
 
 def _failed_checks(t: _Triage, rank: int, node: str, rec: PhaseRecord) -> None:
-    fails = [c for c in rec.checks if c["status"] == "fail"]
-    summary = f"rank {rank}: {plural(len(fails), 'check')} failed in {rec.name}: " + "; ".join(c["id"] for c in fails)
+    fails = [c for c in rec.checks if c.failed]
+    summary = f"rank {rank}: {plural(len(fails), 'check')} failed in {rec.name}: " + "; ".join(c.id for c in fails)
     r = _phase_result(rank, node, rec, Status.FAIL, summary)
-    r.cause = fails[0].get("cause") if fails else None
-    r.remedy = fails[0].get("remedy") if fails else None
+    r.cause = fails[0].cause if fails else None
+    r.remedy = fails[0].remedy if fails else None
     t.add(r, t.primary)
 
 

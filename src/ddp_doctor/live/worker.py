@@ -22,15 +22,16 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, NoReturn, TextIO
 
 from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import rankconfig
 from ddp_doctor.live.multinode import rankside
-from ddp_doctor.live.phases import load
+from ddp_doctor.live.phases import Shared, load
 from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.rundir import layout, reader, writer
-from ddp_doctor.rundir.records import Heartbeat, RankResult, RecordError
+from ddp_doctor.rundir.records import Heartbeat, PhaseErrorRecord, PhaseRecord, RankResult, RecordError
 
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
@@ -65,10 +66,46 @@ def config_from_argv(argv: Sequence[str]) -> RankConfig:
     return RankConfig.from_json(argv[1])
 
 
+class RankState:
+    """What this rank reports, as it goes: its phases as typed records and the phases' outputs (`body`,
+    the JSON the parent reads as the live chain's: torch facts, device, ddp...). The main thread and the
+    watchdog both write it; `write` replaces rank-N.json atomically."""
+
+    def __init__(self, rank: int, node: str | None, body: dict[str, Any]):
+        self.rank = rank
+        self.node = node
+        self.body = body
+        self.phases: list[PhaseRecord] = []
+        self.finished = False
+        self.teardown_stuck = False
+
+    def phase(self, name: str) -> PhaseRecord:
+        return next((p for p in self.phases if p.name == name), PhaseRecord(name, "running"))
+
+    def put(self, record: PhaseRecord) -> None:
+        """Replace the phase of that name, or add it after the others."""
+        at = next((i for i, p in enumerate(self.phases) if p.name == record.name), len(self.phases))
+        self.phases[at : at + 1] = [record]
+
+    def result(self) -> RankResult:
+        return RankResult(
+            rank=self.rank,
+            pid=os.getpid(),
+            finished=self.finished,
+            node=self.node,
+            teardown_stuck=self.teardown_stuck,
+            phases=tuple(self.phases),
+            body=self.body,
+        )
+
+    def write(self) -> None:
+        writer.write_result(self.result())
+
+
 class Context:
     """What every phase gets: who this rank is, its device, its deadline, and what earlier phases left."""
 
-    def __init__(self, config: RankConfig, payload: dict[str, Any], faults: list[faults_mod.Fault]):
+    def __init__(self, config: RankConfig, state: RankState, faults: list[faults_mod.Fault]):
         self.config = config
         self.backend: str = config.backend
         self.rank = int(os.environ["RANK"])
@@ -76,13 +113,14 @@ class Context:
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.local_world_size = int(os.environ["LOCAL_WORLD_SIZE"])
         self.node = os.environ.get(layout.NODE_ENV) or socket.gethostname()
-        self.payload = payload
+        self.state = state
+        self.payload = state.body  # what a phase reports besides its checks, under the phase's own key
         self.faults = faults
         self.phase = "start"
         self.phase_deadline = float("inf")
         self.deadline: float = config.deadline or (time.time() + config.timeout)
         self.device: Any = None  # torch.device once init has set it
-        self.shared: dict[str, Any] = {}  # phase -> phase: step times, the model, ...
+        self.shared = Shared()
 
     def step(self, name: str) -> None:
         writer.heartbeat(self.phase, name)
@@ -95,7 +133,7 @@ class Context:
 class Watchdog(threading.Thread):
     """Ends this rank when a phase overruns its deadline, leaving the stacks and a result behind."""
 
-    def __init__(self, ctx: Context, stack_file: Any):
+    def __init__(self, ctx: Context, stack_file: TextIO):
         super().__init__(name="ddp-doctor-watchdog", daemon=True)
         self.ctx = ctx
         self.stack_file = stack_file
@@ -103,32 +141,34 @@ class Watchdog(threading.Thread):
     def run(self) -> None:
         while True:
             time.sleep(0.1)
-            ctx = self.ctx
-            if time.time() < ctx.phase_deadline:
-                continue
-            if ctx.phase == "done":  # every phase reported; only the teardown hangs (NCCL can)
-                ctx.payload.update(finished=True, teardown_stuck=True)
-                writer.write_result(RankResult.of(ctx.payload))
-                os._exit(0)
-            self.stack_file.write(f"--- watchdog: phase {ctx.phase} overran its deadline ---\n")
-            self.stack_file.flush()
-            faulthandler.dump_traceback(file=self.stack_file, all_threads=True)
-            self.stack_file.flush()
-            record = _phase_record(ctx.payload, ctx.phase)
-            budget = record.get("budget_s")
-            record.update(
+            if time.time() >= self.ctx.phase_deadline:
+                self._end(self.ctx)
+
+    def _end(self, ctx: Context) -> NoReturn:
+        """The phase overran: its stacks and a stuck record written, the rank ends."""
+        if ctx.phase == "done":  # every phase reported; only the teardown hangs (NCCL can)
+            ctx.state.finished = ctx.state.teardown_stuck = True
+            ctx.state.write()
+            os._exit(0)
+        self.stack_file.write(f"--- watchdog: phase {ctx.phase} overran its deadline ---\n")
+        self.stack_file.flush()
+        faulthandler.dump_traceback(file=self.stack_file, all_threads=True)
+        self.stack_file.flush()
+        record = ctx.state.phase(ctx.phase)
+        now = time.time()
+        message = f"rank {ctx.rank} was still in phase {ctx.phase} after its {record.budget_s} s deadline"
+        ctx.state.put(
+            replace(
+                record,
                 status="fail",
                 kind="stuck",
-                failed_at=time.time(),
-                duration_s=round(time.time() - record.get("started", time.time()), 3),
-                error={
-                    "type": "PhaseTimeout",
-                    "message": f"rank {ctx.rank} was still in phase {ctx.phase} after its {budget} s deadline",
-                    "step": _last_step(),
-                },
+                failed_at=now,
+                duration_s=round(now - (record.started or now), 3),
+                error=PhaseErrorRecord("PhaseTimeout", message, step=_last_step()),
             )
-            writer.write_result(RankResult.of(ctx.payload))
-            os._exit(EXIT_STUCK)
+        )
+        ctx.state.write()
+        os._exit(EXIT_STUCK)
 
 
 def _last_step() -> str | None:
@@ -136,15 +176,6 @@ def _last_step() -> str | None:
         return Heartbeat.from_json(writer.path("hb").read_text()).step
     except (OSError, RecordError):
         return None
-
-
-def _phase_record(payload: dict[str, Any], name: str) -> dict[str, Any]:
-    for rec in payload["phases"]:
-        if rec["name"] == name:
-            return rec  # type: ignore[no-any-return]
-    rec = {"name": name}
-    payload["phases"].append(rec)
-    return rec
 
 
 def redirect_output(rank: int) -> None:
@@ -217,82 +248,87 @@ def _prewarm() -> threading.Thread:
     return thread
 
 
-def run_phases(config: RankConfig, stack_file: Any) -> int:
-
+def _start(config: RankConfig) -> RankState:
+    """This rank's state before its first phase: who it is, in the body the parent reads."""
     rank = int(os.environ["RANK"])
-    faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
-    payload: dict[str, Any] = {
+    body: dict[str, Any] = {
         "cpu_at_start_s": round(time.process_time(), 3),
-        "rank": rank,
-        "pid": os.getpid(),
-        "node": os.environ.get(layout.NODE_ENV),
         "node_rank": os.environ.get("DDP_DOCTOR_NODE_RANK", os.environ.get("GROUP_RANK")),
         "local_rank": int(os.environ["LOCAL_RANK"]),
         "world_size": int(os.environ["WORLD_SIZE"]),
         "backend": config.backend,
-        "phases": [],
-        "finished": False,
     }
-    ctx = Context(config, payload, faults)
-    Watchdog(ctx, stack_file).start()
-    phases = list(config.phases)
-    if "ddp" in phases and not os.environ.get("DDP_DOCTOR_NO_PREWARM"):
-        ctx.shared["prewarm"] = _prewarm()
-    ok = True
-    for name in phases:
-        ctx.phase = name
-        budget = _budget(ctx, name)
-        started = time.time()
-        cpu_started = time.process_time()
-        ctx.phase_deadline = started + budget
-        record = _phase_record(payload, name)
-        record.update(started=started, budget_s=round(budget, 1), status="running")
-        writer.heartbeat(name, deadline=ctx.phase_deadline)
-        # A C-level hang that holds the GIL would stop the watchdog thread; this C timer still fires.
-        faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
-        try:
-            faults_mod.trigger(faults, rank, name)
-            checks = load(name).run(ctx)
-        except Exception as exc:  # noqa: BLE001 - a phase's failure is data for the report, not a crash of the worker
-            record.update(
-                status="fail",
-                kind="error",
-                failed_at=time.time(),
-                duration_s=round(time.time() - started, 3),
-                error={
-                    "type": type(exc).__name__,
-                    "message": str(exc)[:4000],
-                    "traceback": traceback.format_exc()[-8000:],
-                    "blame_ranks": getattr(exc, "blame_ranks", None),
-                    "step": _last_step(),
-                    "cause": getattr(exc, "cause", None),
-                    "remedy": getattr(exc, "remedy", None),
-                },
-            )
-            ctx.phase_deadline = float("inf")
-            faulthandler.cancel_dump_traceback_later()
-            writer.write_result(RankResult.of(payload))
-            _ask_for_stacks(getattr(exc, "blame_ranks", None) or [])
-            ok = False
-            break
+    return RankState(rank, os.environ.get(layout.NODE_ENV), body)
+
+
+def _error_record(exc: Exception) -> PhaseErrorRecord:
+    """A phase's exception as the parent reads it; a phase that understands its failure says more
+    (PhaseError: cause and remedy; PeerError: the ranks it waited for)."""
+    blame = getattr(exc, "blame_ranks", None)
+    return PhaseErrorRecord(
+        type=type(exc).__name__,
+        message=str(exc)[:4000],
+        traceback=traceback.format_exc()[-8000:],
+        blame_ranks=tuple(blame) if blame is not None else None,
+        step=_last_step(),
+        cause=getattr(exc, "cause", None),
+        remedy=getattr(exc, "remedy", None),
+    )
+
+
+def _run_phase(ctx: Context, name: str, stack_file: TextIO) -> bool | None:
+    """One phase under its deadline: True when its checks passed, False when one failed, None when it
+    raised (the chain stops there). Its record is written either way."""
+    ctx.phase = name
+    budget = _budget(ctx, name)
+    started = time.time()
+    cpu_started = time.process_time()
+    ctx.phase_deadline = started + budget
+    record = replace(ctx.state.phase(name), started=started, budget_s=round(budget, 1), status="running")
+    ctx.state.put(record)
+    writer.heartbeat(name, deadline=ctx.phase_deadline)
+    # A C-level hang that holds the GIL would stop the watchdog thread; this C timer still fires.
+    faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
+    try:
+        faults_mod.trigger(ctx.faults, ctx.rank, name)
+        checks = load(name).run(ctx)
+    except Exception as exc:  # noqa: BLE001 - a phase's failure is data for the report, not a crash of the worker
+        error = _error_record(exc)
         ctx.phase_deadline = float("inf")
         faulthandler.cancel_dump_traceback_later()
-        failed = any(c["status"] == "fail" for c in checks)
-        record["cpu_s"] = round(time.process_time() - cpu_started, 3)  # all threads of the rank, this phase
-        record.update(
-            status="fail" if failed else "pass",
-            kind="check" if failed else None,
-            failed_at=time.time() if failed else None,
-            duration_s=round(time.time() - started, 3),
-            checks=checks,
+        now = time.time()
+        ctx.state.put(
+            replace(record, status="fail", kind="error", failed_at=now, duration_s=round(now - started, 3), error=error)
         )
-        ok = ok and not failed
-        writer.write_result(RankResult.of(payload))
+        ctx.state.write()
+        _ask_for_stacks(list(error.blame_ranks or ()))
+        return None
+    ctx.phase_deadline = float("inf")
+    faulthandler.cancel_dump_traceback_later()
+    failed = any(c.failed for c in checks)
+    now = time.time()
+    record = replace(
+        record,
+        status="fail" if failed else "pass",
+        kind="check" if failed else None,
+        failed_at=now if failed else None,
+        duration_s=round(now - started, 3),
+        cpu_s=round(time.process_time() - cpu_started, 3),  # all threads of the rank, this phase
+        checks=tuple(checks),
+    )
+    ctx.state.put(record)
+    ctx.state.write()
+    return not failed
+
+
+def _finish(ctx: Context, ok: bool) -> None:
+    """After the phases: a multi-node rank's cluster step, then the process group's teardown, under a
+    deadline the watchdog keeps (a teardown that hangs is reported, not waited for)."""
     # A rank of a multi-node check (its node set the cluster file): cross-node probes, then every
-    # rank's payload to node 0 (live/multinode/rankside.py).
+    # rank's result to node 0 (live/multinode/rankside.py).
     if os.environ.get("DDP_DOCTOR_CLUSTER_FILE"):
         ctx.phase, ctx.phase_deadline = "cluster", ctx.deadline - MARGIN_S / 2
-        rankside.finish(payload, ok, ctx.phase_deadline - 1.0)
+        rankside.finish(ctx.state.result(), ok, ctx.phase_deadline - 1.0)
         ctx.phase_deadline = float("inf")
     writer.heartbeat("done")
     ctx.phase = "done"
@@ -304,8 +340,24 @@ def run_phases(config: RankConfig, stack_file: Any) -> int:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001, S110 - teardown of a failed group must not hide the phase results
         pass
-    payload["finished"] = True
-    writer.write_result(RankResult.of(payload))
+    ctx.state.finished = True
+    ctx.state.write()
+
+
+def run_phases(config: RankConfig, stack_file: TextIO) -> int:
+    faults = faults_mod.parse(os.environ.get(faults_mod.ENV))
+    ctx = Context(config, _start(config), faults)
+    Watchdog(ctx, stack_file).start()
+    phases = list(config.phases)
+    if "ddp" in phases and not os.environ.get("DDP_DOCTOR_NO_PREWARM"):
+        ctx.shared.prewarm = _prewarm()
+    ok = True
+    for name in phases:
+        passed = _run_phase(ctx, name, stack_file)
+        ok = ok and bool(passed)
+        if passed is None:
+            break
+    _finish(ctx, ok)
     return 0 if ok else 1
 
 

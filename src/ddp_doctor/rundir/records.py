@@ -7,7 +7,8 @@ wrong with it, never a half-read record.
 
     Heartbeat   rank-N.hb    where the rank is: its phase, the step in it, the phase's deadline
     RankResult  rank-N.json  the rank's result: who it is, whether it finished, the live chain's
-                             phases (PhaseRecord, PhaseErrorRecord), and the rest of its report (`body`),
+                             phases (PhaseRecord with its CheckRecords, PhaseErrorRecord), and the rest
+                             of its report (`body`),
                              whose shape belongs to the entry module that wrote it (torch facts, bench's ops)
 """
 
@@ -129,6 +130,51 @@ class PhaseErrorRecord:
         )
 
 
+CHECK_STATUSES = ("pass", "warn", "fail", "skip")
+"""What a phase's check can say (report.Status's judged values; the rank never says info or error)."""
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check a phase ran on one rank: what the parent turns into a Result (merge agrees the ranks)."""
+
+    id: str
+    """The Result id, declared in resultids."""
+    status: str
+    """One of CHECK_STATUSES."""
+    summary: str
+    observed: Mapping[str, Any] = field(default_factory=dict)
+    expected: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    cause: str | None = None
+    remedy: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        return out | {"observed": dict(self.observed), "expected": dict(self.expected), "metrics": dict(self.metrics)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], what: str) -> CheckRecord:
+        what = f"{what} check {data.get('id')!r}"
+        status = _take(data, "status", (str,), what)
+        if status not in CHECK_STATUSES:
+            raise RecordError(f"{what} field 'status' is {status!r}, not one of {', '.join(CHECK_STATUSES)}")
+        return cls(
+            id=_take(data, "id", (str,), what),
+            status=status,
+            summary=_take(data, "summary", (str,), what),
+            observed=_take(data, "observed", (dict,), what, {}),
+            expected=_take(data, "expected", (dict,), what, {}),
+            metrics=_take(data, "metrics", (dict,), what, {}),
+            cause=_take(data, "cause", (str, _NONE), what, None),
+            remedy=_take(data, "remedy", (str, _NONE), what, None),
+        )
+
+
 @dataclass(frozen=True)
 class PhaseRecord:
     """One phase of the live chain on one rank: running, then pass or fail."""
@@ -144,16 +190,15 @@ class PhaseRecord:
     failed_at: float | None = None
     duration_s: float | None = None
     cpu_s: float | None = None
-    checks: tuple[Mapping[str, Any], ...] = ()
-    """The phase's checks, each in a Result's own JSON shape (report.Result.to_dict's keys)."""
+    checks: tuple[CheckRecord, ...] = ()
     error: PhaseErrorRecord | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseRecord:
         what = f"{what} phase {data.get('name')!r}"
         checks = _take(data, "checks", (list, tuple, _NONE), what, None) or ()
-        if not all(isinstance(c, Mapping) and isinstance(c.get("id"), str) for c in checks):
-            raise RecordError(f"{what} holds a check that is not an object with an id")
+        if not all(isinstance(c, Mapping) for c in checks):
+            raise RecordError(f"{what} holds a check that is not an object")
         error = _take(data, "error", (dict, _NONE), what, None)
         return cls(
             name=_take(data, "name", (str,), what),
@@ -164,7 +209,7 @@ class PhaseRecord:
             failed_at=_take(data, "failed_at", (*_NUMBER, _NONE), what, None),
             duration_s=_take(data, "duration_s", (*_NUMBER, _NONE), what, None),
             cpu_s=_take(data, "cpu_s", (*_NUMBER, _NONE), what, None),
-            checks=tuple(checks),
+            checks=tuple(CheckRecord.from_dict(c, what) for c in checks),
             error=PhaseErrorRecord.from_dict(error, f"the error of {what}") if error is not None else None,
         )
 
@@ -232,7 +277,7 @@ class RankResult:
 
 def _phase_dict(p: PhaseRecord) -> dict[str, Any]:
     out = {k: v for k, v in asdict(p).items() if v is not None and k not in ("checks", "error")}
-    out["checks"] = [dict(c) for c in p.checks]
+    out["checks"] = [c.to_dict() for c in p.checks]
     if p.error is not None:
         err = asdict(p.error)
         err["blame_ranks"] = list(p.error.blame_ranks) if p.error.blame_ranks is not None else None

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ddp_doctor.checks.interfaces import selected as select_interfaces
 from ddp_doctor.errors import UsageError
@@ -27,6 +28,7 @@ from ddp_doctor.report import Result, Status
 
 ENDPOINT_ID = "multinode.rdzv_endpoint"
 IFNAME_ID = "multinode.socket_ifname"
+IFNAME_TITLE = "socket interface for the process group"
 DEFAULT_C10D_PORT = 29400  # torchrun's default for --rdzv-endpoint without a port
 RESOLVE_TIMEOUT_S = 5.0
 CONNECT_ATTEMPT_S = 1.0
@@ -182,118 +184,197 @@ def _is_local(addresses: list[str]) -> bool:
     return any(a in local or ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
-def check_endpoint(endpoint: Endpoint, node_rank: int | None, wait_s: float, node: str | None = None) -> Result:
-    """Node 0 must be able to host the c10d store on the endpoint; every other node must reach it.
+def _endpoint_result(status: Status, summary: str, node: str | None, started: float | None, **kw: Any) -> Result:
+    # A failure carries when it was seen (the root cause is the earliest); a pass does not.
+    return Result(
+        ENDPOINT_ID, "c10d rendezvous endpoint", status, summary, node=node, phase="preflight", started=started, **kw
+    )
 
-    A refused or timed-out connect is retried until `wait_s` (node 0 may start a little later);
-    a network with no route at all fails at once.
-    """
-    title = "c10d rendezvous endpoint"
-    started = time.time()
-    deadline = time.monotonic() + wait_s
-    while True:  # DNS for node 0 may appear late (a Kubernetes headless Service lists ready pods only)
+
+def _resolve_until(endpoint: Endpoint, wait_s: float, deadline: float) -> tuple[list[str], str | None]:
+    """The endpoint's addresses, asked again until the deadline: DNS for node 0 may appear late (a
+    Kubernetes headless Service lists ready pods only)."""
+    while True:
         addrs, error = _resolve(endpoint.host, endpoint.port, min(RESOLVE_TIMEOUT_S, max(wait_s, 1.0)))
         if addrs or time.monotonic() >= deadline:
-            break
+            return addrs, error
         time.sleep(0.5)
-    base = {"endpoint": str(endpoint), "node_rank": node_rank}
-    if not addrs:
-        return Result(
-            ENDPOINT_ID,
-            title,
+
+
+def _host_store(
+    endpoint: Endpoint,
+    addrs: list[str],
+    node_rank: int | None,
+    observed: dict[str, object],
+    node: str | None,
+    started: float,
+) -> Result | None:
+    """Node 0's answer: the store's port binds here, or why not; None when an elastic node finds the port
+    taken (another agent here may host the store) and should connect as a client instead."""
+    code = _bind_error(addrs[0], endpoint.port)
+    host = {**observed, "role": "store host"}
+    if code is None:
+        summary = f"this node hosts the c10d store: {endpoint} ({addrs[0]}) is a local address and the port is free"
+        return _endpoint_result(Status.PASS, summary, node, None, observed=host)
+    if code == errno.EADDRINUSE and node_rank is None:
+        return None
+    if code == errno.EADDRINUSE:
+        return _endpoint_result(
             Status.FAIL,
-            f"cannot resolve {endpoint.host} from this node: {error}; expected it to resolve to node 0's address",
-            cause="the rendezvous host name is unknown here (DNS, /etc/hosts, or a headless Service that is not ready)",
-            remedy=f"use node 0's IP address in --rdzv-endpoint, or make {endpoint.host} resolvable on every node",
-            observed={**base, "resolve_error": error},
-            expected={"resolves": True},
-            node=node,
-            phase="preflight",
-            started=started,
+            f"port {endpoint.port} on {addrs[0]} is already in use; node 0 must bind it to host the c10d store",
+            node,
+            started,
+            cause="another process (an earlier run that is still alive, or another service) holds the port",
+            remedy=f"find it with `ss -ltnp 'sport = :{endpoint.port}'` and stop it, or pick another port in "
+            f"--rdzv-endpoint on every node",
+            observed=host,
+            expected={"port_free": True},
         )
-    observed = {**base, "addresses": addrs}
-    hosts_store = node_rank == 0
-    if hosts_store or (node_rank is None and _is_local(addrs)):
-        code = _bind_error(addrs[0], endpoint.port)
-        if code is None:
-            return Result(
-                ENDPOINT_ID,
-                title,
-                Status.PASS,
-                f"this node hosts the c10d store: {endpoint} ({addrs[0]}) is a local address and the port is free",
-                observed={**observed, "role": "store host"},
-                node=node,
-                phase="preflight",
-            )
-        if code == errno.EADDRINUSE and node_rank is None:
-            pass  # elastic: another agent on this node may already host the store; fall through to connect
-        elif code == errno.EADDRINUSE:
-            return Result(
-                ENDPOINT_ID,
-                title,
-                Status.FAIL,
-                f"port {endpoint.port} on {addrs[0]} is already in use; node 0 must bind it to host the c10d store",
-                cause="another process (an earlier run that is still alive, or another service) holds the port",
-                remedy=f"find it with `ss -ltnp 'sport = :{endpoint.port}'` and stop it, or pick another port in "
-                f"--rdzv-endpoint on every node",
-                observed={**observed, "role": "store host"},
-                expected={"port_free": True},
-                node=node,
-                phase="preflight",
-                started=started,
-            )
-        else:
-            return Result(
-                ENDPOINT_ID,
-                title,
-                Status.FAIL,
-                f"{endpoint.host} ({', '.join(addrs)}) is not an address of this node, but node 0 hosts the c10d store there",
-                cause=f"binding {addrs[0]}:{endpoint.port} failed: {os.strerror(code)}",
-                remedy="run --node-rank 0 on the machine named in --rdzv-endpoint, or point --rdzv-endpoint at "
-                "this node's address",
-                observed={**observed, "role": "store host"},
-                expected={"local_address": True},
-                node=node,
-                phase="preflight",
-                started=started,
-            )
+    return _endpoint_result(
+        Status.FAIL,
+        f"{endpoint.host} ({', '.join(addrs)}) is not an address of this node, but node 0 hosts the c10d store there",
+        node,
+        started,
+        cause=f"binding {addrs[0]}:{endpoint.port} failed: {os.strerror(code)}",
+        remedy="run --node-rank 0 on the machine named in --rdzv-endpoint, or point --rdzv-endpoint at "
+        "this node's address",
+        observed=host,
+        expected={"local_address": True},
+    )
+
+
+def _connect_until(
+    endpoint: Endpoint,
+    addrs: list[str],
+    wait_s: float,
+    deadline: float,
+    observed: dict[str, object],
+    node: str | None,
+    started: float,
+) -> Result:
+    """A client node: connect until the store answers, the deadline passes, or the network has no route."""
     attempts = 0
     while True:
         attempts += 1
         reason = _connect_error(addrs[0], endpoint.port, min(CONNECT_ATTEMPT_S, max(deadline - time.monotonic(), 0.1)))
         if reason is None:
-            return Result(
-                ENDPOINT_ID,
-                title,
+            return _endpoint_result(
                 Status.PASS,
                 f"reached the c10d store at {endpoint} ({addrs[0]})",
+                node,
+                None,
                 observed={**observed, "role": "client", "attempts": attempts},
-                node=node,
-                phase="preflight",
                 metrics={"connect_s": round(wait_s - (deadline - time.monotonic()), 3)},
             )
         if reason.startswith("network unreachable") or time.monotonic() >= deadline:
             break
         time.sleep(0.25)
     source = route_source(addrs[0])
-    return Result(
-        ENDPOINT_ID,
-        title,
+    return _endpoint_result(
         Status.FAIL,
         f"cannot reach {endpoint} from this node: {reason} after {attempts} attempts in {wait_s:.0f} s",
+        node,
+        started,
         cause="torchrun would wait for the rendezvous until its join timeout and then fail with a c10d timeout",
         remedy=f"start node 0 first and check that {addrs[0]}:{endpoint.port} is open between nodes "
         f"(`nc -zv {addrs[0]} {endpoint.port}` from this node; firewall / security group / NetworkPolicy "
         f"must allow TCP {endpoint.port})",
         observed={**observed, "role": "client", "error": reason, "attempts": attempts, "source_address": source},
         expected={"reachable": True},
-        node=node,
-        phase="preflight",
-        started=started,
     )
 
 
+def check_endpoint(endpoint: Endpoint, node_rank: int | None, wait_s: float, node: str | None = None) -> Result:
+    """Node 0 must be able to host the c10d store on the endpoint; every other node must reach it.
+
+    A refused or timed-out connect is retried until `wait_s` (node 0 may start a little later);
+    a network with no route at all fails at once.
+    """
+    started = time.time()
+    deadline = time.monotonic() + wait_s
+    addrs, error = _resolve_until(endpoint, wait_s, deadline)
+    base = {"endpoint": str(endpoint), "node_rank": node_rank}
+    if not addrs:
+        return _endpoint_result(
+            Status.FAIL,
+            f"cannot resolve {endpoint.host} from this node: {error}; expected it to resolve to node 0's address",
+            node,
+            started,
+            cause="the rendezvous host name is unknown here (DNS, /etc/hosts, or a headless Service that is not ready)",
+            remedy=f"use node 0's IP address in --rdzv-endpoint, or make {endpoint.host} resolvable on every node",
+            observed={**base, "resolve_error": error},
+            expected={"resolves": True},
+        )
+    observed: dict[str, object] = {**base, "addresses": addrs}
+    if node_rank == 0 or (node_rank is None and _is_local(addrs)):
+        hosted = _host_store(endpoint, addrs, node_rank, observed, node, started)
+        if hosted is not None:
+            return hosted
+    return _connect_until(endpoint, addrs, wait_s, deadline, observed, node, started)
+
+
 # -- the interface gloo / NCCL would use --------------------------------------------------
+
+
+def _ifname_fail(summary: str, **kw: Any) -> Result:
+    # A failure carries when it was seen: the root cause is the earliest.
+    return Result(IFNAME_ID, IFNAME_TITLE, Status.FAIL, summary, phase="preflight", started=time.time(), **kw)
+
+
+def _ifname_pass(summary: str, **kw: Any) -> Result:
+    return Result(IFNAME_ID, IFNAME_TITLE, Status.PASS, summary, phase="preflight", **kw)
+
+
+def _ifname_result(
+    var: str,
+    spec: str,
+    addresses: Mapping[str, list[str]],
+    remote_master: bool,
+    route: dict[str, str | None],
+    node: str | None,
+) -> Result:
+    """What one *_SOCKET_IFNAME selects here: an interface that is up with an address (not only the
+    loopback when the master is on another node), or why not and which one to name instead."""
+    source, route_if = route["route_source"], route["route_interface"]
+    picked = match_ifname(spec, list(addresses), var)
+    usable = [n for n in picked if addresses.get(n) and is_up(n) is not False]
+    observed = {
+        "variable": var,
+        "value": spec,
+        "selected": picked,
+        "usable": usable,
+        "interfaces": {n: a for n, a in addresses.items() if a},
+        **route,
+    }
+    listing = ", ".join(f"{n} ({a[0]})" for n, a in addresses.items() if a) or "none with an address"
+    if not usable:
+        why = "matches no interface" if not picked else f"selects {', '.join(picked)}, which has no address or is down"
+        return _ifname_fail(
+            f"{var}={spec} {why}; this node has {listing}",
+            cause=f"{'gloo' if var.startswith('GLOO') else 'NCCL'} would fail to create its socket device "
+            f"when the process group starts",
+            remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}"
+            + (f" (the interface of the route to the master, {source})" if route_if else "")
+            + f", or unset {var}",
+            observed=observed,
+            expected={"usable_interface": True},
+            node=node,
+        )
+    loopback_only = all(all(ipaddress.ip_address(a).is_loopback for a in addresses[n]) for n in usable)
+    if loopback_only and remote_master:
+        return _ifname_fail(
+            f"{var}={spec} selects only the loopback ({', '.join(usable)}), but the master is on another node",
+            cause="other nodes cannot connect to a loopback address",
+            remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}",
+            observed=observed,
+            expected={"non_loopback": True},
+            node=node,
+        )
+    return _ifname_pass(
+        f"{var}={spec} selects {', '.join(f'{n} ({addresses[n][0]})' for n in usable)}",
+        observed={**observed, "interface": usable[0], "address": addresses[usable[0]][0]},
+        node=node,
+    )
 
 
 def check_interface(
@@ -302,94 +383,23 @@ def check_interface(
     """Every *_SOCKET_IFNAME that is set must name an interface that is up and has an address;
     without one, gloo binds whatever the hostname resolves to, which must not be the loopback."""
     addresses = interface_addresses()
-    names = list(addresses)
     remote_master = bool(master_addresses) and not any(ipaddress.ip_address(a).is_loopback for a in master_addresses)
     source = route_source(master_addresses[0]) if master_addresses else None
     route_if = interface_of(source, addresses) if source else None
     route = {"route_source": source, "route_interface": route_if}
-    results: list[Result] = []
-    title = "socket interface for the process group"
-    for var in IFNAME_VARS.values():
-        spec = env.get(var)
-        if not spec:
-            continue
-        picked = match_ifname(spec, names, var)
-        usable = [n for n in picked if addresses.get(n) and is_up(n) is not False]
-        observed = {
-            "variable": var,
-            "value": spec,
-            "selected": picked,
-            "usable": usable,
-            "interfaces": {n: a for n, a in addresses.items() if a},
-            **route,
-        }
-        listing = ", ".join(f"{n} ({a[0]})" for n, a in addresses.items() if a) or "none with an address"
-        if not usable:
-            why = (
-                "matches no interface"
-                if not picked
-                else f"selects {', '.join(picked)}, which has no address or is down"
-            )
-            results.append(
-                Result(
-                    IFNAME_ID,
-                    title,
-                    Status.FAIL,
-                    f"{var}={spec} {why}; this node has {listing}",
-                    cause=f"{'gloo' if var.startswith('GLOO') else 'NCCL'} would fail to create its socket device "
-                    f"when the process group starts",
-                    remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}"
-                    + (f" (the interface of the route to the master, {source})" if route_if else "")
-                    + f", or unset {var}",
-                    observed=observed,
-                    expected={"usable_interface": True},
-                    node=node,
-                    phase="preflight",
-                    started=time.time(),
-                )
-            )
-            continue
-        loopback_only = all(all(ipaddress.ip_address(a).is_loopback for a in addresses[n]) for n in usable)
-        if loopback_only and remote_master:
-            results.append(
-                Result(
-                    IFNAME_ID,
-                    title,
-                    Status.FAIL,
-                    f"{var}={spec} selects only the loopback ({', '.join(usable)}), but the master is on another node",
-                    cause="other nodes cannot connect to a loopback address",
-                    remedy=f"set {var}={route_if or 'the interface that carries traffic between nodes'}",
-                    observed=observed,
-                    expected={"non_loopback": True},
-                    node=node,
-                    phase="preflight",
-                    started=time.time(),
-                )
-            )
-            continue
-        results.append(
-            Result(
-                IFNAME_ID,
-                title,
-                Status.PASS,
-                f"{var}={spec} selects {', '.join(f'{n} ({addresses[n][0]})' for n in usable)}",
-                observed={**observed, "interface": usable[0], "address": addresses[usable[0]][0]},
-                node=node,
-                phase="preflight",
-            )
-        )
+    results = [
+        _ifname_result(var, spec, addresses, remote_master, route, node)
+        for var in IFNAME_VARS.values()
+        if (spec := env.get(var))
+    ]
     if backend == "gloo" and not env.get("GLOO_SOCKET_IFNAME"):
         results.append(_check_gloo_hostname(addresses, remote_master, route, node))
     elif backend == "nccl" and not env.get("NCCL_SOCKET_IFNAME") and route_if:
         results.append(
-            Result(
-                IFNAME_ID,
-                title,
-                Status.PASS,
+            _ifname_pass(
                 f"NCCL_SOCKET_IFNAME unset; the route to the master leaves through {route_if} ({source})",
                 observed={**route, "interface": route_if, "address": source},
                 node=node,
-                phase="preflight",
             )
         )
     return results

@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypedDict
@@ -237,7 +238,7 @@ def _wait_keys(store: Any, keys: list[str], until: float) -> list[str]:
     return missing
 
 
-def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
+def finish(result: RankResult, group_ok: bool, deadline: float) -> None:
     """The last step of a rank in a multi-node run; never raises (the rank's own result is already written).
 
     `deadline` (epoch seconds) bounds everything here, the probes included.
@@ -246,7 +247,7 @@ def finish(payload: dict[str, Any], group_ok: bool, deadline: float) -> None:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     me = int(os.environ.get("RANK", "0"))
-    entry: dict[str, Any] = {**identity(), "payload": {**payload, "finished": True}, "error": None}
+    entry: dict[str, Any] = {**identity(), "payload": replace(result, finished=True).payload(), "error": None}
     started = time.monotonic()
     store = None
     try:
@@ -315,17 +316,17 @@ def _main() -> int:
     import torch.distributed as dist
 
     backend = os.environ.get("DDP_DOCTOR_BACKEND", "gloo")
-    payload: dict[str, Any] = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "started": time.time()}
+    body: dict[str, object] = {"started": time.time()}
     ok = True
     try:
         writer.heartbeat("init")
         dist.init_process_group(backend, timeout=timedelta(seconds=30))
     except Exception as exc:  # noqa: BLE001
         ok = False
-        payload["error"] = f"{type(exc).__name__}: {exc}"
-    payload["finished"] = True
-    writer.write_result(RankResult.of(payload))
-    finish(payload, ok, time.time() + 40)
+        body["error"] = f"{type(exc).__name__}: {exc}"
+    result = RankResult(rank=int(os.environ.get("RANK", "0")), pid=os.getpid(), finished=True, body=body)
+    writer.write_result(result)
+    finish(result, ok, time.time() + 40)
     if ok:
         dist.destroy_process_group()
     return 0 if ok else 1

@@ -1,24 +1,51 @@
-"""The phases of the live chain, one module each; each has `run(ctx) -> list[check dict]`.
+"""The phases of the live chain, one module each; each has `run(ctx) -> list[CheckRecord]`.
 
-A check dict: {"id", "status" (pass|warn|fail|skip), "summary", "observed", "expected",
-"metrics", optional "cause", "remedy"}. A phase raises when it cannot go on; the worker
-records the exception as the phase's failure.
+A CheckRecord (rundir/records.py) is what the parent reads back: id, status (pass|warn|fail|skip),
+summary, observed, expected, metrics, cause, remedy. A phase raises when it cannot go on; the
+worker records the exception as the phase's failure.
 """
 
 from __future__ import annotations
 
 import importlib
 import pickle
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from ddp_doctor.rundir.records import CheckRecord
 
 
 def load(name: str) -> ModuleType:
     return importlib.import_module(f"ddp_doctor.live.phases.{name}")
 
 
-def check(id: str, status: str, summary: str, **extra: Any) -> dict[str, Any]:
-    return {"id": id, "status": status, "summary": summary, "observed": {}, "expected": {}, "metrics": {}, **extra}
+def check(
+    id: str,
+    status: str,
+    summary: str,
+    *,
+    observed: Mapping[str, Any] | None = None,
+    expected: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    cause: str | None = None,
+    remedy: str | None = None,
+) -> CheckRecord:
+    return CheckRecord(id, status, summary, observed or {}, expected or {}, metrics or {}, cause, remedy)
+
+
+@dataclass
+class Shared:
+    """What a phase leaves for a later one on the same rank."""
+
+    prewarm: threading.Thread | None = None
+    """The thread importing torch._dynamo for DDP() (the worker starts it; dataloader waits for it)."""
+    step_ms: list[float] = field(default_factory=list)
+    """Each DDP step's time (ddp), for balance."""
+    ddp: Any = None
+    """The DDP-wrapped model (ddp), which balance times again; torch's type, so Any on this side."""
 
 
 class PhaseError(RuntimeError):

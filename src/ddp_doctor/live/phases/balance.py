@@ -17,6 +17,7 @@ from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live.phases import all_gather_objects, check
 from ddp_doctor.live.phases.ddp import IN, LOCAL_BATCH, NvmlUse
 from ddp_doctor.live.phases.init import DeviceInfo
+from ddp_doctor.rundir.records import CheckRecord
 
 STRAGGLER = 1.15  # a rank whose compute median is > 15% above the median rank
 COMPUTE_STEPS = 24
@@ -98,7 +99,7 @@ def _ratio(everyone: list[RankTiming], key: Callable[[RankTiming], float]) -> tu
     return slowest, (key(slowest) / middle if middle > 0 else 1.0)
 
 
-def straggler_check(everyone: list[RankTiming], world_size: int, device_type: str) -> dict[str, Any]:
+def straggler_check(everyone: list[RankTiming], world_size: int, device_type: str) -> CheckRecord:
     """WARN only for a rank that is slower than the noise allows in both halves of the timing."""
     limit = threshold(everyone)
     slowest, ratio = _ratio(everyone, lambda e: float(e["compute_ms_median"]))
@@ -163,7 +164,7 @@ def _before(entry: RankTiming, before: dict[str, GpuBefore]) -> GpuBefore | None
     return next((v for k, v in before.items() if k.endswith(uuid) or uuid.endswith(k)), None)
 
 
-def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> dict[str, Any] | None:
+def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> CheckRecord | None:
     """Utilisation and memory during ddp, measured against what was in use before the run started:
     another tenant's load is named as such, never reported as this job's even load."""
     util = [(e, n) for e in everyone if (n := e.get("nvml")) and n.get("samples")]
@@ -206,12 +207,8 @@ def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> 
     )
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
-    import torch
-
-    ddp = ctx.shared.get("ddp")
-    if ddp is None:
-        raise RuntimeError("balance needs the ddp phase to have run first")
+def _time_compute(ctx: Any, torch: Any, ddp: Any) -> list[float]:
+    """COMPUTE_STEPS forward+backward passes without communication (no_sync), each one's ms."""
     slow = faults_mod.slow_factor(ctx.faults, ctx.rank, "balance")
     # Enough work per step that timer and scheduler noise stay well below the 15% threshold.
     x = torch.randn(LOCAL_BATCH * COMPUTE_BATCHES, IN, device=ctx.device)
@@ -228,10 +225,15 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             time.sleep(elapsed * (slow - 1.0))
             elapsed = time.perf_counter() - started
         compute_ms.append(elapsed * 1000)
-    step_ms = ctx.shared.get("step_ms", [])[2:] or ctx.shared.get("step_ms", [])
+    return compute_ms
+
+
+def _timing(ctx: Any, compute_ms: list[float]) -> RankTiming:
+    """This rank's timings (the first two steps are warm-up and left out where there are more)."""
+    step_ms = ctx.shared.step_ms[2:] or ctx.shared.step_ms
     timed = compute_ms[2:]
     half = len(timed) // 2
-    mine = RankTiming(
+    return RankTiming(
         rank=ctx.rank,
         node=ctx.node,
         step_ms_median=round(_median(step_ms), 3),
@@ -245,9 +247,9 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         nvml=(ctx.payload.get("ddp") or {}).get("nvml"),
         device=ctx.payload.get("device"),
     )
-    ctx.step("gather")
-    everyone = all_gather_objects(ctx, mine)
-    ctx.payload["balance"] = {"ranks": everyone}
+
+
+def _step_time_check(mine: RankTiming, everyone: list[RankTiming]) -> CheckRecord:
     medians = [e["compute_ms_median"] for e in everyone]
     middle = _median(medians)
     spread = (max(medians) - min(medians)) / middle if middle > 0 else 0.0
@@ -258,16 +260,26 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         "compute_spread_pct": round(100 * spread, 1),
     }
     per_rank = "; ".join(f"rank {e['rank']} {e['step_ms_median']}/{e['step_ms_p95']} ms" for e in everyone)
-    checks = [
-        check(
-            "live.balance.step_time",
-            "pass",
-            f"DDP step median/p95: {per_rank}; compute spread across ranks {100 * spread:.1f}%",
-            metrics=metrics,
-            observed={"ranks": everyone},
-        )
-    ]
-    checks.append(straggler_check(everyone, ctx.world_size, ctx.device.type))
+    return check(
+        "live.balance.step_time",
+        "pass",
+        f"DDP step median/p95: {per_rank}; compute spread across ranks {100 * spread:.1f}%",
+        metrics=metrics,
+        observed={"ranks": everyone},
+    )
+
+
+def run(ctx: Any) -> list[CheckRecord]:
+    import torch
+
+    ddp = ctx.shared.ddp
+    if ddp is None:
+        raise RuntimeError("balance needs the ddp phase to have run first")
+    mine = _timing(ctx, _time_compute(ctx, torch, ddp))
+    ctx.step("gather")
+    everyone = all_gather_objects(ctx, mine)
+    ctx.payload["balance"] = {"ranks": everyone}
+    checks = [_step_time_check(mine, everyone), straggler_check(everyone, ctx.world_size, ctx.device.type)]
     util_check = gpu_util_check(everyone, baseline())
     if util_check is not None:
         checks.append(util_check)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ddp_doctor.live.phases import check
+from ddp_doctor.rundir.records import CheckRecord
 
 N = 1024  # elements per rank
 _UNSUPPORTED = ("not supported", "unsupported", "does not support", "not implemented")
@@ -78,10 +79,9 @@ def _describe_mismatch(got: Any, want: Any) -> str:
     return f"{len(bad)} of {want.numel()} elements wrong; first at [{i}]: got {got[i].item()} expected {want[i].item()}"
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
-    import torch
-    import torch.distributed as dist
-
+def _run_ops(ctx: Any, torch: Any, dist: Any) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
+    """Every op in every dtype: op -> dtype -> "exact", what was wrong, or "unsupported: ..."; and each op's
+    time over its dtypes in ms."""
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     results: dict[str, dict[str, str]] = {}
     timings: dict[str, float] = {}
@@ -100,48 +100,47 @@ def run(ctx: Any) -> list[dict[str, Any]]:
                 torch.cuda.synchronize()
             timings[op] = timings.get(op, 0.0) + (time.perf_counter() - started) * 1000
             results.setdefault(op, {})[dname] = "exact" if torch.equal(got, want) else _describe_mismatch(got, want)
+    return results, timings
+
+
+def _op_check(ctx: Any, op: str, per_dtype: dict[str, str], time_ms: float) -> CheckRecord:
+    wrong = {d: v for d, v in per_dtype.items() if v != "exact" and not v.startswith("unsupported")}
+    exact = [d for d, v in per_dtype.items() if v == "exact"]
+    unsupported = [d for d, v in per_dtype.items() if v.startswith("unsupported")]
+    metrics = {"time_ms": round(time_ms, 3)}
+    if wrong:
+        return check(
+            f"live.collectives.{op}",
+            "fail",
+            f"{op} on rank {ctx.rank}: " + "; ".join(f"{d}: {v}" for d, v in wrong.items()),
+            observed=per_dtype,
+            expected={d: "exact" for d in per_dtype},
+            metrics=metrics,
+            cause=f"{op} returned wrong values over {ctx.backend}: a broken transport or library",
+            remedy="run `ddp-doctor bench` to isolate the transport; check the NCCL/driver versions",
+        )
+    if not exact:
+        return check(
+            f"live.collectives.{op}",
+            "skip",
+            f"{op}: not supported by {ctx.backend}",
+            observed=per_dtype,
+            metrics=metrics,
+        )
+    note = f" ({', '.join(unsupported)} unsupported by {ctx.backend})" if unsupported else ""
+    return check(
+        f"live.collectives.{op}", "pass", f"{op} exact in {', '.join(exact)}{note}", observed=per_dtype, metrics=metrics
+    )
+
+
+def run(ctx: Any) -> list[CheckRecord]:
+    import torch
+    import torch.distributed as dist
+
+    results, timings = _run_ops(ctx, torch, dist)
     ctx.step("barrier")
     dist.barrier()
-    checks = []
-    for op, per_dtype in results.items():
-        wrong = {d: v for d, v in per_dtype.items() if v != "exact" and not v.startswith("unsupported")}
-        exact = [d for d, v in per_dtype.items() if v == "exact"]
-        unsupported = [d for d, v in per_dtype.items() if v.startswith("unsupported")]
-        metrics = {"time_ms": round(timings.get(op, 0.0), 3)}
-        if wrong:
-            checks.append(
-                check(
-                    f"live.collectives.{op}",
-                    "fail",
-                    f"{op} on rank {ctx.rank}: " + "; ".join(f"{d}: {v}" for d, v in wrong.items()),
-                    observed=per_dtype,
-                    expected={d: "exact" for d in per_dtype},
-                    metrics=metrics,
-                    cause=f"{op} returned wrong values over {ctx.backend}: a broken transport or library",
-                    remedy="run `ddp-doctor bench` to isolate the transport; check the NCCL/driver versions",
-                )
-            )
-        elif not exact:
-            checks.append(
-                check(
-                    f"live.collectives.{op}",
-                    "skip",
-                    f"{op}: not supported by {ctx.backend}",
-                    observed=per_dtype,
-                    metrics=metrics,
-                )
-            )
-        else:
-            note = f" ({', '.join(unsupported)} unsupported by {ctx.backend})" if unsupported else ""
-            checks.append(
-                check(
-                    f"live.collectives.{op}",
-                    "pass",
-                    f"{op} exact in {', '.join(exact)}{note}",
-                    observed=per_dtype,
-                    metrics=metrics,
-                )
-            )
+    checks = [_op_check(ctx, op, per_dtype, timings.get(op, 0.0)) for op, per_dtype in results.items()]
     if ctx.world_size == 1:
         checks.append(check("live.collectives.send_recv_ring", "skip", "a send/recv ring needs at least 2 ranks"))
     checks.append(check("live.collectives.barrier", "pass", "barrier passed"))

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ddp_doctor.live.phases import check
+from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import plural
 
 PREFETCH = 2
@@ -32,17 +33,10 @@ def _batch_timeout(ctx: Any) -> float:
     return max(2.0, min(BATCH_TIMEOUT_S, float(ctx.remaining()) - 2.0))
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
+def _dataset(elements: int, batches: int) -> Any:
+    """`batches` batches of `elements` float32s, batch i filled with i % 1000 (so a wrong one shows)."""
     import torch
-    from torch.utils.data import DataLoader, Dataset, get_worker_info
-
-    prewarm = ctx.shared.get("prewarm")
-    if prewarm is not None:  # never fork workers while another thread holds an import lock
-        ctx.step("prewarm")
-        prewarm.join(timeout=ctx.remaining())
-    workers = max(0, ctx.config.dataloader_workers)
-    elements = max(1, int(ctx.config.batch_mb * (1 << 20) / 4))
-    batches = max(2, workers * PREFETCH)
+    from torch.utils.data import Dataset, get_worker_info
 
     class Filled(Dataset):  # type: ignore[type-arg]
         def __len__(self) -> int:
@@ -59,17 +53,11 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             shared = torch.UntypedStorage._new_shared(elements * 4)  # type: ignore[no-untyped-call]
             return torch.empty(0, dtype=torch.float32).set_(shared).view(elements).fill_(value)
 
-    shm = _shm()
-    ctx.payload["shm"] = shm
-    loader = DataLoader(
-        Filled(),
-        batch_size=None,
-        num_workers=workers,
-        prefetch_factor=PREFETCH if workers else None,
-        timeout=_batch_timeout(ctx) if workers else 0,
-        persistent_workers=False,
-    )
-    started = time.perf_counter()
+    return Filled()
+
+
+def _read_all(ctx: Any, loader: Any, elements: int) -> tuple[int, list[int]]:
+    """Every batch read back: how many came, and which had wrong contents."""
     wrong = []
     seen = 0
     ctx.step("batch:0")
@@ -78,6 +66,32 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         if batch.numel() != elements or float(batch[0]) != float(i % 1000) or float(batch[-1]) != float(i % 1000):
             wrong.append(i)
         seen += 1
+    return seen, wrong
+
+
+def run(ctx: Any) -> list[CheckRecord]:
+    from torch.utils.data import DataLoader
+
+    prewarm = ctx.shared.prewarm
+    if prewarm is not None:  # never fork workers while another thread holds an import lock
+        ctx.step("prewarm")
+        prewarm.join(timeout=ctx.remaining())
+    workers = max(0, ctx.config.dataloader_workers)
+    elements = max(1, int(ctx.config.batch_mb * (1 << 20) / 4))
+    batches = max(2, workers * PREFETCH)
+    dataset = _dataset(elements, batches)
+    shm = _shm()
+    ctx.payload["shm"] = shm
+    loader = DataLoader(
+        dataset,
+        batch_size=None,
+        num_workers=workers,
+        prefetch_factor=PREFETCH if workers else None,
+        timeout=_batch_timeout(ctx) if workers else 0,
+        persistent_workers=False,
+    )
+    started = time.perf_counter()
+    seen, wrong = _read_all(ctx, loader, elements)
     seconds = time.perf_counter() - started
     total_mb = seen * elements * 4 / (1 << 20)
     observed = {
@@ -91,26 +105,29 @@ def run(ctx: Any) -> list[dict[str, Any]]:
         "throughput_mbps": round(total_mb / seconds, 1) if seconds > 0 else 0.0,
         "in_flight_shm_bytes": workers * PREFETCH * elements * 4,
     }
+    return [_batches_check(seen, wrong, batches, observed, metrics)]
+
+
+def _batches_check(
+    seen: int, wrong: list[int], batches: int, observed: dict[str, object], metrics: dict[str, float]
+) -> CheckRecord:
+    workers = observed["workers"]
     if wrong or seen != batches:
-        return [
-            check(
-                "live.dataloader.batches",
-                "fail",
-                f"{seen} of {plural(batches, 'batch', 'batches')} arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
-                observed=observed,
-                expected={"batches": batches},
-                metrics=metrics,
-                cause="DataLoader workers returned corrupted or missing batches",
-                remedy="check /dev/shm (size, noexec) and the multiprocessing sharing strategy",
-            )
-        ]
-    return [
-        check(
+        return check(
             "live.dataloader.batches",
-            "pass",
-            f"{plural(seen, 'batch', 'batches')} of {observed['batch_mb']} MB from {workers} {'worker process' if workers == 1 else 'worker processes'} through /dev/shm, "
-            f"{metrics['throughput_mbps']} MB/s",
+            "fail",
+            f"{seen} of {plural(batches, 'batch', 'batches')} arrived, {len(wrong)} with wrong contents (first: {wrong[:3]})",
             observed=observed,
+            expected={"batches": batches},
             metrics=metrics,
+            cause="DataLoader workers returned corrupted or missing batches",
+            remedy="check /dev/shm (size, noexec) and the multiprocessing sharing strategy",
         )
-    ]
+    return check(
+        "live.dataloader.batches",
+        "pass",
+        f"{plural(seen, 'batch', 'batches')} of {observed['batch_mb']} MB from {workers} {'worker process' if workers == 1 else 'worker processes'} through /dev/shm, "
+        f"{metrics['throughput_mbps']} MB/s",
+        observed=observed,
+        metrics=metrics,
+    )

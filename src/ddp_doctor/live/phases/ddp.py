@@ -17,9 +17,11 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ddp_doctor.live.phases import check
+from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import all_of, plural, ranks
 
 ATOL = 1e-5
@@ -125,23 +127,28 @@ class NvmlSampler(threading.Thread):
         )
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
+@dataclass(frozen=True)
+class Training:
+    """What the DDP steps measured on this rank."""
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    losses: list[float]
+    step_ms: list[float]
+    worst: float
+    """The largest gradient difference from the reference, over the allowed slack (plus ATOL)."""
+
+
+def _start_sampler(ctx: Any) -> NvmlSampler | None:
+    if ctx.device.type != "cuda" or not ctx.config.nvml:
+        return None
+    info = ctx.payload.get("device") or {}
+    sampler = NvmlSampler(info.get("uuid") or None, ctx.device.index or 0)
+    sampler.start()
+    return sampler
+
+
+def _train(torch: Any, ctx: Any, ddp: Any, reference: Any) -> Training:
+    """ctx.config.steps steps of DDP, each step's gradients compared with the single-process reference."""
     dev, r, w = ctx.device, ctx.rank, ctx.world_size
-    sampler = None
-    if dev.type == "cuda" and ctx.config.nvml:
-        info = ctx.payload.get("device") or {}
-        sampler = NvmlSampler(info.get("uuid") or None, dev.index or 0)
-        sampler.start()
-
-    local = _model(torch, 1000 + r, dev)
-    ddp = DDP(local, device_ids=[dev.index] if dev.type == "cuda" else None)
-    reference = _model(torch, 0, dev)
     opt = _optimizer(torch, ddp.parameters())
     loss_fn = torch.nn.MSELoss()
     losses, step_ms = [], []
@@ -165,68 +172,94 @@ def run(ctx: Any) -> list[dict[str, Any]]:
             worst = max(worst, excess + ATOL)  # reported as the largest difference over the allowed slack
         opt.step()
         losses.append(loss.detach())
+    return Training([float(v) for v in losses], step_ms, worst)
+
+
+def _param_sync(torch: Any, ctx: Any, ddp: Any) -> tuple[list[int], str]:
+    """The ranks whose parameters differ from rank 0's, and the sha256 of this rank's."""
+    import torch.distributed as dist
+
+    ctx.step("param_sync")
+    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()]).float()
+    gathered = [torch.empty_like(flat) for _ in range(ctx.world_size)]
+    dist.all_gather(gathered, flat)
+    differing = [s for s in range(ctx.world_size) if not torch.equal(gathered[s], gathered[0])]
+    return differing, hashlib.sha256(str(flat.cpu().view(torch.int32).tolist()).encode()).hexdigest()
+
+
+def run(ctx: Any) -> list[CheckRecord]:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = ctx.device
+    sampler = _start_sampler(ctx)
+    ddp = DDP(_model(torch, 1000 + ctx.rank, dev), device_ids=[dev.index] if dev.type == "cuda" else None)
+    trained = _train(torch, ctx, ddp, _model(torch, 0, dev))
     if sampler:
         sampler.stop.set()
         sampler.join(timeout=2)
-    losses_f = [float(v) for v in losses]
-    ctx.step("param_sync")
-    flat = torch.cat([p.detach().reshape(-1) for p in ddp.parameters()]).float()
-    gathered = [torch.empty_like(flat) for _ in range(w)]
-    dist.all_gather(gathered, flat)
-    differing = [s for s in range(w) if not torch.equal(gathered[s], gathered[0])]
-    digest = hashlib.sha256(str(flat.cpu().view(torch.int32).tolist()).encode()).hexdigest()
-    ctx.shared["step_ms"] = step_ms
-    ctx.shared["ddp"] = ddp
+    differing, digest = _param_sync(torch, ctx, ddp)
+    ctx.shared.step_ms = trained.step_ms
+    ctx.shared.ddp = ddp
     ctx.payload["ddp"] = {
         "param_sha256": digest,
-        "losses": [round(v, 6) for v in losses_f],
-        "step_ms": [round(v, 3) for v in step_ms],
+        "losses": [round(v, 6) for v in trained.losses],
+        "step_ms": [round(v, 3) for v in trained.step_ms],
         "nvml": sampler.summary() if sampler else None,
     }
-
-    checks = [
-        check(
-            "live.ddp.param_sync",
-            "fail" if differing else "pass",
-            f"parameters differ from rank 0's on {ranks(differing)}"
-            if differing
-            else f"parameters bitwise identical on {all_of(w, 'rank')} after {plural(ctx.config.steps, 'step')}",
-            observed={"param_sha256": digest},
-            expected={"identical_on_all_ranks": True},
-            cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
-            if differing
-            else None,
-            remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
-            if differing
-            else None,
-        ),
+    w = ctx.world_size
+    return [
+        _param_sync_check(differing, digest, w, ctx.config.steps),
+        _loss_check(trained.losses),
+        _grad_check(trained.worst, w),
     ]
-    down, first, last = loss_went_down(losses_f)
-    checks.append(
-        check(
-            "live.ddp.loss",
-            "pass" if down else "fail",
-            f"loss {first:.4f} -> {last:.4f} over {plural(len(losses_f), 'step')}"
-            + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
-            metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
-            cause=None if down else "training did not make progress: gradients are wrong or not applied",
-            remedy=None if down else "see live.ddp.grad_reference",
-        )
+
+
+def _param_sync_check(differing: list[int], digest: str, world: int, steps: int) -> CheckRecord:
+    return check(
+        "live.ddp.param_sync",
+        "fail" if differing else "pass",
+        f"parameters differ from rank 0's on {ranks(differing)}"
+        if differing
+        else f"parameters bitwise identical on {all_of(world, 'rank')} after {plural(steps, 'step')}",
+        observed={"param_sha256": digest},
+        expected={"identical_on_all_ranks": True},
+        cause="DDP did not keep the replicas in sync (a rank skipped a step or a gradient all_reduce)"
+        if differing
+        else None,
+        remedy="look for ranks that run different code paths (unused parameters, data-dependent control flow)"
+        if differing
+        else None,
     )
+
+
+def _loss_check(losses: list[float]) -> CheckRecord:
+    down, first, last = loss_went_down(losses)
+    return check(
+        "live.ddp.loss",
+        "pass" if down else "fail",
+        f"loss {first:.4f} -> {last:.4f} over {plural(len(losses), 'step')}"
+        + ("" if down else f", expected < {LOSS_RATIO:.0%} of the first"),
+        metrics={"loss_first": round(first, 6), "loss_last": round(last, 6)},
+        cause=None if down else "training did not make progress: gradients are wrong or not applied",
+        remedy=None if down else "see live.ddp.grad_reference",
+    )
+
+
+def _grad_check(worst: float, world: int) -> CheckRecord:
     ok = worst <= ATOL
-    checks.append(
-        check(
-            "live.ddp.grad_reference",
-            "pass" if ok else "fail",
-            f"DDP gradients match a single process on the global batch of {w * LOCAL_BATCH} "
-            f"(worst {worst:.2e}, allowed {ATOL:g} + {RTOL:g}*|g|)"
-            if ok
-            else f"DDP gradients differ from the single-process reference by up to {worst:.2e} "
-            f"(allowed {ATOL:g} + {RTOL:g}*|g|)",
-            metrics={"grad_max_excess": worst},
-            expected={"atol": ATOL, "rtol": RTOL},
-            cause=None if ok else "the gradient all_reduce returns wrong averages",
-            remedy=None if ok else "run the collectives phase in isolation; check NCCL/driver versions",
-        )
+    return check(
+        "live.ddp.grad_reference",
+        "pass" if ok else "fail",
+        f"DDP gradients match a single process on the global batch of {world * LOCAL_BATCH} "
+        f"(worst {worst:.2e}, allowed {ATOL:g} + {RTOL:g}*|g|)"
+        if ok
+        else f"DDP gradients differ from the single-process reference by up to {worst:.2e} "
+        f"(allowed {ATOL:g} + {RTOL:g}*|g|)",
+        metrics={"grad_max_excess": worst},
+        expected={"atol": ATOL, "rtol": RTOL},
+        cause=None if ok else "the gradient all_reduce returns wrong averages",
+        remedy=None if ok else "run the collectives phase in isolation; check NCCL/driver versions",
     )
-    return checks

@@ -9,9 +9,10 @@ from typing import Any
 
 from ddp_doctor.health.gpu import run_health
 from ddp_doctor.live.phases import check
+from ddp_doctor.rundir.records import CheckRecord
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
+def run(ctx: Any) -> list[CheckRecord]:
     if ctx.device is None or ctx.device.type != "cuda":
         ctx.payload["gpu_health"] = {"rank": ctx.rank, "skipped": "CPU rank: no GPU to measure"}
         return [check("live.gpu_health.run", "skip", "no GPU on this rank")]

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, TypedDict, cast
 
 from ddp_doctor.live.phases import PeerError, PhaseError, check
+from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import plural
 
 
@@ -60,7 +61,7 @@ def _numpy_version() -> str | None:
     return str(numpy.__version__)
 
 
-def _env_check(ctx: Any) -> dict[str, Any]:
+def _env_check(ctx: Any) -> CheckRecord:
     env = {
         k: os.environ.get(k)
         for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -111,7 +112,7 @@ class JoinRecord(TypedDict):
     device: DeviceInfo
 
 
-def _device(ctx: Any) -> tuple[DeviceInfo, dict[str, Any]]:
+def _device(ctx: Any) -> tuple[DeviceInfo, CheckRecord]:
     import torch
 
     if ctx.backend != "nccl":
@@ -172,7 +173,7 @@ def _store(ctx: Any, timeout_s: float) -> Any:
     )
 
 
-def _join(ctx: Any, device: DeviceInfo) -> tuple[dict[int, JoinRecord], dict[str, Any]]:
+def _join(ctx: Any, device: DeviceInfo) -> tuple[dict[int, JoinRecord], CheckRecord]:
     """Count the ranks that reached init through the store, with a deadline, before any collective."""
     ctx.step("join")
     prefix = (
@@ -214,7 +215,7 @@ def _join(ctx: Any, device: DeviceInfo) -> tuple[dict[int, JoinRecord], dict[str
     )
 
 
-def _duplicates(infos: dict[int, JoinRecord]) -> dict[str, Any]:
+def _duplicates(infos: dict[int, JoinRecord]) -> CheckRecord:
     by_gpu: dict[tuple[str, Any], list[int]] = {}
     for r, info in infos.items():
         dev = info.get("device") or DeviceInfo()
@@ -236,14 +237,14 @@ def _duplicates(infos: dict[int, JoinRecord]) -> dict[str, Any]:
     return check("live.init.duplicate_gpu", "pass", "every rank has its own GPU" if by_gpu else "no GPUs (CPU ranks)")
 
 
-def run(ctx: Any) -> list[dict[str, Any]]:
+def run(ctx: Any) -> list[CheckRecord]:
     import torch.distributed as dist
 
     ctx.step("facts")
     ctx.payload["torch"] = _torch_facts()
     checks = [_env_check(ctx)]
-    if checks[0]["status"] == "fail":
-        raise RuntimeError(checks[0]["summary"])
+    if checks[0].failed:
+        raise RuntimeError(checks[0].summary)
     device, dev_check = _device(ctx)
     ctx.payload["device"] = device
     checks.append(dev_check)
@@ -251,17 +252,15 @@ def run(ctx: Any) -> list[dict[str, Any]]:
     checks.append(join_check)
     dup = _duplicates(infos)
     checks.append(dup)
-    if dup["status"] == "fail":
-        raise RuntimeError(dup["summary"] + " (caught before NCCL's 'Duplicate GPU detected')")
+    if dup.failed:
+        raise RuntimeError(dup.summary + " (caught before NCCL's 'Duplicate GPU detected')")
     ctx.step("init_process_group")
-    kwargs: dict[str, Any] = {
-        "backend": ctx.backend,
-        "timeout": timedelta(seconds=max(5.0, ctx.deadline - time.time())),
-    }
-    if ctx.backend == "nccl":
-        kwargs["device_id"] = ctx.device
+    timeout = timedelta(seconds=max(5.0, ctx.deadline - time.time()))
     started = time.time()
-    dist.init_process_group(**kwargs)
+    if ctx.backend == "nccl":  # bound to its device: NCCL sets up the communicator now, not at the first collective
+        dist.init_process_group(ctx.backend, timeout=timeout, device_id=ctx.device)
+    else:
+        dist.init_process_group(ctx.backend, timeout=timeout)
     checks.append(
         check(
             "live.init.process_group",
