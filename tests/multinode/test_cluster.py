@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
 from ddp_doctor.live.multinode import cluster
 from ddp_doctor.report import Status
+from ddp_doctor.rundir.cluster import ClusterFile
+from ddp_doctor.rundir.records import SCHEMA
 
 
 def _entry(rank: int, node_rank: int, host: str, **kw: Any) -> dict[str, Any]:
@@ -19,13 +22,15 @@ def _entry(rank: int, node_rank: int, host: str, **kw: Any) -> dict[str, Any]:
     }
 
 
-def _cluster(*entries: dict[str, Any], missing: list[int] | None = None) -> dict[str, Any]:
-    return {
+def _cluster(*entries: dict[str, Any], missing: list[int] | None = None) -> ClusterFile:
+    data = {
+        "schema": SCHEMA,
         "world_size": len(entries) + len(missing or []),
         "ranks": {str(e["rank"]): e for e in entries},
         "missing": missing or [],
         "gather_timeout_s": 15.0,
     }
+    return ClusterFile.from_json(json.dumps(data))
 
 
 def test_expected_nodes() -> None:

@@ -23,7 +23,6 @@ from ddp_doctor.rundir.records import (
     RecordError,
 )
 
-
 CHECK = CheckRecord(
     "live.init.device", "warn", "one GPU", observed={"gpus": [0]}, metrics={"init_s": 0.5}, remedy="add a GPU"
 )

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TypedDict
+
+from ddp_doctor.rundir.cluster import NcclLogInfo
 
 _VIA = re.compile(r"via (P2P/[\w/]+|SHM/[\w/]+|NET/[\w/]+|COLLNET[\w/]*|NVLS[\w/]*)")
 _VERSION = re.compile(r"NCCL version (\S+)")
@@ -27,17 +28,6 @@ def family(transport: str) -> str:
     """P2P/CUMEM/read -> P2P; NET/IB/0/GDRDMA -> NET/IB; NET/Socket/1 -> NET/Socket; SHM/direct -> SHM."""
     parts = transport.split("/")
     return "/".join(parts[:2]) if parts[0] == "NET" else parts[0]
-
-
-class NcclLogInfo(TypedDict, total=False):
-    """What one process's NCCL_DEBUG=INFO log says it used."""
-
-    version: str | None
-    ib_devices: str | None
-    """The InfiniBand devices NCCL chose; "" when it found none."""
-    socket_interfaces: str | None
-    transports: dict[str, int]
-    """Transport family (P2P, SHM, NET/IB, NET/Socket) -> channels that used it."""
 
 
 def parse(lines: Iterable[str]) -> NcclLogInfo:

@@ -9,6 +9,7 @@ reading and the records are written down once:
     writer.py    the rank side: heartbeat, result file (imported by every rank before torch)
     reader.py    the parent side: every rank's heartbeat, result, error file and stack
     logs.py      log tails and the exit codes torchrun's summary prints
+    cluster.py   a multi-node check's cluster file: every rank's entry, gathered by rank 0
 
 Standard library only: every rank imports it before torch, and the parent never imports torch.
 """

@@ -27,7 +27,8 @@ class RecordError(ValueError):
     """A run-directory file that is not a record of this schema: torn, foreign or of another version."""
 
 
-def _object(text: str, what: str) -> dict[str, Any]:
+def json_object(text: str, what: str) -> dict[str, Any]:
+    """The JSON object in text, of this schema; RecordError naming `what` otherwise."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -41,7 +42,7 @@ def _object(text: str, what: str) -> dict[str, Any]:
     return data
 
 
-def _take(data: Mapping[str, Any], name: str, kinds: tuple[type, ...], what: str, default: Any = ...) -> Any:
+def take(data: Mapping[str, Any], name: str, kinds: tuple[type, ...], what: str, default: Any = ...) -> Any:
     """data[name], refused unless it is one of kinds (bool is not an int here unless named)."""
     if name not in data:
         if default is ...:
@@ -53,8 +54,8 @@ def _take(data: Mapping[str, Any], name: str, kinds: tuple[type, ...], what: str
     return value
 
 
-_NUMBER = (int, float)
-_NONE = type(None)
+NUMBER = (int, float)
+NONE = type(None)
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,18 @@ class Heartbeat:
 
     @classmethod
     def from_json(cls, text: str, what: str = "a heartbeat") -> Heartbeat:
-        return cls.from_dict(_object(text, what), what)
+        return cls.from_dict(json_object(text, what), what)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str = "a heartbeat") -> Heartbeat:
         return cls(
-            phase=_take(data, "phase", (str,), what),
-            time=float(_take(data, "time", _NUMBER, what)),
-            pid=_take(data, "pid", (int,), what),
-            progress=_take(data, "progress", (int,), what),
-            step=_take(data, "step", (str, _NONE), what, None),
-            since=_take(data, "since", (*_NUMBER, _NONE), what, None),
-            deadline=_take(data, "deadline", (*_NUMBER, _NONE), what, None),
+            phase=take(data, "phase", (str,), what),
+            time=float(take(data, "time", NUMBER, what)),
+            pid=take(data, "pid", (int,), what),
+            progress=take(data, "progress", (int,), what),
+            step=take(data, "step", (str, NONE), what, None),
+            since=take(data, "since", (*NUMBER, NONE), what, None),
+            deadline=take(data, "deadline", (*NUMBER, NONE), what, None),
         )
 
 
@@ -116,17 +117,17 @@ class PhaseErrorRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseErrorRecord:
-        blame = _take(data, "blame_ranks", (list, tuple, _NONE), what, None)
+        blame = take(data, "blame_ranks", (list, tuple, NONE), what, None)
         if blame is not None and not all(isinstance(b, int) and not isinstance(b, bool) for b in blame):
             raise RecordError(f"{what} field 'blame_ranks' is {blame!r}, not a list of ranks")
         return cls(
-            type=_take(data, "type", (str,), what),
-            message=_take(data, "message", (str,), what, ""),
-            traceback=_take(data, "traceback", (str, _NONE), what, None),
+            type=take(data, "type", (str,), what),
+            message=take(data, "message", (str,), what, ""),
+            traceback=take(data, "traceback", (str, NONE), what, None),
             blame_ranks=tuple(blame) if blame is not None else None,
-            step=_take(data, "step", (str, _NONE), what, None),
-            cause=_take(data, "cause", (str, _NONE), what, None),
-            remedy=_take(data, "remedy", (str, _NONE), what, None),
+            step=take(data, "step", (str, NONE), what, None),
+            cause=take(data, "cause", (str, NONE), what, None),
+            remedy=take(data, "remedy", (str, NONE), what, None),
         )
 
 
@@ -160,18 +161,18 @@ class CheckRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str) -> CheckRecord:
         what = f"{what} check {data.get('id')!r}"
-        status = _take(data, "status", (str,), what)
+        status = take(data, "status", (str,), what)
         if status not in CHECK_STATUSES:
             raise RecordError(f"{what} field 'status' is {status!r}, not one of {', '.join(CHECK_STATUSES)}")
         return cls(
-            id=_take(data, "id", (str,), what),
+            id=take(data, "id", (str,), what),
             status=status,
-            summary=_take(data, "summary", (str,), what),
-            observed=_take(data, "observed", (dict,), what, {}),
-            expected=_take(data, "expected", (dict,), what, {}),
-            metrics=_take(data, "metrics", (dict,), what, {}),
-            cause=_take(data, "cause", (str, _NONE), what, None),
-            remedy=_take(data, "remedy", (str, _NONE), what, None),
+            summary=take(data, "summary", (str,), what),
+            observed=take(data, "observed", (dict,), what, {}),
+            expected=take(data, "expected", (dict,), what, {}),
+            metrics=take(data, "metrics", (dict,), what, {}),
+            cause=take(data, "cause", (str, NONE), what, None),
+            remedy=take(data, "remedy", (str, NONE), what, None),
         )
 
 
@@ -196,19 +197,19 @@ class PhaseRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str) -> PhaseRecord:
         what = f"{what} phase {data.get('name')!r}"
-        checks = _take(data, "checks", (list, tuple, _NONE), what, None) or ()
+        checks = take(data, "checks", (list, tuple, NONE), what, None) or ()
         if not all(isinstance(c, Mapping) for c in checks):
             raise RecordError(f"{what} holds a check that is not an object")
-        error = _take(data, "error", (dict, _NONE), what, None)
+        error = take(data, "error", (dict, NONE), what, None)
         return cls(
-            name=_take(data, "name", (str,), what),
-            status=_take(data, "status", (str,), what),
-            started=_take(data, "started", (*_NUMBER, _NONE), what, None),
-            budget_s=_take(data, "budget_s", (*_NUMBER, _NONE), what, None),
-            kind=_take(data, "kind", (str, _NONE), what, None),
-            failed_at=_take(data, "failed_at", (*_NUMBER, _NONE), what, None),
-            duration_s=_take(data, "duration_s", (*_NUMBER, _NONE), what, None),
-            cpu_s=_take(data, "cpu_s", (*_NUMBER, _NONE), what, None),
+            name=take(data, "name", (str,), what),
+            status=take(data, "status", (str,), what),
+            started=take(data, "started", (*NUMBER, NONE), what, None),
+            budget_s=take(data, "budget_s", (*NUMBER, NONE), what, None),
+            kind=take(data, "kind", (str, NONE), what, None),
+            failed_at=take(data, "failed_at", (*NUMBER, NONE), what, None),
+            duration_s=take(data, "duration_s", (*NUMBER, NONE), what, None),
+            cpu_s=take(data, "cpu_s", (*NUMBER, NONE), what, None),
             checks=tuple(CheckRecord.from_dict(c, what) for c in checks),
             error=PhaseErrorRecord.from_dict(error, f"the error of {what}") if error is not None else None,
         )
@@ -257,19 +258,19 @@ class RankResult:
 
     @classmethod
     def from_json(cls, text: str, what: str = "a rank's result") -> RankResult:
-        return cls.from_dict(_object(text, what), what)
+        return cls.from_dict(json_object(text, what), what)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], what: str = "a rank's result") -> RankResult:
-        phases = _take(data, "phases", (list, tuple), what, [])
+        phases = take(data, "phases", (list, tuple), what, [])
         if not all(isinstance(p, Mapping) for p in phases):
             raise RecordError(f"{what} holds a phase that is not an object")
         return cls(
-            rank=_take(data, "rank", (int,), what),
-            pid=_take(data, "pid", (int,), what),
-            finished=_take(data, "finished", (bool,), what, False),
-            node=_take(data, "node", (str, _NONE), what, None),
-            teardown_stuck=_take(data, "teardown_stuck", (bool,), what, False),
+            rank=take(data, "rank", (int,), what),
+            pid=take(data, "pid", (int,), what),
+            finished=take(data, "finished", (bool,), what, False),
+            node=take(data, "node", (str, NONE), what, None),
+            teardown_stuck=take(data, "teardown_stuck", (bool,), what, False),
             phases=tuple(PhaseRecord.from_dict(p, what) for p in phases),
             body={k: v for k, v in data.items() if k not in _ENVELOPE},
         )

@@ -21,6 +21,7 @@ from ddp_doctor import words
 from ddp_doctor.live import procnet
 from ddp_doctor.live.multinode import preflight
 from ddp_doctor.report import Result, Status
+from ddp_doctor.rundir.cluster import ClusterEntry, ClusterFile, NcclLogInfo
 
 CLOCK_SKEW_WARN_S = 1.0
 """Log lines of different nodes interleave wrongly beyond about a second (log stamps are per second or ms)."""
@@ -80,31 +81,27 @@ def reachable(address: str, port: int, timeout_s: float = 2.0) -> bool:
 # -- the checks ---------------------------------------------------------------------------
 
 
-def _node_label(entry: Mapping[str, Any]) -> str:
-    return f"node {entry.get('node_rank')} ({entry.get('hostname') or entry.get('node')})"
-
-
-def _by_node(ranks: Mapping[str, Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
-    nodes: dict[int, list[Mapping[str, Any]]] = {}
+def _by_node(ranks: Mapping[int, ClusterEntry]) -> dict[int, list[ClusterEntry]]:
+    nodes: dict[int, list[ClusterEntry]] = {}
     for entry in ranks.values():
-        nodes.setdefault(int(entry.get("node_rank") or 0), []).append(entry)
+        nodes.setdefault(entry.node_rank, []).append(entry)
     return dict(sorted(nodes.items()))
 
 
 def joined(
     nnodes: str,
-    cluster: Mapping[str, Any] | None,
+    cluster: ClusterFile | None,
     seen_peers: Iterable[str],
     join_timeout_s: float | None,
     rendezvous_error: str | None,
 ) -> Result:
     lo, hi = expected_nodes(nnodes)
     peers = sorted(set(seen_peers))
-    nodes = _by_node(cluster["ranks"]) if cluster else {}
+    nodes = _by_node(cluster.ranks) if cluster else {}
     count = len(nodes) if nodes else len(peers)
-    observed: dict[str, Any] = {"nodes_joined": count, "store_peers": peers, "nnodes": nnodes}
+    observed: dict[str, object] = {"nodes_joined": count, "store_peers": peers, "nnodes": nnodes}
     if nodes:
-        observed["nodes"] = {str(n): entries[0].get("hostname") for n, entries in nodes.items()}
+        observed["nodes"] = {str(n): entries[0].hostname for n, entries in nodes.items()}
     want = f"{hi}" if lo == hi else f"{lo} to {hi}"
     title = "nodes joined the rendezvous"
     if (nodes and count >= lo) or (not rendezvous_error and count >= lo):
@@ -134,31 +131,32 @@ def joined(
     )
 
 
-def missing_ranks(cluster: Mapping[str, Any], heartbeats: Mapping[str, Any] | None = None) -> Result | None:
-    missing = list(cluster.get("missing") or [])
+def missing_ranks(cluster: ClusterFile) -> Result | None:
+    missing = list(cluster.missing)
     if not missing:
         return None
-    world = cluster.get("world_size")
+    world = cluster.world_size
     return Result(
         "multinode.ranks_reported",
         "every rank reported to node 0",
         Status.FAIL,
-        f"{world - len(missing) if isinstance(world, int) else '?'} of {words.count(world, 'rank')} reported to rank 0 "
-        f"within {cluster.get('gather_timeout_s', '?')} s; silent: rank {', '.join(map(str, missing))}",
+        f"{world - len(missing)} of {words.count(world, 'rank')} reported to rank 0 "
+        f"within {cluster.gather_timeout_s if cluster.gather_timeout_s is not None else '?'} s; "
+        f"silent: rank {', '.join(map(str, missing))}",
         cause="those ranks died, hung, or lost their network path to node 0 before the end of the run",
         remedy="read the local report of the node that ran them; it names the phase each rank reached",
-        observed={"missing": missing, "error": cluster.get("error")},
+        observed={"missing": missing, "error": cluster.error},
         expected={"missing": []},
         phase="gather",
         started=time.time(),
     )
 
 
-def versions(cluster: Mapping[str, Any]) -> Result:
-    nodes = _by_node(cluster["ranks"])
-    per_node = {n: (entries[0].get("versions") or {}) for n, entries in nodes.items()}
-    labels = {n: _node_label(entries[0]) for n, entries in nodes.items()}
-    differ: dict[str, dict[str, str | None]] = {}  # version key -> node -> that node's version
+def versions(cluster: ClusterFile) -> Result:
+    nodes = _by_node(cluster.ranks)
+    per_node: dict[int, Mapping[str, object]] = {n: dict(entries[0].versions or {}) for n, entries in nodes.items()}
+    labels = {n: entries[0].label for n, entries in nodes.items()}
+    differ: dict[str, dict[str, object]] = {}  # version key -> node -> that node's version
     for key in VERSION_KEYS:
         values = {labels[n]: v.get(key) for n, v in per_node.items()}
         if len(set(values.values())) > 1:
@@ -189,10 +187,10 @@ def versions(cluster: Mapping[str, Any]) -> Result:
     )
 
 
-def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
+def bandwidth(cluster: ClusterFile, backend: str) -> Result | None:
     measured: dict[str, float] = {}
-    for entry in cluster["ranks"].values():
-        measured.update({k: float(v) for k, v in (entry.get("bandwidth_gbps") or {}).items()})
+    for entry in cluster.ranks.values():
+        measured.update(entry.bandwidth_gbps)
     if not measured:
         return None
     inter = {k: v for k, v in measured.items() if k.startswith("inter:")}
@@ -221,7 +219,7 @@ def bandwidth(cluster: Mapping[str, Any], backend: str) -> Result | None:
             metrics=metrics,
             observed={"slow_nodes": slow},
         )
-    probe_s = [float(e["cluster_probe_s"]) for e in cluster["ranks"].values() if e.get("cluster_probe_s") is not None]
+    probe_s = [e.cluster_probe_s for e in cluster.ranks.values() if e.cluster_probe_s is not None]
     if probe_s:
         metrics["cluster_probe_max_s"] = max(probe_s)  # what the cross-node probes added to the run
     return Result(
@@ -242,14 +240,14 @@ class NodeLink(TypedDict):
     transport: str | None
 
 
-def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
+def interfaces(cluster: ClusterFile, backend: str) -> Result:
     per_node: dict[str, NodeLink] = {}
-    for entries in _by_node(cluster["ranks"]).values():
-        pre = entries[0].get("preflight") or {}
-        nccl = [e.get("nccl") or {} for e in entries]
+    for entries in _by_node(cluster.ranks).values():
+        pre = entries[0].preflight
+        nccl = [e.nccl or NcclLogInfo() for e in entries]
         transports = sorted({t for info in nccl for t in (info.get("transports") or {})})
         sockets = next((info.get("socket_interfaces") for info in nccl if info.get("socket_interfaces")), None)
-        per_node[_node_label(entries[0])] = NodeLink(
+        per_node[entries[0].label] = NodeLink(
             interface=pre.get("interface") or sockets,
             address=pre.get("address"),
             transport=", ".join(transports) if transports else ("TCP (gloo)" if backend == "gloo" else None),
@@ -267,8 +265,8 @@ def interfaces(cluster: Mapping[str, Any], backend: str) -> Result:
     )
 
 
-def clock_skew(cluster: Mapping[str, Any]) -> Result | None:
-    offsets = {_node_label(e): float(e["clock"]["offset_s"]) for e in cluster["ranks"].values() if e.get("clock")}
+def clock_skew(cluster: ClusterFile) -> Result | None:
+    offsets = {e.label: float(e.clock["offset_s"]) for e in cluster.ranks.values() if e.clock}
     if not offsets:
         return None
     worst_node, worst = max(offsets.items(), key=lambda kv: abs(kv[1]))
@@ -391,7 +389,7 @@ def link_lost(summary: str, lost: str, remedy: str, observed: dict[str, Any], ex
     )
 
 
-def evaluate(cluster: Mapping[str, Any], backend: str) -> list[Result]:
+def evaluate(cluster: ClusterFile, backend: str) -> list[Result]:
     """The cross-node checks over rank 0's gathered entries."""
     found: list[Result | None] = [
         missing_ranks(cluster),
@@ -400,7 +398,7 @@ def evaluate(cluster: Mapping[str, Any], backend: str) -> list[Result]:
         interfaces(cluster, backend),
         clock_skew(cluster),
     ]
-    errors = [f"rank {r}: {e['error']}" for r, e in cluster["ranks"].items() if e.get("error")]
+    errors = [f"rank {r}: {e.error}" for r, e in cluster.ranks.items() if e.error]
     if errors:
         found.append(
             Result(

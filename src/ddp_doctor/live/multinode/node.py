@@ -39,7 +39,8 @@ from ddp_doctor.live.multinode import cluster, preflight
 from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
 from ddp_doctor.live.nodestage import Conclusion
 from ddp_doctor.report import Result, Status
-from ddp_doctor.rundir.records import RankResult, RecordError
+from ddp_doctor.rundir.cluster import ClusterFile, LinkFacts
+from ddp_doctor.rundir.records import RecordError
 
 PREFLIGHT_ENV = "DDP_DOCTOR_MULTINODE_PREFLIGHT"
 JOIN_SHARE = 1 / 3
@@ -87,7 +88,8 @@ class NodePlan:
     cluster_file: Path
     env: dict[str, str] = field(default_factory=dict)
     _watch: cluster.StoreWatch | None = None
-    _gathered: dict[str, Any] | None = None
+    _gathered: ClusterFile | None = None
+    _gather_unreadable: str | None = None
 
     def blocked(self) -> Conclusion | None:
         """The preflight failed: its results (the node's own evidence) instead of a launch."""
@@ -132,12 +134,18 @@ class NodePlan:
             self._watch = w
             yield
 
-    def gathered(self) -> dict[str, Any] | None:
+    def gathered(self) -> ClusterFile | None:
+        """Node 0: what rank 0 gathered; None when no file came (the ranks never got there) or it was no
+        record (then `_gather_unreadable` says why, and the report's facts show it)."""
         if self._gathered is None:
             try:
-                self._gathered = json.loads(self.cluster_file.read_text())
-            except (OSError, ValueError):
+                text = self.cluster_file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
                 return None
+            try:
+                self._gathered = ClusterFile.from_json(text, self.cluster_file.name)
+            except RecordError as exc:
+                self._gather_unreadable = str(exc)
         return self._gathered
 
     def add_remote_ranks(self, outcome: RunOutcome) -> None:
@@ -146,16 +154,13 @@ class NodePlan:
         data = self.gathered()
         if not data:
             return
-        for key, entry in data.get("ranks", {}).items():
-            payload = entry.get("payload")
-            if isinstance(payload, dict) and int(key) not in outcome.ranks:
-                payload.setdefault("node", entry.get("node") or entry.get("hostname"))
-                try:
-                    outcome.ranks[int(key)] = RankResult.from_dict(
-                        payload, f"rank {key}'s result gathered from its node"
-                    )
-                except RecordError as exc:
-                    outcome.unreadable[f"rank-{key}.json"] = str(exc)
+        for rank, entry in data.ranks.items():
+            if rank in outcome.ranks:
+                continue
+            if entry.result is not None:
+                outcome.ranks[rank] = entry.result
+            elif entry.result_error is not None:
+                outcome.unreadable[f"rank-{rank}.json"] = f"{entry.result_error} (gathered from its node)"
 
     def conclude(self, results: Sequence[Result], root_cause: str | None, outcome: RunOutcome) -> Conclusion:
         try:
@@ -178,8 +183,10 @@ class NodePlan:
             **self.spec_fields(),
             "store_peers": seen,
             "role": "cluster report (node 0)" if self.is_node0 else "local report",
-            "ranks_gathered": sorted(int(k) for k in data["ranks"]) if data else None,
+            "ranks_gathered": sorted(data.ranks) if data else None,
         }
+        if self._gather_unreadable:
+            facts["cluster_file_unreadable"] = self._gather_unreadable
         added = list(self.preflight)
         if self.is_node0 or rdzv_error:
             meaning = _RDZV_MEANING.get(rdzv_error or "", rdzv_error)
@@ -252,17 +259,17 @@ def _own_failure(r: Result, local: set[str]) -> bool:
     return not [a for a in cluster.peers_in_errors([r.summary, *(e.text for e in r.evidence)]) if a not in local]
 
 
-def _preflight_facts(results: list[Result]) -> dict[str, Any]:
+def _preflight_facts(results: list[Result]) -> LinkFacts:
     """What the ranks pass to node 0 about this node: the interface it talks through."""
     for r in results:
         if r.id == preflight.IFNAME_ID and r.observed.get("interface"):
-            return {
-                "interface": r.observed.get("interface"),
-                "address": r.observed.get("address"),
-                "variable": r.observed.get("variable"),
-                "value": r.observed.get("value"),
-            }
-    return {}
+            return LinkFacts(
+                interface=r.observed.get("interface"),
+                address=r.observed.get("address"),
+                variable=r.observed.get("variable"),
+                value=r.observed.get("value"),
+            )
+    return LinkFacts()
 
 
 def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None) -> NodePlan:

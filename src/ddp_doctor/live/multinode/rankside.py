@@ -24,10 +24,11 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from ddp_doctor.live import nccl_log
 from ddp_doctor.rundir import jsonfile, layout, writer
+from ddp_doctor.rundir.cluster import ClockOffset, ClusterEntry, ClusterFile, NcclLogInfo, Versions
 from ddp_doctor.rundir.records import RankResult
 
 CLUSTER_FILE_ENV = "DDP_DOCTOR_CLUSTER_FILE"
@@ -55,28 +56,6 @@ def is_collector() -> bool:
         return False
     given = os.environ.get("DDP_DOCTOR_NODE_RANK")
     return given == "0" if given else os.environ.get("RANK", "0") == "0"
-
-
-class Versions(TypedDict):
-    """What a node runs, compared across nodes (multinode.versions)."""
-
-    torch: str
-    cuda: str | None
-    nccl: str | None
-    driver: str | None
-
-
-class Identity(TypedDict):
-    """Who a rank is, at the head of its entry in the cluster file."""
-
-    rank: int
-    local_rank: int
-    node_rank: int
-    group_rank: int
-    hostname: str
-    node: str
-    preflight: dict[str, Any]
-    """What the node's preflight found (JSON from the parent)."""
 
 
 def versions() -> Versions:
@@ -108,7 +87,7 @@ def _layout() -> tuple[int, int]:
     return local, max(1, world // max(1, local))
 
 
-def _clock_offset(peer: int, me: int) -> dict[str, float] | None:
+def _clock_offset(peer: int, me: int) -> ClockOffset | None:
     """Rank 0 <-> a node leader: offset of the leader's clock from rank 0's, best of a few round trips."""
     import torch
     import torch.distributed as dist
@@ -131,7 +110,7 @@ def _clock_offset(peer: int, me: int) -> dict[str, float] | None:
                 best = (rtt, offset)
     if best is None:
         return None
-    return {"offset_s": round(best[1], 6), "rtt_ms": round(best[0] * 1000, 3)}
+    return ClockOffset(offset_s=round(best[1], 6), rtt_ms=round(best[0] * 1000, 3))
 
 
 def _pingpong(a: int, b: int, me: int) -> float | None:
@@ -161,20 +140,21 @@ def _pingpong(a: int, b: int, me: int) -> float | None:
     return round(2 * BANDWIDTH_BYTES / min(elapsed) / 1e9, 3)
 
 
-def probes() -> dict[str, Any]:
-    """Run on every rank in the same order; each pair talks only to itself."""
+def probes(entry: ClusterEntry) -> ClusterEntry:
+    """The entry with what the cross-node probes measured on this rank: the clock offset (node leaders) and
+    point-to-point bandwidth (rank 0). Run on every rank in the same order; each pair talks only to itself."""
     import torch.distributed as dist
 
     me = dist.get_rank()
     local, nnodes = _layout()
-    found: dict[str, Any] = {}
+    clock = None
     dist.barrier()
     for n in range(1, nnodes):  # each node's leader against rank 0
         leader = n * local
         if me in (0, leader):
-            clock = _clock_offset(leader if me == 0 else 0, me)
-            if me == leader and clock:
-                found["clock"] = clock
+            offset = _clock_offset(leader if me == 0 else 0, me)
+            if me == leader and offset:
+                clock = offset
     pairs: list[tuple[str, int, int]] = []
     if local >= 2:
         pairs.append(("intra", 0, 1))
@@ -187,9 +167,7 @@ def probes() -> dict[str, Any]:
             if gbps is not None:
                 bandwidth[name] = gbps
     dist.barrier()
-    if bandwidth:
-        found["bandwidth_gbps"] = bandwidth
-    return found
+    return replace(entry, clock=clock, bandwidth_gbps=bandwidth)
 
 
 def _store() -> Any:
@@ -206,7 +184,7 @@ def _store() -> Any:
     return dist.PrefixStore(f"{PREFIX}/{run}/{restart}/", base)  # type: ignore[attr-defined]
 
 
-def nccl_transports() -> nccl_log.NcclLogInfo | None:
+def nccl_transports() -> NcclLogInfo | None:
     """What NCCL_DEBUG=INFO (written to {run_dir}/nccl.<pid>.log by the chain) says this rank used."""
     try:
         lines = (writer.run_dir() / f"nccl.{os.getpid()}.log").read_text(errors="replace").splitlines()
@@ -215,8 +193,9 @@ def nccl_transports() -> nccl_log.NcclLogInfo | None:
     return nccl_log.parse(lines)
 
 
-def identity() -> Identity:
-    return Identity(
+def identity(result: RankResult) -> ClusterEntry:
+    """Who this rank is, at the head of its entry, with its own result."""
+    return ClusterEntry(
         rank=int(os.environ.get("RANK", "0")),
         local_rank=int(os.environ.get("LOCAL_RANK", "0")),
         node_rank=node_rank(),
@@ -224,6 +203,7 @@ def identity() -> Identity:
         hostname=socket.gethostname(),
         node=os.environ.get(layout.NODE_ENV) or socket.gethostname(),
         preflight=json.loads(os.environ.get("DDP_DOCTOR_MULTINODE_PREFLIGHT") or "{}"),
+        result=result,
     )
 
 
@@ -243,71 +223,68 @@ def finish(result: RankResult, group_ok: bool, deadline: float) -> None:
 
     `deadline` (epoch seconds) bounds everything here, the probes included.
     """
-    import torch.distributed as dist
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     me = int(os.environ.get("RANK", "0"))
-    entry: dict[str, Any] = {**identity(), "payload": replace(result, finished=True).payload(), "error": None}
-    started = time.monotonic()
+    entry = identity(replace(result, finished=True))
     store = None
     try:
         writer.heartbeat("cluster", step="agree")
         store = _store()
-        group_ok = group_ok and dist.is_initialized()
-        store.set(f"ok/{me}", "1" if group_ok else "0")
-        # Probes need every rank: run them only when every rank says its group is healthy.
-        late = _wait_keys(store, [f"ok/{r}" for r in range(world)], min(time.time() + 10.0, deadline - 2.0))
-        everyone = not late and all(store.get(f"ok/{r}") == b"1" for r in range(world))
-        entry["versions"] = versions()
-        entry["nccl"] = nccl_transports()
-        if everyone:
-            writer.heartbeat("cluster", step="probes")
-            entry.update(probes())
-        else:
-            entry["probes_skipped"] = f"ranks not ready: {late}" if late else "a rank's process group failed"
-        entry["time"] = _now()
-        entry["cluster_probe_s"] = round(time.monotonic() - started, 3)
+        entry = _probe(entry, store, group_ok, world, deadline)
     except Exception as exc:  # noqa: BLE001 - reported to node 0, not raised
-        entry["error"] = f"{type(exc).__name__}: {exc}"
+        entry = replace(entry, error=f"{type(exc).__name__}: {exc}")
     try:
         writer.heartbeat("cluster", step="gather")
         store = store or _store()
-        store.set(f"rank/{me}", json.dumps(entry, default=str))
+        store.set(f"rank/{me}", json.dumps(entry.to_dict(), default=str))
         if is_collector():
             _collect(store, world, entry, me, deadline)
     except Exception as exc:  # noqa: BLE001
         if is_collector():
-            _write(
-                {
-                    "world_size": world,
-                    "ranks": {str(me): entry},
-                    "missing": [r for r in range(world) if r != me],
-                    "error": f"{type(exc).__name__}: {exc}",
-                }
-            )
+            missing = tuple(r for r in range(world) if r != me)
+            _write(ClusterFile(world, {me: entry}, missing, error=f"{type(exc).__name__}: {exc}"))
 
 
-def _write(data: dict[str, Any]) -> None:
+def _probe(entry: ClusterEntry, store: Any, group_ok: bool, world: int, deadline: float) -> ClusterEntry:
+    """The entry with this rank's versions and NCCL transports, and the probes when every rank is ready."""
+    import torch.distributed as dist
+
+    started = time.monotonic()
+    group_ok = group_ok and dist.is_initialized()
+    store.set(f"ok/{entry.rank}", "1" if group_ok else "0")
+    # Probes need every rank: run them only when every rank says its group is healthy.
+    late = _wait_keys(store, [f"ok/{r}" for r in range(world)], min(time.time() + 10.0, deadline - 2.0))
+    everyone = not late and all(store.get(f"ok/{r}") == b"1" for r in range(world))
+    entry = replace(entry, versions=versions(), nccl=nccl_transports())
+    if everyone:
+        writer.heartbeat("cluster", step="probes")
+        entry = probes(entry)
+    else:
+        entry = replace(entry, probes_skipped=f"ranks not ready: {late}" if late else "a rank's process group failed")
+    return replace(entry, time=_now(), cluster_probe_s=round(time.monotonic() - started, 3))
+
+
+def _write(gathered: ClusterFile) -> None:
     target = os.environ.get(CLUSTER_FILE_ENV)
     if target:
-        jsonfile.write_atomic(Path(target), json.dumps(data, default=str))
+        jsonfile.write_atomic(Path(target), gathered.to_json())
 
 
-def _collect(store: Any, world: int, mine: dict[str, Any], me: int, deadline: float) -> None:
+def _collect(store: Any, world: int, mine: ClusterEntry, me: int, deadline: float) -> None:
     until = min(time.time() + GATHER_TIMEOUT_S, deadline)
     missing = _wait_keys(store, [f"rank/{r}" for r in range(world) if r != me], until)
-    ranks: dict[str, Any] = {str(me): mine}
+    ranks = {me: mine}
     for r in range(world):
         if r != me and f"rank/{r}" not in missing:
-            ranks[str(r)] = json.loads(store.get(f"rank/{r}"))
+            ranks[r] = ClusterEntry.from_dict(json.loads(store.get(f"rank/{r}")), f"rank {r}'s")
     _write(
-        {
-            "world_size": world,
-            "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))),
-            "missing": [int(k.split("/")[1]) for k in missing],
-            "gather_timeout_s": GATHER_TIMEOUT_S,
-            "collected_at": _now(),
-        }
+        ClusterFile(
+            world_size=world,
+            ranks=dict(sorted(ranks.items())),
+            missing=tuple(int(k.split("/")[1]) for k in missing),
+            gather_timeout_s=GATHER_TIMEOUT_S,
+            collected_at=_now(),
+        )
     )
 
 
