@@ -48,8 +48,8 @@ def test_root_cause_first_cascade_last() -> None:
 def test_signature_lookup() -> None:
     entry = signature("diag.port_in_use")
     assert entry is not None
-    assert entry["severity"] == "fail" and "EADDRINUSE" in " ".join(entry["patterns"])
-    assert entry["source"].startswith("https://")
+    assert entry.severity == Status.FAIL and "EADDRINUSE" in " ".join(p.pattern for p in entry.patterns)
+    assert entry.sources and all(s.startswith("https://") for s in entry.sources)
     assert signature("diag.nope") is None
 
 
