@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from ddp_doctor import proc
 from ddp_doctor.checkconfig import CheckConfig
@@ -244,12 +243,12 @@ def check_in_image(config: CheckConfig) -> ImageCheck:
         deadline = config.timeout + STARTUP_S  # CheckConfig's default when not given
         done = proc.run(p.argv, timeout_s=deadline)
         finished = not done.timed_out
-        if p.defaults_used and finished and _inner(done) is None and RLIMIT_REFUSED in done.stderr:
+        if p.defaults_used and finished and not _printed_a_report(done) and RLIMIT_REFUSED in done.stderr:
             # Rootless or sandboxed engines cannot raise hard limits; rather than no answer, run without them.
             p = plan(config, engine, mounts, drop_ulimits=True)
             done = proc.run(p.argv, timeout_s=deadline)
             finished = not done.timed_out
-        if finished and _inner(done) is None:
+        if finished and not _printed_a_report(done):
             problem = image_error(engine, config.image or "", done.stderr)
             if problem:
                 raise InputError(problem)
@@ -259,12 +258,13 @@ def check_in_image(config: CheckConfig) -> ImageCheck:
             _remove(engine, p.name)  # a killed client leaves its container running
 
 
-def _inner(done: proc.Completed) -> dict[str, Any] | None:
+def _printed_a_report(done: proc.Completed) -> bool:
+    """The container's stdout is a report's JSON (an object with results); _inner_report reads it."""
     try:
         value = json.loads(done.stdout)
     except ValueError:
-        return None
-    return value if isinstance(value, dict) and "results" in value else None
+        return False
+    return isinstance(value, dict) and "results" in value
 
 
 @dataclass(frozen=True)
@@ -323,12 +323,11 @@ def _inner_report(p: ContainerPlan, done: proc.Completed, deadline: float) -> tu
     """The report the check printed inside the container, or why there is none."""
     if done.timed_out:
         return None, f"the container did not finish within {deadline:.0f} s; it was killed and removed"
-    data = _inner(done)
-    if data is None:
+    if not _printed_a_report(done):
         tail = done.stderr.strip().splitlines()[-3:] or done.stdout.strip().splitlines()[-3:]
         return None, f"{p.engine} exited {done.returncode} without a report: {' | '.join(tail)[:600] or 'no output'}"
     try:
-        return Report.from_dict(data), None
+        return Report.from_dict(json.loads(done.stdout)), None
     except (ValueError, KeyError, TypeError) as exc:
         return None, f"the report printed inside the container is unreadable: {exc}"
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import signal
 import socket
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor import diagnose, words
 from ddp_doctor.diagnose import longtail
 from ddp_doctor.diagnose.lines import Origin
-from ddp_doctor.jobwatch import balance, collectives, evidence, ras
+from ddp_doctor.jobwatch import balance, collectives, evidence, hang, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.hook.ddp_doctor_rankfiles import RankExit
-from ddp_doctor.jobwatch.nvml import Timeline
+from ddp_doctor.jobwatch.nvml import GpuName, NvmlSample, Timeline
 from ddp_doctor.jobwatch.stacks import phase_of_traceback
 from ddp_doctor.jobwatch.supervise import HangEvent, QuietSpell, WatchOutcome
 from ddp_doctor.knowledge import exitcodes
@@ -404,9 +404,10 @@ def build_report(out: WatchOutcome) -> Report:
         report.root_cause = "run.failure"
     elif out.hangs:
         report.root_cause = "run.hang"
-    report.facts["run"] = _facts(out, story, codes)
-    report.facts["run"]["unreadable"] = unreadable
-    report.facts["run"]["exit_class"] = exit_class(report, out)
+    run = _facts(out, story, codes)
+    run["unreadable"] = unreadable
+    run["exit_class"] = exit_class(report, out)
+    report.facts["run"] = run
     return report
 
 
@@ -497,44 +498,100 @@ def _cleanup(out: WatchOutcome) -> Result:
     )
 
 
-def _facts(out: WatchOutcome, story: dict[int, RankStory], codes: dict[str, int]) -> dict[str, Any]:
+class WatchedGpus(TypedDict):
+    """facts["run"]["gpu"]: the NVML timeline, thinned to at most MAX_TIMELINE_SAMPLES samples."""
+
+    note: str | None
+    devices: list[GpuName]
+    summary: dict[str, dict[str, float]]
+    """GPU index -> its utilisation and memory over the run."""
+    timeline: list[NvmlSample]
+
+
+class WatchedHang(TypedDict):
+    """facts["run"]["hangs"][i]: one hang as the doctor examined it."""
+
+    at_s: float
+    at_epoch: float
+    silent_s: float
+    threshold_s: float | None
+    kind: str
+    behind: list[int]
+    message: str
+    states: dict[str, hang.RankLook]
+    stacks: dict[str, dict[str, str]]
+    """rank -> the method that took its stack and the stack's end."""
+    stacks_method: str
+    ras: str | None
+    """NCCL RAS's report (its end), or why there is none."""
+    flight_recorder: dict[str, dict[str, object]]
+    """rank -> its RecorderSummary."""
+    killed: bool
+
+
+class WatchedRun(TypedDict, total=False):
+    """facts["run"] of `ddp-doctor run`'s report, as written (render/html_charts.RunFacts is the part it draws;
+    node 0 gathers each node's)."""
+
+    command: list[str]
+    run_dir: str
+    returncode: int | None
+    duration_s: float
+    exit_codes: dict[str, int]
+    ranks: dict[str, dict[str, object]]
+    """rank -> its RankStory."""
+    gpu: WatchedGpus
+    hangs: list[WatchedHang]
+    quiet: list[QuietSpell]
+    wait_shares: dict[str, float]
+    signals: list[str]
+    interrupted: bool
+    leftover_processes: int
+    unreadable: dict[str, str]
+    """A startup-hook file that is no record -> why."""
+    exit_class: str
+    """ok, job_failed, hang, infrastructure or interrupted (exit_class)."""
+
+
+def _hang_facts(e: HangEvent) -> WatchedHang:
+    return WatchedHang(
+        at_s=e.at_s,
+        at_epoch=round(e.at_epoch, 3),
+        silent_s=e.silent_s,
+        threshold_s=e.threshold.seconds if e.threshold else None,
+        kind=e.judgement.kind,
+        behind=list(e.judgement.behind),
+        message=e.judgement.message,
+        states={str(r): v for r, v in e.judgement.states.items()},
+        stacks={str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
+        stacks_method=e.stack_method,
+        ras=e.ras.report.text[-8000:] if e.ras and e.ras.report else (e.ras.why_not if e.ras else None),
+        flight_recorder={str(r): asdict(v) for r, v in e.flight_recorder.items()},
+        killed=e.killed,
+    )
+
+
+def _facts(out: WatchOutcome, story: dict[int, RankStory], codes: dict[str, int]) -> WatchedRun:
     tl = out.timeline
     samples = tl.samples if tl else []
     step = max(1, len(samples) // MAX_TIMELINE_SAMPLES)
-    return {
-        "command": list(out.command),
-        "run_dir": str(out.run_dir),
-        "returncode": out.returncode,
-        "duration_s": out.duration_s,
-        "exit_codes": codes,
-        "ranks": {str(r): s.to_dict() for r, s in story.items()},
-        "gpu": {
-            "note": tl.note if tl else None,
-            "devices": tl.devices if tl else [],
-            "summary": {str(g): s for g, s in (tl.summary() if tl else {}).items()},
-            "timeline": samples[::step],
-        },
-        "hangs": [
-            {
-                "at_s": e.at_s,
-                "at_epoch": round(e.at_epoch, 3),
-                "silent_s": e.silent_s,
-                "threshold_s": e.threshold.seconds if e.threshold else None,
-                "kind": e.judgement.kind,
-                "behind": list(e.judgement.behind),
-                "message": e.judgement.message,
-                "states": {str(r): v for r, v in e.judgement.states.items()},
-                "stacks": {str(r): {"method": s.method, "text": s.text[-12000:]} for r, s in e.stacks.items()},
-                "stacks_method": e.stack_method,
-                "ras": e.ras.report.text[-8000:] if e.ras and e.ras.report else (e.ras.why_not if e.ras else None),
-                "flight_recorder": {str(r): asdict(v) for r, v in e.flight_recorder.items()},
-                "killed": e.killed,
-            }
-            for e in out.hangs
-        ],
-        "quiet": out.busy,
-        "wait_shares": {str(r): round(v, 3) for r, v in out.waits.shares().items()},
-        "signals": out.signals,
-        "interrupted": out.interrupted,
-        "leftover_processes": out.leftovers,
-    }
+    return WatchedRun(
+        command=list(out.command),
+        run_dir=str(out.run_dir),
+        returncode=out.returncode,
+        duration_s=out.duration_s,
+        exit_codes=codes,
+        ranks={str(r): s.to_dict() for r, s in story.items()},
+        gpu=WatchedGpus(
+            note=tl.note if tl else None,
+            devices=tl.devices if tl else [],
+            summary={str(g): s for g, s in (tl.summary() if tl else {}).items()},
+            timeline=samples[::step],
+        ),
+        hangs=[_hang_facts(e) for e in out.hangs],
+        quiet=out.busy,
+        wait_shares={str(r): round(v, 3) for r, v in out.waits.shares().items()},
+        signals=out.signals,
+        interrupted=out.interrupted,
+        leftover_processes=out.leftovers,
+    )
