@@ -203,3 +203,56 @@ def test_a_written_out_helper_is_read_where_it_runs_and_at_its_own_lines(tmp_pat
     assert _rules(tmp_path, text)["nnodes_mismatch"] == [(7, "error")]  # the torchrun line inside the heredoc
     # Written out but never run: nothing it starts is judged.
     assert "nnodes_mismatch" not in _rules(tmp_path, text.replace("srun ./step.sh\n", "srun hostname\n"))
+
+
+_SUBMITS = """#!/bin/bash
+NODES=3
+GPUS=3
+cat > job.sbatch <<EOT
+#!/bin/bash
+#SBATCH --nodes=$NODES
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:$GPUS
+srun python main.py --nodes $NODES --gpus $GPUS --world_size {world}
+EOT
+sbatch job.sbatch
+"""
+
+
+@pytest.mark.parametrize(("world", "conflict"), [("8", True), ("9", False), ("3", True)])
+def test_a_batch_script_written_out_then_submitted_and_the_ranks_its_program_spawns(
+    tmp_path: Path, world: str, conflict: bool
+) -> None:
+    """`cat > job.sbatch <<EOT ... EOT; sbatch job.sbatch` is a batch script of its own; a program started once
+    per node that is given its GPUs per node and a world size spawns one rank per GPU (3 nodes x 3 GPUs = 9)."""
+    found = _rules(tmp_path, _SUBMITS.format(world=world))
+    assert ("world_size_conflict" in found) is conflict, found
+    if conflict:
+        assert found["world_size_conflict"] == [(9, "warning")]
+
+
+def test_a_world_size_that_counts_nodes_is_not_read_as_ranks(tmp_path: Path) -> None:
+    """PyTorch's ImageNet example: with --multiprocessing-distributed, --world-size is the number of nodes."""
+    text = HEAD + "srun python main.py --multiprocessing-distributed --world-size 2 --rank $SLURM_NODEID /data\n"
+    assert "world_size_conflict" not in _rules(tmp_path, text.replace("--nodes=2", "--nodes=2"))
+    text = HEAD.replace("--ntasks-per-node=1", "--ntasks-per-node=8") + "srun python main.py --world-size 2 /data\n"
+    assert "world_size_conflict" in _rules(tmp_path, text)
+
+
+def test_a_batch_script_written_out_line_by_line_with_echo_then_submitted(tmp_path: Path) -> None:
+    """`echo "#SBATCH ..." > job.slurm`, more lines with >>, then `sbatch job.slurm`: the lines are read at the
+    echo that wrote each, with the outer script's variables filled in."""
+    text = (
+        "#!/bin/bash\nnodes=2\n"
+        'echo "#!/bin/bash" > job.slurm\n'
+        'echo "#SBATCH --nodes=${nodes}" >> job.slurm  # the nodes\n'
+        "\n"
+        'echo "#SBATCH --ntasks-per-node=1" >> job.slurm\n'
+        'echo "#SBATCH --gres=gpu:8" >> job.slurm\n'
+        'echo "srun torchrun --nnodes 1 --nproc_per_node 8 train.py" >> job.slurm\n'
+        "sbatch job.slurm\n"
+    )
+    assert _rules(tmp_path, text)["nnodes_mismatch"] == [(8, "error")]
+    # Overwritten with > before it is submitted: only what is in the file then is submitted.
+    again = text.replace("sbatch job.slurm\n", 'echo "#!/bin/bash" > job.slurm\nsbatch job.slurm\n')
+    assert "nnodes_mismatch" not in _rules(tmp_path, again)

@@ -394,7 +394,11 @@ WORLD_SIZE_FLAGS = ("--world_size", "--world-size")
 
 
 def script_world_size(words: list[Word]) -> At[int] | None:
-    """The world size a training script is told by its own flag (--world_size N)."""
+    """The world size a training script is told by its own flag (--world_size N); not with PyTorch's ImageNet
+    example's --multiprocessing-distributed, where --world-size counts nodes
+    (https://github.com/pytorch/examples/blob/main/imagenet/main.py)."""
+    if any(w.text == "--multiprocessing-distributed" for w in words):
+        return None
     return _int_at(next(iter(_flag_values(words, WORLD_SIZE_FLAGS).values()), None))
 
 
@@ -414,6 +418,19 @@ def script_devices(words: list[Word]) -> At[int] | None:
         if eq and name.lstrip("+") == "trainer.devices":
             found[name] = At(value, w.line)
     return next((n for n in (_int_at(v) for v in found.values()) if n is not None), None)
+
+
+SPAWN_FLAGS = ("--gpus", "-g", "--ngpus", "--gpus_per_node", "--gpus-per-node", "--ngpus_per_node", "--nprocs")
+"""A per-node program's count of the processes it spawns itself, one per GPU (torch.multiprocessing.spawn(
+nprocs=args.gpus), world_size = nodes x gpus: the widely copied pattern of
+https://yangkky.github.io/2019/07/08/distributed-pytorch-tutorial.html)."""
+
+
+def script_spawns(words: list[Word]) -> At[int] | None:
+    """The ranks a program started once per task spawns itself, read only where it states its world size too."""
+    if script_world_size(words) is None:
+        return None
+    return _int_at(next(iter(_flag_values(words, SPAWN_FLAGS).values()), None))
 
 
 def script_nodes(words: list[Word]) -> At[int] | None:

@@ -216,6 +216,8 @@ class Unit:
     """Slurm: the world sizes such steps' programs are told by their own flags (--world_size)."""
     script_devices: list[At[int]] = field(default_factory=list)
     """Slurm: Lightning's devices per node such steps' programs are told (each task one rank)."""
+    script_spawns: list[At[int]] = field(default_factory=list)
+    """Slurm: the ranks such steps' programs spawn themselves in each task (--gpus N beside --world_size)."""
     ray_workers: At[int] | None = None
     """Ray Train workers in all (one GPU each), where the unit starts Ray nodes and a script told --num-workers N --use-gpu."""
     idles: At[str] | None = None

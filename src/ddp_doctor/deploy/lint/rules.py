@@ -20,6 +20,7 @@ from ddp_doctor.deploy.lint.quantity import human
 from ddp_doctor.deploy.lint.subject import verdicts
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
 from ddp_doctor.report import Status
+from ddp_doctor.words import count
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -682,7 +683,12 @@ def slurm_world_size(u: Unit) -> Iterator[Hit]:
     own --world_size flag, or WORLD_SIZE for torch's env:// rendezvous, against the tasks srun starts."""
     if u.area != "slurm" or not u.steps or u.launches:
         return
+    per_node = u.tasks_per_node.value if u.tasks_per_node else 1
+    # A program that spawns one rank per GPU itself is started once per node; with more tasks per node each is one.
+    spawn = u.script_spawns[0] if u.script_spawns and per_node == 1 else None
+    each = f"{count(spawn.value, 'rank')} it spawns itself (line {spawn.line})" if spawn is not None else "one rank"
     ranks = (u.nodes.value if u.nodes else 1) * (u.tasks_per_node.value if u.tasks_per_node else 1)
+    ranks *= spawn.value if spawn is not None else 1
     told = [(w.value, w.line, "--world_size") for w in u.script_world]
     nodes = u.nodes.value if u.nodes else 1
     told += [(d.value * nodes, d.line, f"Lightning's devices x nodes: {d.value} x {nodes}") for d in u.script_devices]
@@ -692,7 +698,8 @@ def slurm_world_size(u: Unit) -> Iterator[Hit]:
     for size, line, what in told:
         if size != ranks:
             tasks = f"{u.nodes.value if u.nodes else 1} x {u.tasks_per_node.value if u.tasks_per_node else 1}"
-            yield Hit("world_size_conflict", line, {"told": size, "what": what, "ranks": ranks, "tasks": tasks})
+            ctx: Ctx = {"told": size, "what": what, "ranks": ranks, "tasks": tasks, "each": each}
+            yield Hit("world_size_conflict", line, ctx)
             return
 
 

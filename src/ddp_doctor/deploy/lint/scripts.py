@@ -21,6 +21,7 @@ from ddp_doctor.deploy.lint.commandline import (
     run_command,
     script_devices,
     script_nodes,
+    script_spawns,
     script_world_size,
 )
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
@@ -441,6 +442,8 @@ class Env:
     def assign(self, cmd: Command) -> None:
         if cmd.heredoc is not None and cmd.writes is not None:
             self.files[os.path.basename(cmd.writes)] = cmd.heredoc
+        elif cmd.writes is not None and cmd.words and cmd.words[0].text in ("echo", "printf"):
+            self._echoed(cmd)
         for name, w in cmd.assignments.items():
             self._note(w)
             if cmd.conditional and name in self.scalars and cmd.words == []:
@@ -458,6 +461,20 @@ class Env:
                 else:
                     expanded.append(Word(self.resolve(w.text), w.line))
             self.arrays[name] = expanded
+
+    def _echoed(self, cmd: Command) -> None:
+        """A script written out line by line (`echo "#SBATCH --nodes=2" > job.sh`, then `>> job.sh`): its text
+        with each line at the line of the echo that wrote it, so findings in it point there."""
+        assert cmd.writes is not None
+        name = os.path.basename(cmd.writes)
+        args = [w for w in cmd.words[1:] if not re.fullmatch(r"-[neE]+", w.text)]
+        line = " ".join(self.resolve(w.text) for w in args).replace("\\n", "\n")
+        before = self.files.get(name) if cmd.appends else None
+        if before is None:
+            self.files[name] = Word(line, cmd.line)
+            return
+        last = before.line + before.text.count("\n")
+        self.files[name] = Word(before.text + "\n" * max(1, cmd.line - last) + line, before.line)
 
     def expand(self, words: list[Word]) -> list[Word]:
         """Arrays and unquoted multi-word variables become words (each array element keeps its own line)."""
@@ -510,6 +527,8 @@ class Scan:
     """The world sizes srun steps' programs are told by their own flags (--world_size)."""
     script_devices: list[At[int]] = field(default_factory=list)
     """The devices per node srun steps' Lightning programs are told (--trainer.devices, trainer.devices=)."""
+    script_spawns: list[At[int]] = field(default_factory=list)
+    """The ranks srun steps' programs spawn themselves in each task (--gpus N beside their --world_size)."""
 
 
 def read(
@@ -726,9 +745,10 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
         for inner in commands(inner_script.text, inner_script.line, substitutions=True):
             _scan_command(inner, env, source, notes, scan, depth + 1)
         return
-    if cmd.heredoc is not None and words and os.path.basename(words[0].text) == "sbatch":
-        # `sbatch <<EOF ... EOF`: the body is a batch script of its own, with the outer variables.
-        doc = cmd.heredoc
+    doc = _submitted(cmd, words, env.files)
+    if doc is not None:
+        # `sbatch <<EOF ... EOF`, or `sbatch job.sh` of a script written out above: a batch script of its own,
+        # with the outer variables.
         scan.nested += units(env.resolve(doc.text), source, slurm=True, notes=notes, first_line=doc.line)
         return
     run = run_command(strip_prefixes(words))
@@ -746,6 +766,15 @@ def _scan_command(cmd: Command, env: Env, source: str, notes: list[str] | None, 
         if launch.nproc is not None and launch.nproc.line in env.gpu_counted and launch.device_hint is None:
             launch.device_hint = At("gpu", launch.nproc.line)
         scan.bare.append((launch, env.flat()))
+
+
+def _submitted(cmd: Command, words: list[Word], files: dict[str, Word]) -> Word | None:
+    """The batch script an sbatch command submits, where this script holds its text."""
+    if not words or os.path.basename(words[0].text) != "sbatch":
+        return None
+    if cmd.heredoc is not None:
+        return cmd.heredoc
+    return next((files[os.path.basename(w.text)] for w in words[1:] if os.path.basename(w.text) in files), None)
 
 
 def _written_script_run(words: list[Word], files: dict[str, Word]) -> list[Word]:
@@ -791,6 +820,9 @@ def _srun_step(words: list[Word], scan: Scan) -> None:
         told, world, devices = script_nodes(after), script_world_size(after), script_devices(after)
         if devices is not None:
             scan.script_devices.append(devices)
+        spawns = script_spawns(after)
+        if spawns is not None:
+            scan.script_spawns.append(spawns)
         if told is not None:
             scan.script_nodes.append(told)
         if world is not None:
@@ -832,6 +864,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.script_nodes = scan.script_nodes
     u.script_world = scan.script_world
     u.script_devices = scan.script_devices
+    u.script_spawns = scan.script_spawns
     u.root = _remapped_root(text, first_line)
     u.structural += unset_reads(text, first_line)
     held = holds_forever(_code(text))

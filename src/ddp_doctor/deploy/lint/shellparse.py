@@ -58,7 +58,9 @@ class Command:
     substituted: bool = False
     """Inside `$(...)`: it runs, in a subshell whose variables and functions do not outlive it."""
     writes: str | None = None
-    """The file a heredoc is written to (`cat > run.sh <<EOF`, `cat <<EOF > run.sh`), as written."""
+    """The file its output is written to (`cat > run.sh <<EOF`, `echo "..." >> job.sh`), as written."""
+    appends: bool = False
+    """`>>`: its output is added to the end of that file."""
 
     @property
     def line(self) -> int:
@@ -115,16 +117,17 @@ def _bound(cmd: Command, args: list[str]) -> Command:
         cmd.conditional,
         cmd.substituted,
         cmd.writes,
+        cmd.appends,
     )
 
 
-def _written(redirect: Any) -> str | None:
-    """The file a `>` / `>>` redirect writes."""
+def _written(redirect: Any) -> tuple[str, bool] | None:
+    """The file a `>` / `>>` redirect writes, and whether it appends."""
     ops = [c.text for c in redirect.children if not c.is_named]
     target = redirect.child_by_field_name("destination")
     if target is None or not any(op in (b">", b">>", b">|") for op in ops):
         return None
-    return word_text(target)
+    return word_text(target), b">>" in ops
 
 
 class Commands(list):  # type: ignore[type-arg]
@@ -344,7 +347,7 @@ class _Reader:
         """A command with redirections, its heredoc body kept; other bodies are walked as usual."""
         body = node.child_by_field_name("body")
         heredoc = None
-        writes: str | None = None
+        writes: tuple[str, bool] | None = None
         for c in node.children:
             if c.type == "heredoc_redirect":
                 for h in c.children:
@@ -356,15 +359,17 @@ class _Reader:
                 writes = _written(c) or writes
         if body is None or body.type != "command":
             return False
-        self.command(body, heredoc, writes if heredoc is not None else None)
+        self.command(body, heredoc, writes)
         for c in node.children:
             if c is not body:
                 self.visit(c)
         return True
 
-    def command(self, node: Any, heredoc: Word | None, writes: str | None = None) -> None:
+    def command(self, node: Any, heredoc: Word | None, writes: tuple[str, bool] | None = None) -> None:
         self.substitutions(node)
-        cmd = Command([], heredoc=heredoc, writes=writes)
+        cmd = Command([], heredoc=heredoc)
+        if writes is not None:
+            cmd.writes, cmd.appends = writes
         for c in node.children:
             if c.type == "variable_assignment":
                 self.assignment(c, cmd)
