@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from ddp_doctor.checks.facts.host import Interface
 from ddp_doctor.env.probes import gpu, network, system, torch_probe
 from ddp_doctor.env.target import same_environment
 
@@ -28,8 +29,10 @@ def test_nvml_without_a_driver_is_a_fact_not_a_crash() -> None:
 
 
 def test_interfaces_include_loopback_with_its_address() -> None:
-    lo = next(i for i in network.interfaces() if i["name"] == "lo")
-    assert lo["loopback"] is True and "127.0.0.1" in lo["addresses"]
+    lo = next(i for i in network.interfaces() if i.name == "lo")
+    assert lo.loopback is True and "127.0.0.1" in lo.addresses
+    # The facts hold it as from_dict reads it back.
+    assert Interface.from_dict(lo.to_dict()) == lo and isinstance(lo.to_dict()["addresses"], list)
 
 
 def test_shm_is_read_from_statvfs() -> None:

@@ -226,8 +226,8 @@ def _fast_facts(target: env_target.Target, described: InterpreterFacts, route_to
         "user": system.user(),
         "env": system.env_vars(),
         "network": {
-            "interfaces": network.interfaces(),
+            "interfaces": [i.to_dict() for i in network.interfaces()],
             "infiniband": system.infiniband(),
-            "route": network.route(route_to or os.environ.get("MASTER_ADDR")),
+            "route": network.route(route_to or os.environ.get("MASTER_ADDR")).to_dict(),
         },
     }

@@ -42,6 +42,10 @@ class Interface:
             addresses=_strings(i.get("addresses"), "network.interfaces[].addresses") or (),
         )
 
+    def to_dict(self) -> dict[str, object]:
+        """The record as the report's facts hold it (network.interfaces[]), which from_dict reads back."""
+        return {"name": self.name, "state": self.state, "loopback": self.loopback, "addresses": list(self.addresses)}
+
 
 @dataclass(frozen=True)
 class Route:
@@ -51,6 +55,8 @@ class Route:
     interface: str | None = None
     how: str | None = None
     """'route to 10.0.0.1' | 'default route'"""
+    source: str | None = None
+    """The address the kernel sends from on that route."""
 
     @classmethod
     def from_dict(cls, r: Mapping[str, Any]) -> Route:
@@ -58,7 +64,12 @@ class Route:
             destination=typed(r.get("destination"), str, "network.route.destination"),
             interface=typed(r.get("interface"), str, "network.route.interface"),
             how=typed(r.get("how"), str, "network.route.how"),
+            source=typed(r.get("source"), str, "network.route.source"),
         )
+
+    def to_dict(self) -> dict[str, object]:
+        """The record as the report's facts hold it (network.route), which from_dict reads back."""
+        return {"destination": self.destination, "source": self.source, "interface": self.interface, "how": self.how}
 
 
 @dataclass(frozen=True)

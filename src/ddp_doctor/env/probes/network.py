@@ -6,7 +6,8 @@ import fcntl
 import socket
 import struct
 from pathlib import Path
-from typing import Any
+
+from ddp_doctor.checks.facts.host import Interface, Route
 
 _SIOCGIFADDR = 0x8915
 
@@ -36,7 +37,7 @@ def _ipv6() -> dict[str, list[str]]:
     return found
 
 
-def interfaces() -> list[dict[str, Any]]:
+def interfaces() -> list[Interface]:
     v6 = _ipv6()
     result = []
     for _, name in sorted(socket.if_nameindex(), key=lambda x: x[0]):
@@ -46,14 +47,8 @@ def interfaces() -> list[dict[str, Any]]:
         except OSError:
             pass
         addresses = [a for a in [_ipv4(name)] if a] + v6.get(name, [])
-        result.append(
-            {
-                "name": name,
-                "state": state or "unknown",
-                "loopback": name == "lo" or (addresses[:1] and addresses[0].startswith("127.")) or False,
-                "addresses": addresses,
-            }
-        )
+        loopback = name == "lo" or bool(addresses and addresses[0].startswith("127."))
+        result.append(Interface(name, state or "unknown", loopback, tuple(addresses)))
     return result
 
 
@@ -86,19 +81,14 @@ def _route_source(host: str) -> str | None:
     return None
 
 
-def route(destination: str | None) -> dict[str, Any]:
+def route(destination: str | None) -> Route:
     """Which interface carries traffic to `destination` (MASTER_ADDR / the rendezvous host), else the
     default route's interface."""
     if destination:
         source = _route_source(destination)
         if source:
-            owner = next((i["name"] for i in interfaces() if source in i["addresses"]), None)
+            owner = next((i.name for i in interfaces() if source in i.addresses), None)
             if owner:
-                return {
-                    "destination": destination,
-                    "source": source,
-                    "interface": owner,
-                    "how": f"route to {destination}",
-                }
+                return Route(destination, owner, f"route to {destination}", source)
     default = _default_route_interface()
-    return {"destination": None, "source": None, "interface": default, "how": "default route" if default else None}
+    return Route(None, default, "default route" if default else None, None)
