@@ -256,3 +256,9 @@ def test_a_batch_script_written_out_line_by_line_with_echo_then_submitted(tmp_pa
     # Overwritten with > before it is submitted: only what is in the file then is submitted.
     again = text.replace("sbatch job.slurm\n", 'echo "#!/bin/bash" > job.slurm\nsbatch job.slurm\n')
     assert "nnodes_mismatch" not in _rules(tmp_path, again)
+
+
+def test_an_srun_wrappers_gpus_may_come_from_the_allocation_it_runs_in(tmp_path: Path) -> None:
+    step = "srun --ntasks-per-node=1 torchrun --nnodes 2 --nproc_per_node 8 " + RDZV + " train.py --backend nccl\n"
+    assert "slurm_gpus_missing" not in _rules(tmp_path, "#!/bin/bash\n" + step)
+    assert "slurm_gpus_missing" in _rules(tmp_path, "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --exclusive\n" + step)

@@ -210,6 +210,9 @@ class Unit:
     """A data set a Dockerfile copies or downloads into the image (COPY data/, RUN wget .../imagenet.tar)."""
     steps: list[At[str]] = field(default_factory=list)
     """Slurm: srun steps that run a program in every task with no launcher (one rank per task)."""
+    allocation_outside: bool = False
+    """Slurm: a script of srun steps with no #SBATCH line, run in an allocation made elsewhere (salloc, sbatch's
+    command line) whose GPUs the file does not show."""
     script_nodes: list[At[int]] = field(default_factory=list)
     """Slurm: the node counts such steps' programs are told by their own flags (--num_nodes)."""
     script_world: list[At[int]] = field(default_factory=list)

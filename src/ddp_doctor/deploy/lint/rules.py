@@ -903,6 +903,8 @@ def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
     """A GPU job asking Slurm for no GPU: a launcher's job, or srun steps that run one rank per task."""
     if u.area != "slurm" or not (u.trains or u.steps) or u.gpus is not None or any(l.srun_gpus for l in u.launches):
         return
+    if u.allocation_outside:
+        return  # an srun wrapper's GPUs may come from the allocation it runs in (salloc --gres=gpu:8 ...)
     w = workload(u)
     if w.device is not None and w.device.value == "gpu":
         line = u.launches[0].line if u.launches else u.steps[0].line

@@ -841,8 +841,10 @@ def _container_images(words: list[Word]) -> list[At[str]]:
 
 def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -> Unit:
     d = sbatch_directives(text, first_line)
-    what = "sbatch script" if re.search(r"^#SBATCH\b", text, re.MULTILINE) else "srun script"
+    batch = re.search(r"^#SBATCH\b", text, re.MULTILINE) is not None
+    what = "sbatch script" if batch else "srun script"
     u = Unit("slurm", source, what, first_line, launches=[b[0] for b in scan.bare], trains=bool(scan.bare))
+    u.allocation_outside = not batch
     u.env = env.flat()
     if "gpus_per_node" in d:
         u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
