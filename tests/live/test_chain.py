@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
+from ddp_doctor import resultids
 from tests.conftest import run_cli
 
 TAG = "DDP_DOCTOR_TEST_TAG"
@@ -104,6 +105,10 @@ def test_happy_path_two_gloo_ranks(tmp_path: Path) -> None:
         "live.dataloader.batches",
     ):
         assert [r["status"] for r in run.live(id_)] == ["pass"], id_
+    # Every id the ranks made at run time (live.collectives.<op> too) is declared, with the title shown.
+    shown = {r["id"]: r["title"] for r in run.report["results"]}
+    assert not [rid for rid in shown if not resultids.declared(rid)], shown
+    assert {rid: t for rid, t in shown.items() if t != resultids.DECLARED.get(rid, t)} == {}
     # torch facts came from rank 0, not from an import in the parent
     assert run.report["facts"]["torch"]["source"] == "rank 0"
     # the host units were judged once, over the one record the report carries (--expect-gpus included)

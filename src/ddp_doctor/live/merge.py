@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ddp_doctor import resultids
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.live import nccl_log
 from ddp_doctor.live.launch import RunOutcome
@@ -124,7 +125,7 @@ def _phase_result(rank: int, node: str | None, rec: PhaseRecord, status: Status,
 def _check_result(c: CheckRecord, phase: str, rank: int | None, node: str | None, started: float | None) -> Result:
     return Result(
         id=c.id,
-        title=c.id.split(".", 2)[-1].replace("_", " "),
+        title=resultids.DECLARED.get(c.id) or c.id.split(".", 2)[-1].replace("_", " "),
         status=Status(c.status),
         summary=c.summary,
         cause=c.cause,

@@ -73,6 +73,19 @@ def _ops(ctx: Any, torch: Any, dist: Any, dtype: Any) -> dict[str, Callable[[], 
     return ops
 
 
+# Each op's Result id, written out so that it can be grepped and is declared with its title in resultids.
+OP_IDS = {
+    "all_reduce_sum": "live.collectives.all_reduce_sum",
+    "all_reduce_avg": "live.collectives.all_reduce_avg",
+    "all_reduce_max": "live.collectives.all_reduce_max",
+    "broadcast": "live.collectives.broadcast",
+    "all_gather": "live.collectives.all_gather",
+    "reduce_scatter": "live.collectives.reduce_scatter",
+    "all_to_all": "live.collectives.all_to_all",
+    "send_recv_ring": "live.collectives.send_recv_ring",
+}
+
+
 def _describe_mismatch(got: Any, want: Any) -> str:
     bad = (got != want).nonzero()
     i = int(bad[0][0]) if len(bad) else 0
@@ -110,7 +123,7 @@ def _op_check(ctx: Any, op: str, per_dtype: dict[str, str], time_ms: float) -> C
     metrics = {"time_ms": round(time_ms, 3)}
     if wrong:
         return check(
-            f"live.collectives.{op}",
+            OP_IDS[op],
             "fail",
             f"{op} on rank {ctx.rank}: " + "; ".join(f"{d}: {v}" for d, v in wrong.items()),
             observed=per_dtype,
@@ -121,16 +134,14 @@ def _op_check(ctx: Any, op: str, per_dtype: dict[str, str], time_ms: float) -> C
         )
     if not exact:
         return check(
-            f"live.collectives.{op}",
+            OP_IDS[op],
             "skip",
             f"{op}: not supported by {ctx.backend}",
             observed=per_dtype,
             metrics=metrics,
         )
     note = f" ({', '.join(unsupported)} unsupported by {ctx.backend})" if unsupported else ""
-    return check(
-        f"live.collectives.{op}", "pass", f"{op} exact in {', '.join(exact)}{note}", observed=per_dtype, metrics=metrics
-    )
+    return check(OP_IDS[op], "pass", f"{op} exact in {', '.join(exact)}{note}", observed=per_dtype, metrics=metrics)
 
 
 def run(ctx: Any) -> list[CheckRecord]:
