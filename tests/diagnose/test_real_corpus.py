@@ -25,19 +25,16 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
     {
         "axolotl-494.log",
         "colossalai-104.log",
-        "deepspeed-5818.log",  # the deepspeed launcher mishandling a non-contiguous CUDA_VISIBLE_DEVICES
         "deepspeed-windows-4.log",
         "eccv2022-rife-52.log",
         "examples-611.log",
         "gpt-neox-601.log",  # a pip build of mpi4py failing where no MPI is installed
         "jobset-603.log",
-        "kair-127.log",  # the Windows paging file exhausted by DataLoader workers (WinError 1455)
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
         "nccl-tests-218.log",
-        "ompi-2661.log",  # mpirun's 'exited on signal 9 (Killed)' read as a host memory kill
         "open-llama-47.log",  # ranks waiting at a store barrier for one held up by its experiment logger (wandb)
         "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
@@ -47,7 +44,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "rccl-1129.log",  # nccl-tests stopping after its device list (peer-to-peer behind the IOMMU): a WARN
         "ray-30333.log",  # NCCL_SOCKET_IFNAME not matching the node's interface under Ray: a FAIL, cause not named
         "pyllama-25.log",
-        "pytorch-11383.log",  # an older libgomp from another package shadowing torch's (import-time ImportError)
         "pytorch-15592.log",
         "pytorch-177472.log",
         "ray-23395.log",  # a Ray Train job asking for more GPU workers than GPUs (hang)

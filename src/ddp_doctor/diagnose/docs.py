@@ -215,14 +215,19 @@ CORPUS_SCORES = """\
 | ecd7f01, scored with three outcomes (PASS, WARN, FAIL) | 377 | 51/61 (83.6%) | 289/316 (91.5%) | 3, 6 | 0, 0 | 2, 1 | 3, 8 |
 | + processes ending badly with no signature (C++ exception frames, a lone `raise` line, Ray Tune's failed trials), ssh asking a password, DeepSpeed ignoring CUDA_VISIBLE_DEVICES, a stale C++ extension build lock, self-checking tests that stop (before the move) | 377 | 52/61 (85.2%) | 294/316 (93.0%) | 0, 0 | 0, 0 | 3, 2 | 3, 8 |
 | the same, its four changed blind logs moved to the fitted part | 377 | 51/57 (89.5%) | 295/320 (92.2%) | 0, 0 | 0, 0 | 1, 4 | 3, 8 |
+| 9e3bc20 (22 more logs) + containers losing their GPUs, Windows' paging file, torch without MPI, an old or late-loaded libgomp, Slurm tasks against Lightning's devices, host memory in old kernels', mpirun's, exit 137's and Ray's words, Docker networks, CUDA_VISIBLE_DEVICES and deepspeed slots (before the move) | 399 | 58/63 (92.1%) | 309/336 (92.0%) | 0, 2 | 0, 0 | 1, 6 | 3, 8 |
+| the same, its three fixed blind misses moved to the fitted part | 399 | 55/60 (91.7%) | 312/339 (92.0%) | 0, 2 | 0, 0 | 1, 6 | 3, 8 |
 
-No failure of either part is called healthy: every one is a FAIL or a WARN (the last two rows). The blind part
-is at 51 of 57 (89.5%), above the 85% target; before its four changed logs moved it was 52 of 61 (85.2%): the
-margin is small, and blind logs collected after these rules are their test. The blind misses fixed on the way
+No blind failure is called healthy; two fitted ones collected after the rules are (ray-23395.log, scalingup-6.log:
+Ray jobs waiting for GPUs they can never get, strict xfails in tests/diagnose/test_never_pass.py). The blind part
+is at 55 of 60 (91.7%), above the 85% target; before its three fixed logs moved it was 58 of 63, and before the
+four moved earlier 52 of 61 (85.2%): the margin is small, and blind logs collected after these rules are their
+test. The blind misses fixed on the way
 were read only through the scorer's one-line `expected` / `said` output, fixed as classes from the libraries'
 own sources and checked on fitted logs, then moved to the fitted part (`fitted_why` in LABELS.yaml); the four
-moved last were also seen in part (a failing test printed their first and last lines), so they count as read.
-Four blind logs left the part without new ones collected to replace them.
+moved before these three were also seen in part (a failing test printed their first and last lines), so they count as read.
+Seven blind logs (those four, then nvidia-docker-1671, open-ce-376 and verl-275) left the part without new ones
+collected to replace them.
 The failures left at WARN are listed in tests/diagnose/test_never_pass.py with why: jobset-603.log holds byte for
 byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning); openrlhf-208.log,
 ml-engineering-1.log and rccl-1129.log stop where a run that went on also passes (the lines every process prints
