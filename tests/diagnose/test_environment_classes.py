@@ -258,3 +258,20 @@ ValueError: No slot '2' specified on host 'localhost'
     root = _root(log)
     assert root.id == "diag.deepspeed_slot_missing"
     assert "--include localhost:" in (root.remedy or "")
+
+
+def test_one_slurm_task_per_gpu_each_running_torchrun_is_told_to_start_one_per_node() -> None:
+    # srun --ntasks-per-node=2 on each node, every task running `torchrun --nproc-per-node 2`: the second
+    # launcher on a node cannot take the store's port the first one holds
+    log = f"""W1205 10:02:11.120000 4242 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed.
+Traceback (most recent call last):
+  File "/opt/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "{SP}/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", line 159, in _create_tcp_store
+    store = TCPStore(
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
+srun: error: gpu-node-07: task 1: Exited with exit code 1
+"""
+    root = _root(log)
+    assert root.id == "diag.port_in_use"
+    assert "--ntasks-per-node=1" in (root.remedy or "")
