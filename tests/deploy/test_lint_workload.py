@@ -978,3 +978,40 @@ def test_training_under_a_policy_that_starts_it_again_holds_its_gpus(
     text = _TRAINING_POD.format(api="apps/v1" if kind == "Deployment" else "v1", kind=kind, spec=spec)
     found = _lint(tmp_path, "train.yaml", text)
     assert ("gpus_held" in found) is held, found
+
+
+_SIDECAR_JOB = """
+apiVersion: batch/v1
+kind: {kind}
+metadata:
+  name: train
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: registry.local/train:1.0
+          command: [torchrun, --nproc-per-node, "1", train.py]
+          resources:
+            limits: {{nvidia.com/gpu: 1}}
+        - name: sidecar
+          {sidecar}
+"""
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "held"),
+    [
+        ('image: busybox:1.36\n          command: [sh, -c, "tail -f /dev/null"]', True),
+        ("image: tensorflow/tensorflow:2.16.1\n          command: [tensorboard, --logdir, /logs]", True),
+        ("image: fluent/fluent-bit:2.2", True),  # the image's own server, no command given
+        ('image: busybox:1.36\n          command: [sh, -c, "cp -r /src /dst"]', False),  # ends by itself
+    ],
+)
+def test_a_sidecar_that_never_ends_keeps_the_training_pods_gpus(tmp_path: Path, sidecar: str, held: bool) -> None:
+    """A pod ends when all its containers have: a second container that runs on holds the trainer's GPUs."""
+    found = _lint(tmp_path, "job.yaml", _SIDECAR_JOB.format(kind="Job", sidecar=sidecar))
+    assert ("gpus_held" in found) is held, found
+    if held:
+        assert found["gpus_held"] == [(15, "warning")]  # the sidecar's line

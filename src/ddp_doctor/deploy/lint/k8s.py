@@ -71,6 +71,8 @@ def units(doc: YMap, source: str) -> list[Unit]:
         ]
         names = [c.get("name") for c in containers if isinstance(c, YMap)]
         _mark_restarted(found, _restarts_when_done(doc, pod))
+        if doc.get("kind") not in (*ALWAYS_RESTARTED, "DaemonSet"):
+            _held_by_sidecar(found, [c for c in containers if isinstance(c, YMap)])
         if doc.get("kind") == "PyTorchJob" and PYTORCHJOB_CONTAINER not in names and found:
             found[0].structural.append(Structural("pytorchjob_container_name", containers.line))
         if doc.get("kind") == "TrainJob":
@@ -122,6 +124,43 @@ def _restarts_when_done(doc: YMap, pod: YMap) -> At[str] | None:
             pod.line_of("restartPolicy") if policy else doc.line_of("kind"),
         )
     return None
+
+
+_SERVER = re.compile(
+    r"\b(?:tensorboard|jupyter(?:-lab|\s+lab|\s+notebook)?|nginx|http\.server|mlflow\s+(?:server|ui)|fluent-bit|fluentd)\b"
+)
+"""Servers a sidecar runs until it is stopped: they do not end when the training does."""
+SERVER_IMAGES = ("nginx", "fluent-bit", "fluentd", "envoy", "cloud-sql-proxy", "tensorboard")
+
+
+def _never_ends(u: Unit, c: YMap) -> str | None:
+    """Why a container with no GPU runs on after the training: a command that holds forever, or a server."""
+    if u.idles is not None:
+        return u.idles.value
+    words = container_words(c)
+    text = command_text([w.text for w in words]) if words else ""
+    server = _SERVER.search(text)
+    if server is not None:
+        return f"runs {server.group(0)}, a server that runs until it is stopped"
+    image = str(c.get("image") or "").split("@")[0].rsplit(":", 1)[0].rsplit("/", 1)[-1]
+    if not words and image in SERVER_IMAGES:
+        return f"runs the {image} image's server, which runs until it is stopped"
+    return None
+
+
+def _held_by_sidecar(found: list[Unit], containers: list[YMap]) -> None:
+    """A pod ends when all its containers have: a sidecar that never ends keeps the training container's GPUs
+    after its work (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/: a native sidecar,
+    an init container with restartPolicy: Always, is stopped for it; a second container is not)."""
+    if len(found) < 2:
+        return
+    for v, c in zip(found, containers, strict=False):
+        why = _never_ends(v, c) if v.gpus is None else None
+        if why is None:
+            continue
+        for u in found:
+            if u is not v and u.gpus is not None and u.idles is None and u.trains:
+                u.idles = At(f"shares its pod with container {c.get('name', '?')}, which {why}", v.line)
 
 
 def _mark_restarted(found: list[Unit], restarted: At[str] | None) -> None:
