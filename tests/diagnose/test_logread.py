@@ -121,3 +121,29 @@ def test_the_tail_keeps_the_last_lines_with_their_numbers() -> None:
     assert rows[-1] == (50000, "line 50000")
     assert all(text == f"line {n}" for n, text in rows)
     assert 300 < len(rows) < 500  # about 4 KB of them, the first cut line dropped
+
+
+def test_announcements_without_nccls_prefix_stay_small_in_memory() -> None:
+    # NCCL's rank announcement is read once per process, keyed by the "host:pid" before " [dev]"; a log that
+    # strips that prefix has no key, so every announcement is a line of its own and nothing is kept per line
+    # (a key cut at a missing " [" once held the rest of the block: gigabytes over a long log).
+    import tracemalloc
+
+    table = patterns.table()
+    lines = [f"NCCL INFO comm 0x{i:x} rank {i % 8} nRanks 8 nNodes 1 localRanks 8 localRank {i % 8}" for i in range(3000)]
+    data = ("\n".join(lines) + "\n").encode()
+    tracemalloc.start()
+    try:
+        got = [c.lineno for c in scan(io.BytesIO(data), patterns.engine(), Stats(), chunk=1 << 16, once=table.once)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == list(range(1, 3001))
+    assert peak < 8 << 20, f"peak {peak >> 20} MiB for a {len(data) >> 10} KiB log"
+
+
+def test_a_process_announces_its_rank_once() -> None:
+    table = patterns.table()
+    rows = [f"node:{pid}:{pid + 1} [0] NCCL INFO comm 0x{c:x} rank {pid - 10} nRanks 2" for c in range(5) for pid in (10, 11)]
+    got = [c.text for c in scan(io.BytesIO(("\n".join(rows) + "\n").encode()), patterns.engine(), Stats(), once=table.once)]
+    assert got == [rows[0].encode(), rows[1].encode()]

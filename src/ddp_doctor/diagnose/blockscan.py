@@ -133,16 +133,21 @@ class _Region:
             owed, _ = _following(region, text_of, 0, lineno, pending, found[0][0] if found else size + 1)
             out += owed
         counted, line_at, next_free, i, owe = 0, lineno, 0, 0, 0
-        while i < len(found):
-            pos = found[i][0]
-            ls = text_of.rfind(b"\n", 0, pos) + 1
-            le = text_of.find(b"\n", pos, size)
+        hits, once = len(found), self.once
+        rfind, find = text_of.rfind, text_of.find
+        while i < hits:
+            pos, first = found[i]
+            i += 1
+            ls = rfind(b"\n", 0, pos) + 1
+            le = find(b"\n", pos, size)
             le = size if le < 0 else le
-            ids_seen = set()
-            while i < len(found) and found[i][0] <= le:
+            ids_seen = {first}
+            while i < hits and found[i][0] <= le:  # more matches on this line (rare)
                 ids_seen.add(found[i][1])
                 i += 1
-            if ls < next_free or self._repeated(text_of, ls, le, ids_seen):
+            if ls < next_free:
+                continue
+            if once and ids_seen <= once and self._repeated(text_of, ls, le):
                 continue
             line_at += text_of.count(b"\n", counted, ls)
             counted = ls
@@ -166,11 +171,13 @@ class _Region:
         newlines = line_at - lineno + text_of.count(b"\n", counted, size)
         return out, newlines, owe
 
-    def _repeated(self, text_of: bytes | bytearray, ls: int, le: int, ids: set[int]) -> bool:
-        """A line of only `once` patterns from a process ("host:pid" prefix) that printed one already."""
-        if not self.once or not ids <= self.once:
+    def _repeated(self, text_of: bytes | bytearray, ls: int, le: int) -> bool:
+        """A line of only `once` patterns from a process ("host:pid" prefix) that printed one already; a line
+        without that prefix is never a repeat."""
+        cut = text_of.find(b" [", ls, le)
+        if cut < 0:
             return False
-        head = text_of[ls : text_of.find(b" [", ls, le)]
+        head = text_of[ls:cut]
         key = bytes(head[: head.rfind(b":")])  # "host:pid:tid" -> "host:pid"
         if key in self.seen_once:
             return True
