@@ -130,7 +130,9 @@ def test_announcements_without_nccls_prefix_stay_small_in_memory() -> None:
     import tracemalloc
 
     table = patterns.table()
-    lines = [f"NCCL INFO comm 0x{i:x} rank {i % 8} nRanks 8 nNodes 1 localRanks 8 localRank {i % 8}" for i in range(3000)]
+    lines = [
+        f"NCCL INFO comm 0x{i:x} rank {i % 8} nRanks 8 nNodes 1 localRanks 8 localRank {i % 8}" for i in range(3000)
+    ]
     data = ("\n".join(lines) + "\n").encode()
     tracemalloc.start()
     try:
@@ -144,6 +146,12 @@ def test_announcements_without_nccls_prefix_stay_small_in_memory() -> None:
 
 def test_a_process_announces_its_rank_once() -> None:
     table = patterns.table()
-    rows = [f"node:{pid}:{pid + 1} [0] NCCL INFO comm 0x{c:x} rank {pid - 10} nRanks 2" for c in range(5) for pid in (10, 11)]
-    got = [c.text for c in scan(io.BytesIO(("\n".join(rows) + "\n").encode()), patterns.engine(), Stats(), once=table.once)]
+    rows = [
+        f"node:{pid}:{pid + 1} [0] NCCL INFO comm 0x{c:x} rank {pid - 10} nRanks 2"
+        for c in range(5)
+        for pid in (10, 11)
+    ]
+    got = [
+        c.text for c in scan(io.BytesIO(("\n".join(rows) + "\n").encode()), patterns.engine(), Stats(), once=table.once)
+    ]
     assert got == [rows[0].encode(), rows[1].encode()]

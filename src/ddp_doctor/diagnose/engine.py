@@ -115,6 +115,8 @@ class Matcher:
         self._root_cause_rank: int | None = None  # the rank torchrun's summary names as the first failure
         self._in_root_cause: str | None = None
         self._sources: set[str] = set()
+        self.signature_checks = 0
+        """Signatures tried on a line so far (tests/diagnose/test_info_line_cost.py holds a ceiling on it)."""
 
     def source(self, name: str, where: Origin | None) -> None:
         """What a file's name says about its lines (a rank's own log): lines without a prefix take it."""
@@ -213,7 +215,9 @@ class Matcher:
         if ended and _ROOT_CAUSE.search(body):
             self._in_root_cause = source
         matched = False
-        for sig in self._signatures_for(owners):
+        tried = self._signatures_for(owners)
+        self.signature_checks += len(tried)
+        for sig in tried:
             if sig.matches(text):
                 self._record(sig.id, _Hit(self._order, source, lineno, text, where, when))
                 self._last_hit[source] = (sig.id, lineno or 0)
