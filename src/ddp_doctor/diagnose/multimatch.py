@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ddp_doctor.diagnose.literals import literal_filter
+from ddp_doctor.diagnose.literals import literal_filter, required
 from ddp_doctor.diagnose.prefilter import scoped
 
 _FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
@@ -41,6 +41,9 @@ class Engine(Protocol):
 
 
 UNKNOWN = -1
+GAP_LITERAL = 12
+"""Shortest literal hyperscan looks for in place of a pattern with an unbounded gap (see `gap_literal`)."""
+_GAP = re.compile(r"\.[*+]")
 
 
 def _split_flags(pattern: str) -> tuple[str, bool]:
@@ -50,6 +53,20 @@ def _split_flags(pattern: str) -> tuple[str, bool]:
     return pattern, False
 
 
+def gap_literal(pattern: str) -> tuple[str, bool] | None:
+    """For a pattern with an unbounded gap (`A.*B`): the one literal every match holds, when it is long enough
+    to be rare on a healthy line; else None. Hyperscan follows such a gap to the end of every line that starts
+    like the pattern (`Channel \\d+/\\d+ : .* via NET/Socket` on each of NCCL's many healthy channel lines);
+    looking for the literal instead and confirming the line with the pattern finds the same lines."""
+    if not _GAP.search(pattern):
+        return None
+    need = required(pattern)
+    if not need or len(need) != 1:
+        return None
+    (literal, ci) = next(iter(need))
+    return (literal, ci) if len(literal) >= GAP_LITERAL else None
+
+
 class _Hyperscan:
     name = "hyperscan"
 
@@ -57,21 +74,19 @@ class _Hyperscan:
         import hyperscan
 
         exprs, flags = [], []
-        for p in patterns:
+        self._confirm: dict[int, re.Pattern[bytes]] = {}
+        for i, p in enumerate(patterns):
             body, ci = _split_flags(p)
+            gap = gap_literal(p)
+            if gap is not None:
+                self._confirm[i] = re.compile(p.encode(), re.MULTILINE)
+                body, ci = re.escape(gap[0]), gap[1]
             exprs.append(body.encode())
             flags.append(hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_CASELESS if ci else 0))
         self._db = _cached_db(hyperscan, exprs, flags)
 
     def positions(self, block: bytes | memoryview) -> list[int]:
-        ends: list[int] = []
-
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            ends.append(end - 1 if end > 0 else 0)  # the match's last byte lies on its line
-
-        self._db.scan(block, match_event_handler=on_match)
-        ends.sort()
-        return ends
+        return [p for p, _ in self.hits(block)]
 
     def hits(self, block: bytes | memoryview) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
@@ -82,7 +97,24 @@ class _Hyperscan:
 
         self._db.scan(block, match_event_handler=on_match)
         found.sort()
+        if self._confirm and any(pid in self._confirm for _, pid in found):
+            found = self._confirmed(bytes(block), found)
         return found
+
+    def _confirmed(self, data: bytes, found: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Drop the hits of a gap pattern's literal on lines the pattern itself does not match."""
+        kept, verdict = [], {}
+        for pos, pid in found:
+            check = self._confirm.get(pid)
+            if check is not None:
+                ls = data.rfind(b"\n", 0, pos) + 1
+                if (ls, pid) not in verdict:
+                    le = data.find(b"\n", pos)
+                    verdict[(ls, pid)] = check.search(data, ls, len(data) if le < 0 else le) is not None
+                if not verdict[(ls, pid)]:
+                    continue
+            kept.append((pos, pid))
+        return kept
 
     def which(self, line: bytes) -> frozenset[int]:
         ids: set[int] = set()
@@ -91,7 +123,7 @@ class _Hyperscan:
             ids.add(pid)
 
         self._db.scan(line, match_event_handler=on_match)
-        return frozenset(ids)
+        return frozenset(i for i in ids if i not in self._confirm or self._confirm[i].search(line))
 
 
 def _cached_db(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
