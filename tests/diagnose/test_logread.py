@@ -155,3 +155,20 @@ def test_a_process_announces_its_rank_once() -> None:
         c.text for c in scan(io.BytesIO(("\n".join(rows) + "\n").encode()), patterns.engine(), Stats(), once=table.once)
     ]
     assert got == [rows[0].encode(), rows[1].encode()]
+
+
+def test_a_gap_pattern_found_by_its_literal_holds_only_its_own_lines() -> None:
+    # Hyperscan looks for " via NET/Socket" alone and the pattern confirms the line: a line holding the literal
+    # without the pattern's start is no hit, on every engine alike.
+    table = patterns.table()
+    socket = table.patterns.index(r"Channel \d+/\d+ : .* via NET/Socket")
+    rows = [
+        "node:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0",
+        "node:1:2 [0] NCCL INFO Ring 00 : 1 -> 0 via NET/Socket/0",
+        "node:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] via P2P/CUMEM/read",
+    ]
+    data = ("\n".join(rows) + "\n").encode()
+    for engine in available():
+        got = [c.lineno for c in scan(io.BytesIO(data), patterns.engine(engine), Stats()) if socket in c.ids]
+        assert got == [1], engine
+        assert [socket in patterns.engine(engine).which(r.encode()) for r in rows] == [True, False, False], engine
