@@ -99,7 +99,13 @@ ddp-doctor explain job.log.gz --format json -o report.json
   cue and reader pattern (hyperscan where its wheel installs, else google-re2's union DFA with a
   `re2.Set` per hit line, else the literals every pattern requires with the stdlib `re`); newlines are
   counted in C, and per-line work (line numbers, rank / host / pid attribution, context) happens only
-  around hits. Lines are cut at 8 KB; the last 256 KB are kept for the hang reader. Memory stays flat.
+  around hits. With hyperscan a pattern with an unbounded gap (`Channel \\d+/\\d+ : .* via NET/Socket`) is
+  looked for by the one long literal every match holds and confirmed by the pattern at the hit line, so the
+  engine does not follow the gap along every healthy line that starts alike; NCCL's rank announcements are
+  read once per process. tests/diagnose/test_info_line_cost.py counts, on healthy NCCL INFO lines, the lines
+  each pattern hits and the signature checks run, under a ceiling, so a pattern on a common INFO word cannot
+  make a dense log slow unnoticed. Lines are cut at 8 KB; the last 256 KB are kept for the hang reader.
+  Memory stays flat.
 - **From Python** (what `check`, `bench`, `run` use): `ddp_doctor.diagnose.explain_text(text_or_bytes,
   name, exit_codes)` and `explain_stream(binary_stream, name, stats, exit_codes)` return typed `Result`s,
   root cause first; `diagnose({name: lines}, exit_codes)` returns the signature findings only.
