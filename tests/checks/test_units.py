@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks import table
 from ddp_doctor.checks.docs import render
 from ddp_doctor.checks.facts.host import ShmFacts, UserFacts
+from ddp_doctor.checks.facts.software import TorchFacts
 from ddp_doctor.checks.registry import ALL
-from ddp_doctor.checks.units import shm, user
+from ddp_doctor.checks.units import shm, torch_import, user
 from ddp_doctor.report import Status
+from tests.env.factsbuilder import make_facts
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -196,3 +199,14 @@ def test_one_reading_of_socket_ifname_for_check_and_multinode_preflight() -> Non
     partly = {r.id: r for r in checks.evaluate(make_facts(env={"GLOO_SOCKET_IFNAME": "eth0,eth9"}))}["env.env_vars"]
     assert partly.status is Status.FAIL and "names eth9, which does not exist here" in partly.summary
     assert env_vars(NCCL_SOCKET_IFNAME="^lo,eth") is Status.FAIL  # excludes every interface there is
+
+
+def test_an_import_error_gets_the_cause_and_remedy_of_its_first_matching_rule() -> None:
+    error = "ImportError: /x/libtorch_cuda.so: undefined symbol: ncclCommRegister"
+    facts = TorchFacts.from_env(make_facts(torch={"importable": False, "import_error": error}))
+    cause, remedy = torch_import.advice(error, facts)
+    rule = next(r for r in knowledge.import_errors() if "undefined symbol" in r.match)
+    assert cause == rule.cause and "LD_LIBRARY_PATH" in remedy and "{install}" not in remedy
+    assert (
+        torch_import.advice("SomethingElse: no rule for it", facts)[0] == "torch is installed but raises during import"
+    )

@@ -154,7 +154,7 @@ def _warm_up() -> None:
     """The parent is idle while the child imports torch: load what judging and rendering need now."""
     knowledge.releases()
     knowledge.load_mapping("variables.yaml")
-    knowledge.load_list("import_errors.yaml", "patterns")
+    knowledge.import_errors()
     knowledge.driver_floor("12.0")
     try:
         importlib.import_module("ddp_doctor.render.text")

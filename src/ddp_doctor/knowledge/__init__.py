@@ -9,6 +9,7 @@ import copy
 import functools
 import re
 import sys
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypedDict
 
@@ -150,5 +151,20 @@ def variants_supporting(torch_version: str, sm: str) -> list[str]:
     return [v for v, archs in rel["arch_list"].items() if runs_on(sm, archs)]
 
 
-def load_list(name: str, key: str) -> list[dict[str, Any]]:
-    return list(_load(name).get(key) or [])
+@dataclass(frozen=True)
+class ImportErrorRule:
+    """One entry of import_errors.yaml: words of an `import torch` error, their cause and the remedy."""
+
+    match: tuple[str, ...]
+    cause: str
+    remedy: str
+    """With {python} and {install} for the check to fill in."""
+
+
+@functools.cache
+def import_errors() -> tuple[ImportErrorRule, ...]:
+    """import_errors.yaml's rules, first match wins."""
+    return tuple(
+        ImportErrorRule(tuple(str(m) for m in e["match"]), str(e["cause"]), str(e["remedy"]))
+        for e in _load("import_errors.yaml")["patterns"]
+    )

@@ -12,9 +12,9 @@ from ddp_doctor.report import Status
 def advice(error: str, f: TorchFacts) -> tuple[str, str]:
     """(cause, remedy) of the first rule in knowledge/import_errors.yaml whose words are in `error`."""
     install = install_for(f.install, f.metadata_version)
-    for rule in knowledge.load_list("import_errors.yaml", "patterns"):
-        if any(m in error for m in rule["match"]):
-            return rule["cause"], rule["remedy"].format(python=f.install.python, install=install)
+    for rule in knowledge.import_errors():
+        if any(m in error for m in rule.match):
+            return rule.cause, rule.remedy.format(python=f.install.python, install=install)
     return ("torch is installed but raises during import", f"reinstall it: `{install} --force-reinstall`")
 
 
