@@ -99,6 +99,11 @@ CASES = {
         "1",
         "8",
     ),
+    "the training script's own world size beside the world torchrun forms": (
+        "srun torchrun --nnodes 2 --nproc_per_node 8 " + RDZV + " train.py --world_size {n}\n",
+        "8",
+        "16",
+    ),
     "the training script's own world size, its GPU flag not srun's": (
         "#SBATCH --ntasks-per-node=8\nsrun python train.py --gpus 8 --world-size {n}\n",
         "8",

@@ -354,7 +354,8 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
     launch.script = At(script.text, script.line) if script is not None else None
     _script_flags(launch, rest)
     if script is not None:
-        launch.script_nodes = script_nodes(rest[next(k for k, x in enumerate(rest) if x is script) + 1 :])
+        after = rest[next(k for k, x in enumerate(rest) if x is script) + 1 :]
+        launch.script_nodes, launch.script_world = script_nodes(after), script_world_size(after)
     return launch
 
 

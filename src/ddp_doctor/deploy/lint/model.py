@@ -80,6 +80,8 @@ class Launch:
     """accelerate --config_file: a file that may hold num_machines and machine_rank."""
     script_nodes: At[int] | None = None
     """The node count the training script is told by its own flags (Lightning's --num_nodes, trainer.num_nodes=)."""
+    script_world: At[int] | None = None
+    """The world size the training script is told by its own flag (--world_size N)."""
 
 
 IMAGE_DECIDES = "the image's USER decides (root for most CUDA and PyTorch images)"

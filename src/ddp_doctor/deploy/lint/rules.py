@@ -681,7 +681,10 @@ def _number(text: str) -> int | None:
 def slurm_world_size(u: Unit) -> Iterator[Hit]:
     """srun steps that each run one rank (no launcher) while the script states the world size itself: its
     own --world_size flag, or WORLD_SIZE for torch's env:// rendezvous, against the tasks srun starts."""
-    if u.area != "slurm" or not u.steps or u.launches:
+    if u.area == "slurm" and u.launches:
+        yield from _launched_world(u)
+        return
+    if u.area != "slurm" or not u.steps:
         return
     per_node = u.tasks_per_node.value if u.tasks_per_node else 1
     # A program that spawns one rank per GPU itself is started once per node; with more tasks per node each is one.
@@ -700,6 +703,21 @@ def slurm_world_size(u: Unit) -> Iterator[Hit]:
             tasks = f"{u.nodes.value if u.nodes else 1} x {u.tasks_per_node.value if u.tasks_per_node else 1}"
             ctx: Ctx = {"told": size, "what": what, "ranks": ranks, "tasks": tasks, "each": each}
             yield Hit("world_size_conflict", line, ctx)
+            return
+
+
+def _launched_world(u: Unit) -> Iterator[Hit]:
+    """A launcher srun starts on each node sets the world (nodes x its ranks per node); a --world_size the
+    training script is told on top of it that says otherwise is a world the rendezvous does not form."""
+    for launch in u.launches:
+        told, step = launch.script_world, launch.srun_nodes or u.nodes
+        nproc = _number(launch.nproc.value) if launch.nproc is not None else 1
+        if told is None or not launch.under_srun or step is None or nproc is None:
+            continue
+        if told.value != step.value * nproc:
+            each = f"{launch.tool}'s {count(nproc, 'rank')}"
+            ctx: Ctx = {"told": told.value, "what": "--world_size", "ranks": step.value * nproc}
+            yield Hit("world_size_conflict", told.line, {**ctx, "tasks": f"{step.value} x 1", "each": each})
             return
 
 
