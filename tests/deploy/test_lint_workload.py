@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.cli import main
+from ddp_doctor.deploy.lint.config import LintConfig, load
 from ddp_doctor.deploy.lint.engine import lint_file
 from ddp_doctor.deploy.lint.shellparse import commands
+from ddp_doctor.errors import InputError
 from ddp_doctor.render import render
 from ddp_doctor.report import Report, Status
 
@@ -267,6 +269,22 @@ def test_inline_ignore_and_flags_and_config(tmp_path: Path, capsys: pytest.Captu
     assert "lint.k8s.shm_default" not in {r["id"] for r in json.loads(capsys.readouterr().out)["results"]}
     assert main(["lint", "--ignore", "no_such_rule", str(path)]) == 2
     assert "unknown lint rule no_such_rule" in capsys.readouterr().err
+
+
+def test_the_nearest_config_with_a_lint_section_is_found_and_a_bad_ignore_list_refused(tmp_path: Path) -> None:
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    (tmp_path / "a" / "pyproject.toml").write_text('[project]\nname = "x"\n')  # no lint section: passed over
+    (tmp_path / "pyproject.toml").write_text('[tool.ddp-doctor.lint]\nignore = ["latest_tag"]\n')
+    found = load([], None, inner)
+    assert found.ignore == {"latest_tag"} and found.source == str(tmp_path / "pyproject.toml")
+    (tmp_path / "a" / ".ddp-doctor.toml").write_text("[lint]\n")  # a section that ignores nothing is found first
+    assert load(["run_as_root"], None, inner) == LintConfig(
+        frozenset({"run_as_root"}), str(tmp_path / "a" / ".ddp-doctor.toml")
+    )
+    (tmp_path / "a" / ".ddp-doctor.toml").write_text('[lint]\nignore = "latest_tag"\n')
+    with pytest.raises(InputError, match="lint ignore must be a list of rule names"):
+        load([], None, inner)
 
 
 def test_info_is_its_own_status_in_every_renderer(tmp_path: Path) -> None:

@@ -45,19 +45,26 @@ def _load_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _section(path: Path) -> dict[str, Any] | None:
+def _ignored(path: Path) -> list[str] | None:
+    """The ignore list of the file's lint section ([] when the section lists none); None when it has no
+    lint section ([lint] of .ddp-doctor.toml, [tool.ddp-doctor.lint] of pyproject.toml)."""
     data = _load_toml(path)
     table = (
         data.get("lint") if path.name == ".ddp-doctor.toml" else data.get("tool", {}).get("ddp-doctor", {}).get("lint")
     )
-    return table if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None
+    ignore = table.get("ignore", [])
+    if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
+        raise InputError(f'{path}: lint ignore must be a list of rule names, e.g. ignore = ["latest_tag"]')
+    return ignore
 
 
 def find_config(start: Path) -> Path | None:
     for folder in [start, *start.parents]:
         for name in CONFIG_FILES:
             candidate = folder / name
-            if candidate.is_file() and _section(candidate) is not None:
+            if candidate.is_file() and _ignored(candidate) is not None:
                 return candidate
     return None
 
@@ -73,11 +80,7 @@ def load(flags: list[str], config: str | None, cwd: Path) -> LintConfig:
     if config and not Path(config).exists():
         raise InputError(f"{config}: no such lint config file")
     if path is not None:
-        table = _section(path) or {}
-        ignore = table.get("ignore", [])
-        if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
-            raise InputError(f'{path}: lint ignore must be a list of rule names, e.g. ignore = ["latest_tag"]')
-        names |= set(ignore)
+        names |= set(_ignored(path) or [])
     unknown = sorted(names - known_names())
     if unknown:
         raise InputError(
