@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from ddp_doctor import resultids
 from ddp_doctor.diagnose import diagnose
@@ -59,12 +59,53 @@ class Plan:
     """Multi-node (live/multinode): the ranks known to this node; others ran elsewhere. None: 0..world-1."""
 
 
+class PhaseTime(TypedDict):
+    name: str
+    started: float | None
+    duration_s: float | None
+    status: str
+
+
+class BeatFacts(TypedDict):
+    phase: str
+    step: str | None
+    time: float
+
+
+class RootFacts(TypedDict):
+    id: str
+    rank: int | None
+    node: str | None
+    phase: str | None
+    summary: str
+
+
+class LiveFacts(TypedDict):
+    """The report's facts.live as the ranks and the run's outcome tell it (the chain adds the launcher's)."""
+
+    backend: str
+    world_size: int
+    nnodes: str
+    nproc_per_node: int
+    ranks_joined: int
+    phases: dict[int, dict[str, str]]
+    """rank -> phase -> its status."""
+    phase_times: dict[int, list[PhaseTime]]
+    """Per-rank phase start and duration: the HTML report draws them as a timeline per rank."""
+    heartbeats: dict[int, BeatFacts]
+    devices: dict[int, object]
+    """rank -> its device, as the init phase reported it."""
+    exit_codes: dict[str, int]
+    root_cause: RootFacts | None
+
+
 @dataclass
 class Merged:
-    results: list[Result] = field(default_factory=list)
-    root: Result | None = None
-    torch_facts: dict[str, Any] | None = None
-    live_facts: dict[str, Any] = field(default_factory=dict)
+    results: list[Result]
+    root: Result | None
+    torch_facts: Mapping[str, Any] | None
+    """Rank 0's torch facts (its init phase's), which stand above the parent's file-based ones."""
+    live_facts: LiveFacts
 
 
 def _signal_text(code: int) -> str:
@@ -488,33 +529,32 @@ def _pick_root(t: _Triage) -> Result | None:
     return root
 
 
-def _live_facts(outcome: RunOutcome, plan: Plan, world: int, root: Result | None) -> dict[str, Any]:
+def _live_facts(outcome: RunOutcome, plan: Plan, world: int, root: Result | None) -> LiveFacts:
     payloads, beats = outcome.ranks, outcome.heartbeats
-    return {
-        "backend": plan.backend,
-        "world_size": world,
-        "nnodes": plan.nnodes,
-        "nproc_per_node": plan.nproc,
-        "ranks_joined": len({r for r in beats} | set(payloads)),
-        "phases": {r: {rec.name: rec.status for rec in p.phases} for r, p in payloads.items()},
-        # Per-rank phase start / duration: the HTML report draws them as a timeline per rank.
-        "phase_times": {
+    return LiveFacts(
+        backend=plan.backend,
+        world_size=world,
+        nnodes=plan.nnodes,
+        nproc_per_node=plan.nproc,
+        ranks_joined=len({r for r in beats} | set(payloads)),
+        phases={r: {rec.name: rec.status for rec in p.phases} for r, p in payloads.items()},
+        phase_times={
             r: [
-                {"name": rec.name, "started": rec.started, "duration_s": rec.duration_s, "status": rec.status}
+                PhaseTime(name=rec.name, started=rec.started, duration_s=rec.duration_s, status=rec.status)
                 for rec in p.phases
                 if rec.started is not None
             ]
             for r, p in payloads.items()
         },
-        "heartbeats": {r: {"phase": b.phase, "step": b.step, "time": b.time} for r, b in beats.items()},
-        "devices": {r: p.body["device"] for r, p in payloads.items() if p.body.get("device")},
-        "exit_codes": outcome.exit_codes,
-        "root_cause": (
-            {"id": root.id, "rank": root.rank, "node": root.node, "phase": root.phase, "summary": root.summary}
+        heartbeats={r: BeatFacts(phase=b.phase, step=b.step, time=b.time) for r, b in beats.items()},
+        devices={r: p.body["device"] for r, p in payloads.items() if p.body.get("device")},
+        exit_codes=outcome.exit_codes,
+        root_cause=(
+            RootFacts(id=root.id, rank=root.rank, node=root.node, phase=root.phase, summary=root.summary)
             if root
             else None
         ),
-    }
+    )
 
 
 def merge(outcome: RunOutcome, plan: Plan) -> Merged:

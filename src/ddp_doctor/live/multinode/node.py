@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ddp_doctor.checkconfig import CheckConfig
 from ddp_doctor.errors import UsageError
@@ -76,6 +76,16 @@ def _validate(config: CheckConfig) -> tuple[str, int, int]:
     return nnodes, lo, hi
 
 
+class RendezvousFields(TypedDict):
+    """A node's rendezvous: TorchrunSpec's fields of that name, and the report's `multinode` facts."""
+
+    nnodes: str
+    node_rank: int | None
+    rdzv_endpoint: str
+    rdzv_id: str
+    join_timeout_s: float
+
+
 @dataclass
 class NodePlan:
     nnodes: str
@@ -104,15 +114,15 @@ class NodePlan:
     def is_node0(self) -> bool:
         return self.node_rank == 0
 
-    def spec_fields(self) -> dict[str, Any]:
+    def spec_fields(self) -> RendezvousFields:
         """The rendezvous fields of torchrun's spec, and of the report's `multinode` facts."""
-        return {
-            "nnodes": self.nnodes,
-            "node_rank": self.node_rank,
-            "rdzv_endpoint": str(self.endpoint),
-            "rdzv_id": self.rdzv_id,
-            "join_timeout_s": self.join_timeout_s,
-        }
+        return RendezvousFields(
+            nnodes=self.nnodes,
+            node_rank=self.node_rank,
+            rdzv_endpoint=str(self.endpoint),
+            rdzv_id=self.rdzv_id,
+            join_timeout_s=self.join_timeout_s,
+        )
 
     def apply(self, spec: TorchrunSpec) -> TorchrunSpec:
         """The chain's TorchrunSpec with this node's rendezvous and the env the ranks need."""
