@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 from ddp_doctor import proc
 from ddp_doctor.checks.facts.software import NOT_FOUND
@@ -50,6 +50,15 @@ PROBE_TIMEOUT_S = 20.0
 _HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"
 
 
+class TargetFacts(TypedDict):
+    """facts["target"]: the interpreter examined, why it was chosen, and whether it is the doctor's own."""
+
+    python: str
+    source: str
+    reason: str
+    own: bool
+
+
 @dataclass(frozen=True)
 class Target:
     python: str
@@ -64,8 +73,8 @@ class Target:
     def own(self) -> bool:
         return same_environment(self.python, sys.executable)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"python": self.python, "source": self.source, "reason": self.reason, "own": self.own}
+    def to_dict(self) -> TargetFacts:
+        return TargetFacts(python=self.python, source=self.source, reason=self.reason, own=self.own)
 
 
 def _usable(path: str) -> bool:
