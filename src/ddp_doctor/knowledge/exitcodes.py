@@ -8,23 +8,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
-
-
-@functools.lru_cache(maxsize=1)
-def table() -> dict[str, Any]:
-    data = yaml.safe_load((Path(__file__).with_name("exitcodes.yaml")).read_text(encoding="utf-8"))
-    return dict(data)
-
-
-def code(kind: str) -> int:
-    return int(table()["codes"][kind]["code"])
-
-
-def infrastructure_ids() -> frozenset[str]:
-    return frozenset(str(e["id"]) for e in table()["infrastructure"])
 
 
 @dataclass(frozen=True)
@@ -40,10 +25,28 @@ class Action:
     """A JobSet failurePolicy action: FailJobSet or RestartJobSet."""
 
 
+@functools.cache
+def _read() -> tuple[dict[str, int], tuple[Action, ...], frozenset[str]]:
+    """(kind -> its exit code, the actions, the infrastructure signatures) of exitcodes.yaml."""
+    data = yaml.safe_load((Path(__file__).with_name("exitcodes.yaml")).read_text(encoding="utf-8"))
+    codes = {str(kind): int(e["code"]) for kind, e in data["codes"].items()}
+    actions = tuple(
+        Action(str(kind), int(e["code"]), str(e["job"]), str(e["jobset"]))
+        for kind, e in data["codes"].items()
+        if "job" in e
+    )
+    return codes, actions, frozenset(str(e["id"]) for e in data["infrastructure"])
+
+
+def code(kind: str) -> int:
+    return _read()[0][kind]
+
+
+def infrastructure_ids() -> frozenset[str]:
+    """Diagnosis signatures that mean an infrastructure fault rather than a bug in the job."""
+    return _read()[2]
+
+
 def actions() -> tuple[Action, ...]:
     """The codes an orchestrator acts on, in the table's order (the ones with a Kubernetes action)."""
-    return tuple(
-        Action(kind, int(entry["code"]), str(entry["job"]), str(entry["jobset"]))
-        for kind, entry in table()["codes"].items()
-        if "job" in entry
-    )
+    return _read()[1]
