@@ -32,10 +32,6 @@ FITTED_GAPS: dict[str, str] = {
         "a training runtime with no success policy whose sshd workers never exit, and a launcher not run as a node "
         "that holds a GPU: gpus_held_after_exit, ranks_below_gpus"
     ),
-    "narumiruna-mnist-docker-compose-gpu.yml": (
-        "two compose services on one host, each handed every GPU, whose ranks both use the default CUDA device: "
-        "ranks_exceed_gpus"
-    ),
     "nncv-fun5go-jobscript_slurm.sh": (
         "GPUs granted to one Slurm task that runs a script the config does not show (bash main.sh in apptainer), "
         "whose trainer uses one device: ranks_below_gpus"

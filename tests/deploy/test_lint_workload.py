@@ -1033,3 +1033,33 @@ def test_a_sidecar_that_never_ends_keeps_the_training_pods_gpus(tmp_path: Path, 
     assert ("gpus_held" in found) is held, found
     if held:
         assert found["gpus_held"] == [(15, "warning")]  # the sidecar's line
+
+
+_TWO_RANKS = """
+services:
+  rank0:
+    image: registry.local/train:1.0
+    runtime: nvidia
+{env0}    command: python -u main.py --backend nccl --init-method tcp://10.1.0.10:23456 --world-size 2 --rank 0{flag}
+  rank1:
+    image: registry.local/train:1.0
+    runtime: nvidia
+{env1}    command: python -u main.py --backend nccl --init-method tcp://10.1.0.10:23456 --world-size 2 --rank 1{flag}
+"""
+
+
+@pytest.mark.parametrize(
+    ("env0", "env1", "flag", "shared"),
+    [
+        ("", "", "", True),
+        ("    environment: [NVIDIA_VISIBLE_DEVICES=0]\n", "    environment: [NVIDIA_VISIBLE_DEVICES=1]\n", "", False),
+        ("", "", " --gpu 0", False),  # the script is told its device
+    ],
+)
+def test_ranks_on_one_host_each_handed_every_gpu_with_nothing_choosing_a_device(
+    tmp_path: Path, env0: str, env1: str, flag: str, shared: bool
+) -> None:
+    found = _lint(tmp_path, "compose.yaml", _TWO_RANKS.format(env0=env0, env1=env1, flag=flag))
+    assert ("gpu_shared" in found) is shared, found
+    if shared:
+        assert sorted(found["gpu_shared"]) == [(5, "warning"), (9, "warning")]

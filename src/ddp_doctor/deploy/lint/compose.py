@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import dockerfile
-from ddp_doctor.deploy.lint.commandline import SHELLS, launches
+from ddp_doctor.deploy.lint.commandline import SHELLS, launches, script_world_size
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Structural, Unit, ids_out_of_range
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import Word, commands
 from ddp_doctor.errors import InputError
@@ -94,10 +95,49 @@ def units(doc: YMap, source: str) -> list[Unit]:
     if not isinstance(services, YMap):
         return []
     out = []
+    words_of: list[list[Word]] = []
     for name, svc in services.items():
         if isinstance(svc, YMap):
             out.append(_service(str(name), svc, services.line_of(name), source))
+            words_of.append(_words(svc, "entrypoint") + _words(svc, "command"))
+    _shared_gpus(out, words_of)
     return out
+
+
+_DEVICE_CHOICE = re.compile(r"--(?:gpu|gpus|gpu[-_]id|gpu[-_]ids|device|local[-_]rank|cuda)\b|cuda:\d")
+"""Flags a training script takes to choose its GPU (--gpu 1, --device cuda:1, --local_rank 1)."""
+DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LOCAL_RANK")
+
+
+def _shared_gpus(out: list[Unit], words_of: list[list[Word]]) -> None:
+    """Services on one host that each run one rank of the same NCCL world (a script given --rank and a
+    --world-size over 1, no launcher) with every GPU of the host and nothing choosing a device: each rank
+    takes the default CUDA device, GPU 0, unless the script picks one by rank itself."""
+    ranked: list[tuple[Unit, At[str], int]] = []
+    for u, words in zip(out, words_of, strict=True):
+        text = command_text([w.text for w in words])
+        rank = _flag_value(words, "--rank")
+        world = script_world_size(words)
+        if u.gpus_all is None or u.launches or rank is None or world is None or world.value < 2:
+            continue
+        if _DEVICE_CHOICE.search(text) or any(v in u.env for v in DEVICE_VARIABLES):
+            continue
+        ranked.append((u, rank, world.value))
+    if len(ranked) < 2:
+        return
+    services = ", ".join(u.name for u, _, _ in ranked)
+    for u, rank, size in ranked:
+        ctx: Ctx = {"world": size, "services": services, "how": u.gpus_all.value if u.gpus_all else ""}
+        u.structural.append(Structural("gpu_shared", rank.line, ctx))
+
+
+def _flag_value(words: list[Word], flag: str) -> At[str] | None:
+    for i, w in enumerate(words):
+        if w.text == flag and i + 1 < len(words):
+            return At(words[i + 1].text, words[i + 1].line)
+        if w.text.startswith(flag + "="):
+            return At(w.text.split("=", 1)[1], w.line)
+    return None
 
 
 def _service(name: str, svc: YMap, line: int, source: str) -> Unit:
