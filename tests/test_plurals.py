@@ -37,7 +37,10 @@ NOT_ONE_SINGULAR = re.compile(r"(?<![\w.-])[02] (" + "|".join(NOUNS) + r")(?=[;,
 # f-string values before a counted noun that are not counts ('{backend} rank' is 'gloo rank'), or
 # that cannot be below 2 where they are said.
 NOT_A_COUNT = {"dtype", "f.kind", "version", "value", "backend", "w.label", "label", "name[:200]", "link[:200]"}
-NOT_A_COUNT |= {"rec['backend']"}
+NOT_A_COUNT |= {
+    "rec['backend']",
+    "what",
+}  # what: a record's description in a reader's error ("rank-0.json"), not a number
 AT_LEAST_TWO = {
     ("checks/docs.py", "r.gpus_when_unknown"): "a node's GPU count when unknown, 8 (checks/knowledge.yaml)",
     ("checks/table.py", "self.gpus_when_unknown"): "the same 8",
