@@ -344,6 +344,27 @@ def test_cli_nccl_timeout_in_a_shell_a_manifest_an_image_config_and_checks_envir
         assert x["remedy"] == r["remedy"] and "timeout=datetime.timedelta(seconds=1800)" in x["remedy"]
 
 
+def test_cli_a_build_option_set_at_run_time_is_a_belief_in_check_a_shell_and_a_manifest(tmp_path: Path) -> None:
+    """TORCH_USE_CUDA_DSA is a macro torch is compiled with (c10/cuda/CUDADeviceAssertionHost.cpp
+    `#ifdef TORCH_USE_CUDA_DSA`; at run time it reads PYTORCH_USE_CUDA_DSA): whatever its prefix, the
+    host probe records it and check, lint of a shell script and of a manifest give the same verdict."""
+    proc = run_cli("check", "--static", "--format", "json", env={"TORCH_USE_CUDA_DSA": "1"}, timeout=180)
+    r = {x["id"]: x for x in json.loads(proc.stdout)["results"]}["env.env_vars"]
+    assert r["status"] == "warn" and "TORCH_USE_CUDA_DSA=1: no library reads TORCH_USE_CUDA_DSA" in r["summary"]
+    assert "PYTORCH_USE_CUDA_DSA=1" in r["remedy"] and "CUDA_LAUNCH_BLOCKING=1" in r["remedy"]
+    (tmp_path / "run.sh").write_text("export TORCH_USE_CUDA_DSA=1\ntorchrun --nproc-per-node 1 train.py\n")
+    (tmp_path / "job.yaml").write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: t}\nspec:\n  template:\n    spec:\n      containers:\n"
+        "      - name: t\n        image: img:1\n        command: [torchrun, --nproc-per-node=1, t.py]\n"
+        "        resources: {limits: {nvidia.com/gpu: 1}}\n        env: [{name: TORCH_USE_CUDA_DSA, value: '1'}]\n"
+    )
+    proc = run_cli("lint", "--format", "json", str(tmp_path / "run.sh"), str(tmp_path / "job.yaml"))
+    found = [x for x in json.loads(proc.stdout)["results"] if x["id"].endswith(".variable_not_read")]
+    assert {x["id"] for x in found} == {"lint.shell.variable_not_read", "lint.k8s.variable_not_read"}
+    for x in found:
+        assert x["remedy"] == r["remedy"], (x["remedy"], r["remedy"])
+
+
 # ---- no remedy proposes a value outside a variable's range -----------------------------------
 
 _ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*_[A-Z0-9_]+)=([^\s;,)]*)")

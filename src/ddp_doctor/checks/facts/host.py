@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor import knowledge
 from ddp_doctor.checks.facts.fields import bool_at, int_at, section, str_at, typed
 from ddp_doctor.checks.facts.gpu_devices import GpuFacts
 
@@ -158,9 +159,18 @@ DIST_ENV_NAMES = (
 (env.probes.system.env_vars) and what an image's config Env is read for, so both judge the same set."""
 
 
+def _belief_names() -> frozenset[str]:
+    """The settings people believe in that no library reads (variables.yaml `beliefs`): recorded too,
+    whatever their prefix, so check and image judge the same names lint does."""
+    return frozenset(str(b["name"]) for b in knowledge.load_mapping("variables.yaml").get("beliefs") or [])
+
+
 def dist_env(env: Mapping[str, Any]) -> dict[str, str]:
+    beliefs = _belief_names()
     return {
-        str(k): str(v) for k, v in sorted(env.items()) if k in DIST_ENV_NAMES or str(k).startswith(DIST_ENV_PREFIXES)
+        str(k): str(v)
+        for k, v in sorted(env.items())
+        if k in DIST_ENV_NAMES or str(k).startswith(DIST_ENV_PREFIXES) or k in beliefs
     }
 
 
