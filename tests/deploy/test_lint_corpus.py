@@ -59,11 +59,6 @@ FITTED_GAPS: dict[str, str] = {
         "a manifest the API server rejects for a field's type (an integer env value): script_does_not_parse"
     ),
     "translate-ai.Dockerfile": "COPY of a named data file (data/*.csv) into the image: data_in_image",
-    "coencoder-utils-train-mn-pp.sh": (
-        "a launcher's own options written after the training script (deepspeed script.py --hostfile ... "
-        "--num_nodes=4), which the launcher hands to the script: world_size_mismatch; TORCH_USE_CUDA_DSA, a build "
-        "option set at run time: setting_not_read"
-    ),
     "mllib-argo-train-workflow.yaml": (
         "an Argo container template with no resources running a GPU training image (the project runs it with "
         "--gpus all elsewhere): gpus_not_requested"

@@ -325,7 +325,13 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
         "deepspeed": DEEPSPEED_FLAGS,
         "detectron2": DETECTRON2_FLAGS,
     }[tool]
-    values = _flag_values(rest, table)
+    script_at = next((k for k, x in enumerate(rest) if x.text.endswith(".py") and not x.text.startswith("-")), None)
+    # torchrun, accelerate launch and deepspeed hand every word after the script to the script
+    # (argparse REMAINDER): only the words before it are the launcher's own.
+    own = rest[:script_at] if script_at is not None and tool in AFTER_SCRIPT_FLAGS else rest
+    values = _flag_values(own, table)
+    if script_at is not None and tool in AFTER_SCRIPT_FLAGS:
+        launch.after_script = _after_script(rest[script_at + 1 :], table, AFTER_SCRIPT_FLAGS[tool], set(values))
     if tool == "accelerate":
         total, machines = _int_at(values.pop("num_processes", None)), _int_at(values.get("nnodes"))
         # --num_processes counts every machine's: per machine only where the machines are a number (a
@@ -357,6 +363,49 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
         after = rest[next(k for k, x in enumerate(rest) if x is script) + 1 :]
         launch.script_nodes, launch.script_world = script_nodes(after), script_world_size(after)
     return launch
+
+
+AFTER_SCRIPT_FLAGS: dict[str, tuple[str, ...]] = {
+    "torchrun": (
+        "--nproc-per-node",
+        "--nproc_per_node",
+        "--nnodes",
+        "--node-rank",
+        "--node_rank",
+        "--rdzv-endpoint",
+        "--rdzv_endpoint",
+        "--rdzv-backend",
+        "--rdzv_backend",
+        "--master-addr",
+        "--master_addr",
+    ),
+    "accelerate": (
+        "--num_processes",
+        "--num-processes",
+        "--num_machines",
+        "--num-machines",
+        "--machine_rank",
+        "--machine-rank",
+        "--main_process_ip",
+        "--main-process-ip",
+    ),
+    "deepspeed": ("--hostfile", "--num_gpus", "--num-gpus", "--num_nodes", "--num-nodes"),
+}
+"""The launchers whose parser ends in the script and a REMAINDER of its arguments (torch/distributed/run.py
+`training_script_args`, accelerate/commands/launch.py `training_script_args`, deepspeed/launcher/runner.py
+`user_args`), and their options that size the world: written after the script, they reach the script and
+the launcher runs with its defaults."""
+
+
+def _after_script(after: list[Word], table: dict[str, str], flags: tuple[str, ...], given: set[str]) -> list[At[str]]:
+    """The launcher's world-sizing options written after the script, whose meaning the launcher was not
+    given before it (a script's own flag of the same name beside the launcher's is not a mistake)."""
+    found: list[At[str]] = []
+    for w in after:
+        name = w.text.partition("=")[0]
+        if name in flags and table[name] not in given and all(f.value != name for f in found):
+            found.append(At(name, w.line))
+    return found
 
 
 SCRIPT_NODE_FLAGS = ("--num_nodes", "--num-nodes", "--trainer.num_nodes", "--trainer.num-nodes")
