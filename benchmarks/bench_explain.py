@@ -13,7 +13,8 @@ Both end with torchrun's summary of a SIGKILLed rank. On the same file, alternat
     to a file because GNU grep stops at the first match when its output is /dev/null),
   - `ddp-doctor explain FILE --format json -o out.json` as a real process, once per available engine.
 The ratio is grep's time / explain's time (explain's throughput as a fraction of grep's), best and median.
-Targets: ratio >= 0.25 on both logs (moonshot 0.5), peak RSS < 200 MB on 500 MB, root cause diag.sigkill_oom.
+Targets: median ratio >= 0.25 on both logs (moonshot 0.5; the median, so that one lucky run on a shared machine
+cannot meet it), peak RSS < 200 MB on 500 MB, root cause diag.sigkill_oom.
 The machine is shared: the load average before and after is printed with the numbers.
 """
 
@@ -306,7 +307,7 @@ def report(name: str, log: Path, got: dict[str, Any]) -> bool:
             f"    ratio to grep: {g_best / best:.2f}x best-to-best, {g_med / med:.2f}x median, {g_cpu / cpu:.2f}x by CPU time"
         )
         if engine == engines()[0]:
-            ok = g_best / best >= 0.25 and rss < 200 * 2**20 and root == "diag.sigkill_oom"
+            ok = g_med / med >= 0.25 and rss < 200 * 2**20 and root == "diag.sigkill_oom"
     return ok
 
 
@@ -343,7 +344,7 @@ def main() -> int:
         tmp.rmdir()
     print(f"load average after: {load()}")
     print(
-        "targets (ratio >= 0.25x grep on each log, < 200 MiB peak RSS, root cause diag.sigkill_oom):",
+        "targets (median ratio >= 0.25x grep on each log, < 200 MiB peak RSS, root cause diag.sigkill_oom):",
         "MET" if ok else "MISSED",
     )
     return 0 if ok else 1

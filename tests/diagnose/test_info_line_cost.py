@@ -29,6 +29,10 @@ from tests.conftest import FIXTURES
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_explain.py"
 RECORDED = (FIXTURES / "gpu" / "live" / "nccl-rank-0.log", FIXTURES / "logs" / "healthy-nccl-info.log")
+NCCL_TESTS = tuple(p for p in sorted((FIXTURES / "bench").glob("*_perf*.log")) if "out_of_bounds" not in p.name)
+"""Recorded healthy nccl-tests outputs, every layout nccl-tests printed (tests/fixtures/bench/README.md): their
+result rows are what the nccl-tests signatures' row patterns must tell apart from a wrong row."""
+ROW_SHARE = 0.05
 PATTERN_SHARE = 0.01
 """No pattern but NCCL's rank announcement hits more than 1% of healthy INFO lines (today: under 0.1%)."""
 READ_SHARE = 0.01
@@ -101,6 +105,18 @@ def test_the_matcher_reads_few_lines_and_checks_few_signatures(sample: bytes) ->
     got = cost(sample)
     assert got.read <= READ_SHARE * got.lines, f"{got.read} of {got.lines} healthy INFO lines read"
     assert got.signature_checks <= READ_SHARE * got.lines, f"{got.signature_checks} signature checks"
+
+
+def test_no_pattern_hits_healthy_nccl_tests_rows_wholesale() -> None:
+    # The row patterns look at numbers in fixed columns; one matching a healthy row would hit every row of a
+    # sweep (each size, each collective).
+    table = patterns.table()
+    engine = patterns.engine()
+    rows = [row for p in NCCL_TESTS for row in p.read_bytes().split(b"\n")]
+    hits = collections.Counter(pid for row in rows for pid in engine.which(row))
+    over = [(pid, n) for pid, n in hits.items() if n > ROW_SHARE * len(rows)]
+    assert len(NCCL_TESTS) >= 5 and len(rows) > 100
+    assert not over, "; ".join(f"{table.owners[pid]} {table.patterns[pid]!r} on {n} of {len(rows)}" for pid, n in over)
 
 
 def test_the_ceiling_catches_a_common_word(sample: bytes) -> None:
