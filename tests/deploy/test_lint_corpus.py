@@ -55,9 +55,6 @@ FITTED_GAPS: dict[str, str] = {
         "a compose service with no GPU reservation whose command runs a GPU trainer through a script the config does "
         "not show: gpus_not_requested"
     ),
-    "translate-ai-transformer-jobset.yaml": (
-        "a manifest the API server rejects for a field's type (an integer env value): script_does_not_parse"
-    ),
     "translate-ai.Dockerfile": "COPY of a named data file (data/*.csv) into the image: data_in_image",
     "mllib-argo-train-workflow.yaml": (
         "an Argo container template with no resources running a GPU training image (the project runs it with "

@@ -243,6 +243,7 @@ def _container(
     for item in env_list if isinstance(env_list, YList) else []:
         if isinstance(item, YMap) and isinstance(item.get("name"), str) and item.get("value") is not None:
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
+    u.structural += _not_strings(c)
     words = container_words(c)
     held = holds_forever(command_text([w.text for w in words])) if words else None
     u.idles = At(held, words[-1].line) if held is not None else w.outlives
@@ -419,6 +420,41 @@ def _names(doc: YMap) -> list[Structural]:
 
 
 """Kubernetes validates user and group ids as 0..2147483647 (apimachinery IsValidUserID / IsValidGroupID)."""
+
+
+_YAML_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (float, "number"))
+"""YAML scalars that are no string (YAML 1.1, as PyYAML and the API server's go-yaml v2 resolve them:
+`1`, `1.5`, `true`, `yes`, `off`), in the order isinstance must test them (a bool is an int)."""
+
+
+def _yaml_type(value: object) -> str | None:
+    return next((name for kind, name in _YAML_TYPES if isinstance(value, kind)), None)
+
+
+def _written(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _not_strings(c: YMap) -> list[Structural]:
+    """A container's fields of type string (env[].value) and []string (command, args) given a YAML
+    number or boolean: the API server refuses the whole object when it decodes it."""
+    found: list[Structural] = []
+    env_list = c.get("env")
+    for item in env_list if isinstance(env_list, YList) else []:
+        kind = _yaml_type(item.get("value")) if isinstance(item, YMap) else None
+        if kind is not None:
+            ctx: Ctx = {"field": f"env {item.get('name', '?')}", "value": _written(item["value"]), "type": kind}
+            found.append(Structural("value_not_string", item.line_of("value"), ctx))
+    for key in ("command", "args"):
+        items = c.get(key)
+        if not isinstance(items, YList):
+            continue
+        for i, v in enumerate(items):
+            kind = _yaml_type(v)
+            if kind is not None:
+                ctx = {"field": f"{key}[{i}]", "value": _written(v), "type": kind}
+                found.append(Structural("value_not_string", items.line_of(i), ctx))
+    return found
 
 
 def _security(u: Unit, c: YMap, pod: YMap, line: int) -> None:
