@@ -21,17 +21,17 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TextIO
 
 from ddp_doctor.live import faults as faults_mod
 from ddp_doctor.live import rankconfig
 from ddp_doctor.live.multinode import rankside
-from ddp_doctor.live.phases import Shared, load
+from ddp_doctor.live.phases import PhaseContext, Shared, load
 from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.rundir import layout, reader, writer
-from ddp_doctor.rundir.records import Heartbeat, PhaseErrorRecord, PhaseRecord, RankResult, RecordError
+from ddp_doctor.rundir.records import CheckRecord, Heartbeat, PhaseErrorRecord, PhaseRecord, RankResult, RecordError
 
 PHASES = ("init", "collectives", "dataloader", "sampler", "ddp", "balance")
 # Each phase's share of the overall timeout: its own deadline, enforced by the watchdog.
@@ -291,7 +291,8 @@ def _run_phase(ctx: Context, name: str, stack_file: TextIO) -> bool | None:
     faulthandler.dump_traceback_later(budget + 3.0, exit=True, file=stack_file)
     try:
         faults_mod.trigger(ctx.faults, ctx.rank, name)
-        checks = load(name).run(ctx)
+        run: Callable[[PhaseContext], list[CheckRecord]] = load(name).run  # mypy holds Context to PhaseContext
+        checks = run(ctx)
     except Exception as exc:  # noqa: BLE001 - a phase's failure is data for the report, not a crash of the worker
         error = _error_record(exc)
         ctx.phase_deadline = float("inf")

@@ -13,8 +13,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
+from ddp_doctor.live.faults import Fault
+from ddp_doctor.live.rankconfig import RankConfig
 from ddp_doctor.rundir.records import CheckRecord
 
 
@@ -48,6 +50,31 @@ class Shared:
     """The DDP-wrapped model (ddp), which balance times again; torch's type, so Any on this side."""
 
 
+class PhaseContext(Protocol):
+    """What a phase may read and write of its rank (worker.Context is the one that runs)."""
+
+    config: RankConfig
+    backend: str
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node: str
+    payload: dict[str, Any]
+    """What the phase reports besides its checks, under its own key (the rank result's body: JSON)."""
+    faults: list[Fault]
+    deadline: float
+    """Epoch seconds by which the whole chain must end on this rank."""
+    phase_deadline: float
+    device: Any
+    """The rank's torch.device once init has set it (torch's type: the parent side never imports torch)."""
+    shared: Shared
+
+    def step(self, name: str) -> None: ...
+
+    def remaining(self) -> float: ...
+
+
 class PhaseError(RuntimeError):
     """A phase cannot go on for a reason it understands: it says why and what to do."""
 
@@ -65,7 +92,7 @@ class PeerError(RuntimeError):
         self.blame_ranks = blame_ranks
 
 
-def all_gather_objects(ctx: Any, obj: Any) -> list[Any]:
+def all_gather_objects(ctx: PhaseContext, obj: Any) -> list[Any]:
     """dist.all_gather_object without numpy.
 
     torch's own version turns the received bytes back through `tensor.numpy()`, so it raises

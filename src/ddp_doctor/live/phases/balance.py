@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict
 
 from ddp_doctor.live import faults as faults_mod
-from ddp_doctor.live.phases import all_gather_objects, check
+from ddp_doctor.live.phases import PhaseContext, all_gather_objects, check
 from ddp_doctor.live.phases.ddp import IN, LOCAL_BATCH, NvmlUse
 from ddp_doctor.live.phases.init import DeviceInfo
 from ddp_doctor.rundir.records import CheckRecord
@@ -207,7 +207,7 @@ def gpu_util_check(everyone: list[RankTiming], before: dict[str, GpuBefore]) -> 
     )
 
 
-def _time_compute(ctx: Any, torch: Any, ddp: Any) -> list[float]:
+def _time_compute(ctx: PhaseContext, torch: Any, ddp: Any) -> list[float]:
     """COMPUTE_STEPS forward+backward passes without communication (no_sync), each one's ms."""
     slow = faults_mod.slow_factor(ctx.faults, ctx.rank, "balance")
     # Enough work per step that timer and scheduler noise stay well below the 15% threshold.
@@ -228,7 +228,7 @@ def _time_compute(ctx: Any, torch: Any, ddp: Any) -> list[float]:
     return compute_ms
 
 
-def _timing(ctx: Any, compute_ms: list[float]) -> RankTiming:
+def _timing(ctx: PhaseContext, compute_ms: list[float]) -> RankTiming:
     """This rank's timings (the first two steps are warm-up and left out where there are more)."""
     step_ms = ctx.shared.step_ms[2:] or ctx.shared.step_ms
     timed = compute_ms[2:]
@@ -269,7 +269,7 @@ def _step_time_check(mine: RankTiming, everyone: list[RankTiming]) -> CheckRecor
     )
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     import torch
 
     ddp = ctx.shared.ddp

@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import PhaseContext, check
 from ddp_doctor.rundir.records import CheckRecord
 
 N = 1024  # elements per rank
 _UNSUPPORTED = ("not supported", "unsupported", "does not support", "not implemented")
 
 
-def _ops(ctx: Any, torch: Any, dist: Any, dtype: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
+def _ops(ctx: PhaseContext, torch: Any, dist: Any, dtype: Any) -> dict[str, Callable[[], tuple[Any, Any]]]:
     r, w, dev = ctx.rank, ctx.world_size, ctx.device
 
     def full(value: float, n: int = N) -> Any:
@@ -92,7 +92,7 @@ def _describe_mismatch(got: Any, want: Any) -> str:
     return f"{len(bad)} of {want.numel()} elements wrong; first at [{i}]: got {got[i].item()} expected {want[i].item()}"
 
 
-def _run_ops(ctx: Any, torch: Any, dist: Any) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
+def _run_ops(ctx: PhaseContext, torch: Any, dist: Any) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
     """Every op in every dtype: op -> dtype -> "exact", what was wrong, or "unsupported: ..."; and each op's
     time over its dtypes in ms."""
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -116,7 +116,7 @@ def _run_ops(ctx: Any, torch: Any, dist: Any) -> tuple[dict[str, dict[str, str]]
     return results, timings
 
 
-def _op_check(ctx: Any, op: str, per_dtype: dict[str, str], time_ms: float) -> CheckRecord:
+def _op_check(ctx: PhaseContext, op: str, per_dtype: dict[str, str], time_ms: float) -> CheckRecord:
     wrong = {d: v for d, v in per_dtype.items() if v != "exact" and not v.startswith("unsupported")}
     exact = [d for d, v in per_dtype.items() if v == "exact"]
     unsupported = [d for d, v in per_dtype.items() if v.startswith("unsupported")]
@@ -144,7 +144,7 @@ def _op_check(ctx: Any, op: str, per_dtype: dict[str, str], time_ms: float) -> C
     return check(OP_IDS[op], "pass", f"{op} exact in {', '.join(exact)}{note}", observed=per_dtype, metrics=metrics)
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     import torch
     import torch.distributed as dist
 

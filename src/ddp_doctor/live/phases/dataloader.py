@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import PhaseContext, check
 from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import plural
 
@@ -27,7 +28,7 @@ def _shm() -> dict[str, int] | None:
     return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
 
 
-def _batch_timeout(ctx: Any) -> float:
+def _batch_timeout(ctx: PhaseContext) -> float:
     """A synthetic batch takes milliseconds; when a worker cannot put one into a full /dev/shm,
     torch only logs the error in the worker and the rank would wait forever: bound that wait."""
     return max(2.0, min(BATCH_TIMEOUT_S, float(ctx.remaining()) - 2.0))
@@ -56,7 +57,7 @@ def _dataset(elements: int, batches: int) -> Any:
     return Filled()
 
 
-def _read_all(ctx: Any, loader: Any, elements: int) -> tuple[int, list[int]]:
+def _read_all(ctx: PhaseContext, loader: Any, elements: int) -> tuple[int, list[int]]:
     """Every batch read back: how many came, and which had wrong contents."""
     wrong = []
     seen = 0
@@ -69,7 +70,7 @@ def _read_all(ctx: Any, loader: Any, elements: int) -> tuple[int, list[int]]:
     return seen, wrong
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     from torch.utils.data import DataLoader
 
     prewarm = ctx.shared.prewarm
@@ -109,7 +110,7 @@ def run(ctx: Any) -> list[CheckRecord]:
 
 
 def _batches_check(
-    seen: int, wrong: list[int], batches: int, observed: dict[str, object], metrics: dict[str, float]
+    seen: int, wrong: list[int], batches: int, observed: Mapping[str, object], metrics: Mapping[str, float]
 ) -> CheckRecord:
     workers = observed["workers"]
     if wrong or seen != batches:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import PhaseContext, check
 from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import all_of, plural, ranks
 
@@ -137,7 +137,7 @@ class Training:
     """The largest gradient difference from the reference, over the allowed slack (plus ATOL)."""
 
 
-def _start_sampler(ctx: Any) -> NvmlSampler | None:
+def _start_sampler(ctx: PhaseContext) -> NvmlSampler | None:
     if ctx.device.type != "cuda" or not ctx.config.nvml:
         return None
     info = ctx.payload.get("device") or {}
@@ -146,7 +146,7 @@ def _start_sampler(ctx: Any) -> NvmlSampler | None:
     return sampler
 
 
-def _train(torch: Any, ctx: Any, ddp: Any, reference: Any) -> Training:
+def _train(torch: Any, ctx: PhaseContext, ddp: Any, reference: Any) -> Training:
     """ctx.config.steps steps of DDP, each step's gradients compared with the single-process reference."""
     dev, r, w = ctx.device, ctx.rank, ctx.world_size
     opt = _optimizer(torch, ddp.parameters())
@@ -175,7 +175,7 @@ def _train(torch: Any, ctx: Any, ddp: Any, reference: Any) -> Training:
     return Training([float(v) for v in losses], step_ms, worst)
 
 
-def _param_sync(torch: Any, ctx: Any, ddp: Any) -> tuple[list[int], str]:
+def _param_sync(torch: Any, ctx: PhaseContext, ddp: Any) -> tuple[list[int], str]:
     """The ranks whose parameters differ from rank 0's, and the sha256 of this rank's."""
     import torch.distributed as dist
 
@@ -187,7 +187,7 @@ def _param_sync(torch: Any, ctx: Any, ddp: Any) -> tuple[list[int], str]:
     return differing, hashlib.sha256(str(flat.cpu().view(torch.int32).tolist()).encode()).hexdigest()
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 

@@ -5,14 +5,12 @@ The numbers are judged in the parent by `ddp_doctor.health.gpu.evaluate` (data s
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor.health.gpu import run_health
-from ddp_doctor.live.phases import check
+from ddp_doctor.live.phases import PhaseContext, check
 from ddp_doctor.rundir.records import CheckRecord
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     if ctx.device is None or ctx.device.type != "cuda":
         ctx.payload["gpu_health"] = {"rank": ctx.rank, "skipped": "CPU rank: no GPU to measure"}
         return [check("live.gpu_health.run", "skip", "no GPU on this rank")]

@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 from typing import Any, TypedDict, cast
 
-from ddp_doctor.live.phases import PeerError, PhaseError, check
+from ddp_doctor.live.phases import PeerError, PhaseContext, PhaseError, check
 from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import plural
 
@@ -61,7 +61,7 @@ def _numpy_version() -> str | None:
     return str(numpy.__version__)
 
 
-def _env_check(ctx: Any) -> CheckRecord:
+def _env_check(ctx: PhaseContext) -> CheckRecord:
     env = {
         k: os.environ.get(k)
         for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -112,7 +112,7 @@ class JoinRecord(TypedDict):
     device: DeviceInfo
 
 
-def _device(ctx: Any) -> tuple[DeviceInfo, CheckRecord]:
+def _device(ctx: PhaseContext) -> tuple[DeviceInfo, CheckRecord]:
     import torch
 
     if ctx.backend != "nccl":
@@ -159,7 +159,7 @@ def _device(ctx: Any) -> tuple[DeviceInfo, CheckRecord]:
     )
 
 
-def _store(ctx: Any, timeout_s: float) -> Any:
+def _store(ctx: PhaseContext, timeout_s: float) -> Any:
     import torch.distributed as dist
 
     # The rendezvous store torchrun hosts for this worker group (TORCHELASTIC_USE_AGENT_STORE).
@@ -173,7 +173,7 @@ def _store(ctx: Any, timeout_s: float) -> Any:
     )
 
 
-def _join(ctx: Any, device: DeviceInfo) -> tuple[dict[int, JoinRecord], CheckRecord]:
+def _join(ctx: PhaseContext, device: DeviceInfo) -> tuple[dict[int, JoinRecord], CheckRecord]:
     """Count the ranks that reached init through the store, with a deadline, before any collective."""
     ctx.step("join")
     prefix = (
@@ -237,7 +237,7 @@ def _duplicates(infos: dict[int, JoinRecord]) -> CheckRecord:
     return check("live.init.duplicate_gpu", "pass", "every rank has its own GPU" if by_gpu else "no GPUs (CPU ranks)")
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     import torch.distributed as dist
 
     ctx.step("facts")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.live.phases import all_gather_objects, check
+from ddp_doctor.live.phases import PhaseContext, all_gather_objects, check
 from ddp_doctor.rundir.records import CheckRecord
 from ddp_doctor.words import plural
 
 DATASET_LEN = 1003  # not a multiple of common world sizes, so padding and drop_last matter
 
 
-def _shards(ctx: Any, epoch: int, drop_last: bool) -> list[list[int]]:
+def _shards(ctx: PhaseContext, epoch: int, drop_last: bool) -> list[list[int]]:
     from torch.utils.data.distributed import DistributedSampler
 
     dataset: Any = range(DATASET_LEN)  # a Sequence is all DistributedSampler needs
@@ -51,7 +51,7 @@ def _shards_text(world: int, per_rank: int, padding: int) -> str:
     return f"{plural(world, 'disjoint shard')} of {plural(per_rank, 'sample')} ({pad}) {'covers' if world == 1 else 'cover'} all {DATASET_LEN}"
 
 
-def run(ctx: Any) -> list[CheckRecord]:
+def run(ctx: PhaseContext) -> list[CheckRecord]:
     checks = []
     world = ctx.world_size
     ctx.step("epoch0")
