@@ -55,7 +55,6 @@ FITTED_GAPS: dict[str, str] = {
         "a compose service with no GPU reservation whose command runs a GPU trainer through a script the config does "
         "not show: gpus_not_requested"
     ),
-    "translate-ai.Dockerfile": "COPY of a named data file (data/*.csv) into the image: data_in_image",
     "mllib-argo-train-workflow.yaml": (
         "an Argo container template with no resources running a GPU training image (the project runs it with "
         "--gpus all elsewhere): gpus_not_requested"

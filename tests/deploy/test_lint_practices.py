@@ -369,6 +369,31 @@ def test_the_data_set_mounted_rather_than_in_the_image(tmp_path: Path) -> None:
     assert "data_in_image" not in _found(tmp_path / "mounted.sh")
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "data/english-spanish.csv",
+        "train.parquet",
+        "corpus/*.jsonl",
+        "shards/train-00000-of-00008.tfrecord",
+        "features.npy",
+        "train-images-idx3-ubyte.gz",
+        "data/train.json",  # a format configs use too, under a data-set word
+    ],
+)
+def test_a_data_file_copied_into_the_image_by_its_format(tmp_path: Path, source: str) -> None:
+    found = _lint(tmp_path, "Dockerfile", f"FROM python:3.12\nCOPY {source} /app/\nUSER 1000\n")
+    assert found["data_in_image"] == [(2, "warning")]
+
+
+@pytest.mark.parametrize(
+    "source", ["model.h5", "config.json", "requirements.txt", "weights/model.bin", "src/data_utils.py", "vocab.txt"]
+)
+def test_models_configs_and_code_copied_into_the_image_are_not_data(tmp_path: Path, source: str) -> None:
+    found = _lint(tmp_path, "Dockerfile", f"FROM python:3.12\nCOPY {source} /app/\nUSER 1000\n")
+    assert "data_in_image" not in found
+
+
 def test_a_timeout_torch_never_reads_is_a_belief_with_the_real_knob() -> None:
     found = {r.id.split(".")[-1]: r for r in lint_file(str(CORPUS / "yuisekinai-100_pretrain.sh")).results}
     belief = found["variable_not_read"]

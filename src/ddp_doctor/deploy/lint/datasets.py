@@ -20,6 +20,15 @@ _FETCH_SCRIPT = re.compile(r"(?i)\b(?:download|prepare|get|fetch)_?(?:data|datas
 _HUB_DATASET = re.compile(r"load_dataset\(|huggingface-cli\s+download\s.*--repo-type[ =]dataset|download=True")
 _SOFTWARE = re.compile(r"(?i)\.(?:deb|rpm|whl|sh|py|run|gpg|key|asc|pub)(?:$|[?\s])|get-pip|/bin/|conda|miniforge|apt")
 DATA_DIRS = ("data", "dataset", "datasets")
+_DATA_FILE = re.compile(
+    r"(?i)(?:\.(?:csv|tsv|parquet|jsonl|ndjson|arrow|feather|tfrecords?|npy|npz)|[.-]idx\d-ubyte)(?:\.(?:gz|bz2|xz|zst))?$"
+)
+"""Files in the formats data sets are stored in: those Hugging Face datasets loads from local files (CSV,
+JSON Lines, Parquet, Arrow: https://huggingface.co/docs/datasets/loading#local-and-remote-files), TFRecord
+(https://www.tensorflow.org/tutorials/load_data/tfrecord), NumPy arrays
+(https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html) and MNIST's idx files."""
+_DATA_FILE_IF_NAMED = re.compile(r"(?i)\.(?:h5|hdf5|pkl|pickle|pt|bin|txt|json)$")
+"""Formats that hold models, configs and text as often as data: data only under a data-set word in the path."""
 
 
 def downloads_data(run: str) -> str | None:
@@ -38,11 +47,14 @@ def downloads_data(run: str) -> str | None:
 
 
 def copies_data(sources: list[str], context: Path | None) -> str | None:
-    """A COPY / ADD source that is a data directory or archive, or a build context (.) that holds a
-    data directory .dockerignore does not leave out (read only where the context is on disk)."""
+    """A COPY / ADD source that is a data directory or archive, a data file (by its format, or a file of an
+    ambiguous format under a data-set word: data/train.json), or a build context (.) that holds a data
+    directory .dockerignore does not leave out (read only where the context is on disk)."""
     for src in sources:
         name = src.rstrip("/").rsplit("/", 1)[-1]
         if src not in (".", "./") and _DATA_SEGMENT.search(name) and not _SOFTWARE.search(name):
+            return src
+        if _DATA_FILE.search(name) or (_DATA_FILE_IF_NAMED.search(name) and _DATA_SEGMENT.search(src)):
             return src
         if src in (".", "./") and context is not None:
             found = _data_dir_in(context)
