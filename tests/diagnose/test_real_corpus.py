@@ -32,6 +32,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "jobset-603.log",
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
+        "lightning-8707.log",  # Lightning started by sbatch without srun: one process waits for the other seven (hang)
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
         "nccl-tests-218.log",
