@@ -60,10 +60,6 @@ FITTED_GAPS: dict[str, str] = {
         "--gpus all elsewhere): gpus_not_requested"
     ),
     "tigris-sdxl-skyserve.yaml": "a SkyPilot task run in a docker image_id whose user is root: runs_as_root",
-    "cern-weaver-jec-pytorchjob.yaml": (
-        "outputs named by --model-prefix and --log, relative to the working directory of a pod with no volume "
-        "there: outputs_lost"
-    ),
     "dna-interaction-foundation-train-job.yaml": (
         "a one-rank pod on the default 64 MiB /dev/shm whose trainer, a script the config runs but does not show, "
         "uses DataLoader workers: shm_too_small"

@@ -333,6 +333,48 @@ def test_outputs_written_where_no_volume_keeps_them(tmp_path: Path) -> None:
         assert "outputs_off_volume" not in _found(tmp_path / name), name
 
 
+_PYTORCHJOB = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: t}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          securityContext: {{runAsUser: 1000, runAsNonRoot: true}}
+          volumes: [{{name: ckpt, persistentVolumeClaim: {{claimName: ckpt}}}}]
+          containers:
+          - name: pytorch
+            image: img:1.0{workdir}
+            volumeMounts: [{{name: ckpt, mountPath: /ckpt}}]
+            command: [python, train.py]
+            args: [{args}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "workdir", "lost"),
+    [
+        # relative paths of a command started without a launcher, from the image's working directory
+        ("--model-prefix=outputs/net, --log=logs/train.log", "", True),
+        ("--output_dir, ./out", "", True),
+        # the same resolved against workingDir: on the volume, or not
+        ("--output_dir, out", "\n            workingDir: /ckpt", False),
+        ("--output_dir, out", "\n            workingDir: /workspace", True),
+        ("--save_dir, /ckpt/run1", "", False),
+        # --log names a level here, not a file
+        ("--log, info", "", False),
+    ],
+)
+def test_outputs_of_a_command_without_launcher_under_relative_paths(
+    tmp_path: Path, args: str, workdir: str, lost: bool
+) -> None:
+    found = _lint(tmp_path, "job.yaml", _PYTORCHJOB.format(args=args, workdir=workdir))
+    assert ("outputs_off_volume" in found) is lost, found
+
+
 def test_a_gpu_shell_to_train_in_with_no_volume(tmp_path: Path) -> None:
     assert "no_log_volume" in _found(CORPUS / "llamafactory-docker-cuda-compose.yml")
     found = _lint(tmp_path, "it.sh", "#!/bin/bash\ndocker run -it --gpus 1 --user 1000 img:1 bash\n")

@@ -88,8 +88,13 @@ OUTPUT_FLAGS = (
     "--save_path",
     "--save-path",
     "--dist_checkpoint_root_folder",  # llama-recipes' FSDP checkpoints (train_config.dist_checkpoint_root_folder)
+    "--model-prefix",  # weaver, MXNet's examples: the path prefix the model is saved under
+    "--model_prefix",
 )
 """Flags of training scripts that say where checkpoints, logs or the trained model are written."""
+OUTPUT_FILE_FLAGS = ("--log", "--log-file", "--log_file")
+"""Flags that name a log file in some scripts (weaver's --log: "path to the log file", hqucms/weaver-core
+weaver/train.py) and a level or a name suffix in others: an output only where the value is a path."""
 OUTPUT_OVERRIDES = ("OUTPUT_DIR",)
 """Config overrides given as `KEY VALUE` words after the script's flags (yacs configs of detectron2 and
 maskrcnn-benchmark: `train_net.py --config-file X.yaml OUTPUT_DIR /results`;
@@ -493,28 +498,43 @@ def script_nodes(words: list[Word]) -> At[int] | None:
     return next((n for n in (_int_at(v) for v in found.values()) if n is not None), None)
 
 
+def _path_like(value: str) -> bool:
+    return "/" in value or value.endswith((".log", ".txt", ".out"))
+
+
+def script_outputs(words: list[Word]) -> list[At[str]]:
+    """Where a training command's flags and overrides say its checkpoints, logs or model are written."""
+    found: list[At[str]] = []
+    for i, w in enumerate(words):
+        name, eq, value = w.text.partition("=")
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        if name in OUTPUT_OVERRIDES and not eq and nxt is not None:
+            found.append(At(nxt.text, nxt.line))
+        elif eq and not name.startswith("-") and name.rsplit(".", 1)[-1].lstrip("+") in OUTPUT_KEYS and value:
+            found.append(At(value, w.line))
+        if name in OUTPUT_FLAGS or name in OUTPUT_FILE_FLAGS:
+            given = At(value, w.line) if eq else (At(nxt.text, nxt.line) if nxt is not None else None)
+            if given is None or not given.value or given.value.startswith("-"):
+                continue
+            if name in OUTPUT_FLAGS or _path_like(given.value):
+                found.append(given)
+    return found
+
+
 def _script_flags(launch: Launch, rest: list[Word]) -> None:
     """What the training script's own flags say: the backend, DataLoader workers, CPU or GPU."""
     if launch.backend is None:
         backend = _flag_values(rest, BACKEND_FLAGS)
         if backend:
             launch.backend = next(iter(backend.values()))
+    launch.outputs += script_outputs(rest)
     for i, w in enumerate(rest):
         name, eq, value = w.text.partition("=")
-        after_output = i > 0 and rest[i - 1].text in (*OUTPUT_FLAGS, *OUTPUT_OVERRIDES)
-        if name in OUTPUT_OVERRIDES and not eq and i + 1 < len(rest):
-            launch.outputs.append(At(rest[i + 1].text, rest[i + 1].line))
-        elif eq and not name.startswith("-") and name.rsplit(".", 1)[-1].lstrip("+") in OUTPUT_KEYS and value:
-            launch.outputs.append(At(value, w.line))
+        after_output = i > 0 and rest[i - 1].text in (*OUTPUT_FLAGS, *OUTPUT_OVERRIDES, *OUTPUT_FILE_FLAGS)
         if name in DATA_FLAGS and eq and value:
             launch.data.append(At(value, w.line))
         elif not w.text.startswith("-") and w.text.startswith("/") and not after_output:
             launch.data += data_paths([At(w.text, w.line)])
-        if name in OUTPUT_FLAGS:
-            if eq and value:
-                launch.outputs.append(At(value, w.line))
-            elif not eq and i + 1 < len(rest) and not rest[i + 1].text.startswith("-"):
-                launch.outputs.append(At(rest[i + 1].text, rest[i + 1].line))
     workers = _flag_values(rest, WORKER_FLAGS)
     if workers:
         launch.workers = _int_at(next(iter(workers.values())))

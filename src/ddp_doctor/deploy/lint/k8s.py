@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches
+from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches, script_outputs
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit
@@ -257,6 +257,8 @@ def _container(
         u.nproc_declared, u.nproc_what = shards, "NUM_SHARD"
     u.slots = w.slots
     u.trains = (w.trains or bool(own)) and w.role not in (LAUNCHER, HELPER)
+    if u.trains and not u.launches:
+        u.outputs = script_outputs(words)
     _resources(u, c)
     _shm(u, c, pod, volumes, line, w.shm_supplied if index == 0 else None)
     _ray_object_store(u, c, words, w, index)

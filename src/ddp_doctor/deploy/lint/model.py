@@ -132,6 +132,9 @@ class Unit:
     line: int
     image: At[str] | None = None
     launches: list[Launch] = field(default_factory=list)
+    outputs: list[At[str]] = field(default_factory=list)
+    """Where a training command started without a launcher (a PyTorchJob's `python train.py`) is told to
+    write its checkpoints and logs; a launcher's are on its Launch."""
     trains: bool = False
     """A distributed training workload (torchrun, ddp-doctor, a PyTorchJob), so GPU/shm rules apply."""
     gpus: At[int | None] | None = None

@@ -472,33 +472,32 @@ def outputs_kept(u: Unit) -> Iterator[Hit]:
     where the container or pod has volumes (with none at all, no_log_volume says so)."""
     if not u.trains or u.persistent_volume is not True or u.template:
         return
-    for launch in u.launches:
-        for out in launch.outputs:
-            path = out.value.strip("'\"")
-            if not path or "$" in path or "{{" in path or "://" in path:
-                continue  # filled in later, or an object store the script writes to itself
-            where = path
-            if not path.startswith(("/", "~")):
-                if u.workdir is None:
-                    where = f"{path} (relative to the image's working directory)"
-                    path = ""
-                else:
-                    path = f"{u.workdir.rstrip('/')}/{path.removeprefix('./')}"
-                    where = f"{out.value} = {path}"
-            if path and _under(path, u.mounts):
-                continue
-            if not path and any(m.value in ("/", ".") for m in u.mounts):
-                continue
-            holder = HOLDERS.get(u.area, "container")
-            gone = {
-                "docker": "--rm removes the container, and these files, when it exits"
-                if u.removed
-                else "they stay in the stopped container until it is removed",
-                "compose": "they stay in the service's container until it is removed or recreated",
-            }.get(u.area, f"they go with the {holder}")
-            mounts = ", ".join(m.value for m in u.mounts) or "none"
-            yield Hit("outputs_off_volume", out.line, {"path": where, "gone": gone, "mounts": mounts})
-            return
+    for out in [*(o for launch in u.launches for o in launch.outputs), *u.outputs]:
+        path = out.value.strip("'\"")
+        if not path or "$" in path or "{{" in path or "://" in path:
+            continue  # filled in later, or an object store the script writes to itself
+        where = path
+        if not path.startswith(("/", "~")):
+            if u.workdir is None:
+                where = f"{path} (relative to the image's working directory)"
+                path = ""
+            else:
+                path = f"{u.workdir.rstrip('/')}/{path.removeprefix('./')}"
+                where = f"{out.value} = {path}"
+        if path and _under(path, u.mounts):
+            continue
+        if not path and any(m.value in ("/", ".") for m in u.mounts):
+            continue
+        holder = HOLDERS.get(u.area, "container")
+        gone = {
+            "docker": "--rm removes the container, and these files, when it exits"
+            if u.removed
+            else "they stay in the stopped container until it is removed",
+            "compose": "they stay in the service's container until it is removed or recreated",
+        }.get(u.area, f"they go with the {holder}")
+        mounts = ", ".join(m.value for m in u.mounts) or "none"
+        yield Hit("outputs_off_volume", out.line, {"path": where, "gone": gone, "mounts": mounts})
+        return
 
 
 @check
