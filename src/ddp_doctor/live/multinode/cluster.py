@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ddp_doctor import words
 from ddp_doctor.live import procnet
@@ -308,8 +308,7 @@ def lost_peers(peers: Iterable[str], port: int, local: Iterable[str]) -> Result 
         f"{', '.join(node_words(a) for a in gone)} joined the rendezvous but no longer answers from node 0",
         "that node",
         "check that node's link and its own report; collectives then wait until the process-group timeout",
-        observed={"unreachable": gone},
-        expected={"unreachable": []},
+        unreachable=gone,
     )
 
 
@@ -373,8 +372,14 @@ def peer_failed(lost: list[str], phase: str | None) -> Result:
     )
 
 
-def link_lost(summary: str, lost: str, remedy: str, observed: dict[str, Any], expected: dict[str, Any]) -> Result:
-    """multinode.link_lost, as seen from node 0 (a node vanished) or from another node (node 0 vanished)."""
+def link_lost(
+    summary: str, lost: str, remedy: str, *, unreachable: list[str] | None = None, endpoint: str = ""
+) -> Result:
+    """multinode.link_lost, as seen from node 0 (the `unreachable` nodes vanished) or from another node (node 0
+    at `endpoint` vanished)."""
+    seen_from_node0 = unreachable is not None
+    observed: dict[str, object] = {"unreachable": unreachable} if seen_from_node0 else {"endpoint": endpoint}
+    expected: dict[str, object] = {"unreachable": []} if seen_from_node0 else {"reachable": True}
     return Result(
         "multinode.link_lost",
         "network path to every node",

@@ -257,8 +257,7 @@ class NodePlan:
             f"node 0 ({self.endpoint}) was reachable before the run and no longer answers from this node",
             "node 0",
             "check this node's link to node 0 (`ip link`, `nc -zv` to the endpoint) and node 0's report",
-            observed={"endpoint": str(self.endpoint)},
-            expected={"reachable": True},
+            endpoint=str(self.endpoint),
         )
 
 
