@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ddp_doctor.checks import variables
+from ddp_doctor.checks.facts.host import dist_env
 from ddp_doctor.env.probes import nccl_probe
 from ddp_doctor.report import Status
 from tests.conftest import run_cli
@@ -342,6 +343,11 @@ def test_cli_nccl_timeout_in_a_shell_a_manifest_an_image_config_and_checks_envir
     for x in found:
         assert host.group(0) in x["summary"], (host.group(0), x["summary"])
         assert x["remedy"] == r["remedy"] and "timeout=datetime.timedelta(seconds=1800)" in x["remedy"]
+
+
+def test_the_host_probe_and_an_image_record_every_belief_whatever_its_prefix() -> None:
+    env = {b["name"]: "1" for b in TABLE["beliefs"]} | {"HOME": "/root", "TORCH_HOME": "/cache"}
+    assert dist_env(env) == {b["name"]: "1" for b in TABLE["beliefs"]}
 
 
 def test_cli_a_build_option_set_at_run_time_is_a_belief_in_check_a_shell_and_a_manifest(tmp_path: Path) -> None:
