@@ -79,9 +79,8 @@ WARN_IS_HONEST = {
     # loads unless it waits on the build lock, so the job waits there if it stopped there; a paste of only the
     # start of a run that went on looks the same. The WARN says so and gives the stale lock's remedy.
     "openrlhf-208.log": "the lines every process prints before a C++ extension build, and nothing after them",
-    # Self-checking tests whose output stops before their end: a stalled copy or collective if the test stopped
-    # there (the WARN names peer-to-peer behind the IOMMU / ACS first), or a paste cut there; the same bytes.
-    "ml-engineering-1.log": "CUDA's p2pBandwidthLatencyTest output that stops inside its tables",
+    # A self-checking test whose output stops before its end: a stalled collective if the test stopped there (the
+    # WARN names peer-to-peer behind the IOMMU / ACS first), or a paste cut there; the same bytes.
     "rccl-1129.log": "nccl-tests output that stops after listing its devices",
 }
 STILL_CALLED_HEALTHY: dict[str, str] = {

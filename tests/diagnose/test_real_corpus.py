@@ -41,7 +41,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "prime-rl-1360.log",  # a trainer stopped from outside because a sibling component of the run crashed
         "pseco-15.log",
-        "ml-engineering-1.log",  # p2pBandwidthLatencyTest stopping in its tables behind the IOMMU: a WARN, not a FAIL
         "rccl-1129.log",  # nccl-tests stopping after its device list (peer-to-peer behind the IOMMU): a WARN
         "ray-30333.log",  # NCCL_SOCKET_IFNAME not matching the node's interface under Ray: a FAIL, cause not named
         "pyllama-25.log",

@@ -102,3 +102,25 @@ def test_p2p_bandwidth_test_that_ran_to_its_note_is_not_a_hang() -> None:
 
 def test_lines_of_numbers_without_the_p2p_test_banner_are_not_its_tables() -> None:
     assert "diag.hang" not in _statuses(P2P_START[5:])
+
+
+def _slow(value: str) -> list[str]:
+    # the same test with P2P on far slower than through the host for the pair 0 -> 1 and 1 -> 0
+    return [*P2P_START, f"     0 730.44  {value} ", f"     1  {value} 734.91 ", *P2P_END[2:]]
+
+
+def test_p2p_copies_slower_than_through_the_host_are_a_fail() -> None:
+    results = explain_text("\n".join(_slow("1.20")).encode(), "log")
+    slow = next(r for r in results if r.id == "diag.p2p_slower_than_host")
+    assert slow.status is Status.FAIL and [(p["src"], p["dst"]) for p in slow.observed["pairs"]] == [(0, 1), (1, 0)]
+    assert "iommu=pt" in slow.remedy
+
+
+def test_p2p_copies_as_fast_as_through_the_host_are_healthy() -> None:
+    assert "diag.p2p_slower_than_host" not in _statuses(_slow("26.11"))
+
+
+def test_a_pair_the_driver_says_cannot_use_p2p_is_not_judged() -> None:
+    cannot = [line.replace("1     1", "1     0") if line.startswith("     0\t") else line for line in _slow("1.20")]
+    cannot = [line.replace("1     1", "0     1") if line.startswith("     1\t") else line for line in cannot]
+    assert "diag.p2p_slower_than_host" not in _statuses(cannot)

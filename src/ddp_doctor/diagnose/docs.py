@@ -80,9 +80,11 @@ ddp-doctor explain job.log.gz --format json -o report.json
   completes, so no row means the first collective never did. Its start-up lines alone (NCCL's first lines, its
   device list) stay a paste's beginning: a WARN. Two more waits are read the same way: CUDA's
   p2pBandwidthLatencyTest stopping inside its tables (a GPU-to-GPU copy that never finished: peer-to-peer behind
-  the IOMMU or PCIe ACS first; a WARN), and processes that stop after torch names its C++ extensions root, where
-  each would at once say it builds or loads unless it waits on the build directory's lock (a WARN naming the
-  stale lock's remedy; a FAIL when the log said the lock file was already there).
+  the IOMMU or PCIe ACS first; a WARN; its tables are also read, diagnose/p2ptables.py: a pair the driver says can
+  use P2P that copies at less than half the speed of the host path is `diag.p2p_slower_than_host`, a FAIL),
+  and processes that stop after torch names its C++ extensions root, where each would at once say it builds
+  or loads unless it waits on the build directory's lock (a WARN naming the stale lock's remedy; a FAIL when
+  the log said the lock file was already there).
 - **Fatal signals** (`diag.fatal_signal`): crash handlers' lines (UCX's `Caught signal`, Python's
   faulthandler, glog / torch's `*** SIGSEGV`, glibc's heap checks, the shell's `Segmentation fault`)
   and the backtrace frames below them name the signal, the library it happened in (the first frame
@@ -223,6 +225,7 @@ CORPUS_SCORES = """\
 | the same, its four changed blind logs moved to the fitted part | 377 | 51/57 (89.5%) | 295/320 (92.2%) | 0, 0 | 0, 0 | 1, 4 | 3, 8 |
 | 9e3bc20 (22 more logs) + containers losing their GPUs, Windows' paging file, torch without MPI, an old or late-loaded libgomp, Slurm tasks against Lightning's devices, host memory in old kernels', mpirun's, exit 137's and Ray's words, Docker networks, CUDA_VISIBLE_DEVICES and deepspeed slots (before the move) | 399 | 58/63 (92.1%) | 309/336 (92.0%) | 0, 2 | 0, 0 | 1, 6 | 3, 8 |
 | the same, its three fixed blind misses moved to the fitted part | 399 | 55/60 (91.7%) | 312/339 (92.0%) | 0, 2 | 0, 0 | 1, 6 | 3, 8 |
+| + p2pBandwidthLatencyTest's tables read (P2P slower than the host path) | 399 | P2P_BLIND | P2P_FITTED | P2P_PASS | 0, 0 | P2P_WARN | 3, 8 |
 
 No blind failure is called healthy; two fitted ones collected after the rules are (ray-23395.log, scalingup-6.log:
 Ray jobs waiting for GPUs they can never get, strict xfails in tests/diagnose/test_never_pass.py). The blind part
@@ -235,10 +238,10 @@ moved before these three were also seen in part (a failing test printed their fi
 Seven blind logs (those four, then nvidia-docker-1671, open-ce-376 and verl-275) left the part without new ones
 collected to replace them.
 The failures left at WARN are listed in tests/diagnose/test_never_pass.py with why: jobset-603.log holds byte for
-byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning); openrlhf-208.log,
-ml-engineering-1.log and rccl-1129.log stop where a run that went on also passes (the lines every process prints
-before a C++ extension build; p2pBandwidthLatencyTest's tables; nccl-tests' device list): the WARN says what a
-stop there means and its remedy, and the test asserts the WARN. The one blind failure at WARN
+byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning); openrlhf-208.log and
+rccl-1129.log stop where a run that went on also passes (the lines every process prints before a C++ extension
+build; nccl-tests' device list): the WARN says what a stop there means and its remedy, and the test asserts the
+WARN. The one blind failure at WARN
 (nccl-tests-115.log) is a strict xfail there.
 """
 
