@@ -54,12 +54,13 @@ def test_every_log_is_in_the_part_the_rule_says() -> None:
             assert "fitted_why" not in label, name
             continue
         # The one allowed move: a log the rule puts in the blind part kept fitted, because it was read before the
-        # rule existed (history) or because it was a blind miss whose class of knowledge has since been added.
+        # rule existed (history), because it was a blind miss whose class of knowledge has since been added, or
+        # because someone writing signatures saw it (seen): it no longer measures an unseen log.
         assert label["part"] == "fitted", name
         assert corpus.blind_by_rule(name), f"{name}: already fitted by the rule"
         why = str(label.get("fitted_why", ""))
         assert why.startswith("history") == (name in corpus.HISTORY), name
-        assert name in corpus.HISTORY or why.startswith("blind miss fixed"), name
+        assert name in corpus.HISTORY or why.startswith(("blind miss fixed", "seen: ")), name
 
 
 def test_names_do_not_carry_the_answer() -> None:

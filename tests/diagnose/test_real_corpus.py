@@ -35,6 +35,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "lightning-8707.log",  # Lightning started by sbatch without srun: one process waits for the other seven (hang)
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
+        "nccl-tests-115.log",  # nccl-tests stopping after its init lines (peer-to-peer behind the IOMMU): a WARN
         "nccl-tests-218.log",
         "open-llama-47.log",  # ranks waiting at a store barrier for one held up by its experiment logger (wandb)
         "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
