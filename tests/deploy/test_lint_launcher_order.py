@@ -68,6 +68,12 @@ def test_world_options_after_the_script_are_an_error(tmp_path: Path, command: st
     assert f"options {flags} come after the training script train.py" in summary
 
 
+def test_a_module_run_with_m_is_the_script_too(tmp_path: Path) -> None:
+    found = _found(tmp_path, "run.sh", "#!/bin/bash\ntorchrun --standalone -m trainer.main --nproc_per_node=8\n")
+    (summary,) = found["launcher_flags_after_script"]
+    assert "options --nproc_per_node come after the training script trainer.main" in summary
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -75,6 +81,8 @@ def test_world_options_after_the_script_are_an_error(tmp_path: Path, command: st
         "torchrun --nproc_per_node 8 --nnodes 1 train.py --nnodes 1",
         "deepspeed --num_gpus 8 train.py --num_gpus 8 --deepspeed ds.json",
         "accelerate launch --num_processes 8 train.py --output_dir out",
+        "torchrun --nproc_per_node 8 -m trainer.main --nnodes 1",  # one node: torchrun's default anyway
+        "torchrun --nnodes 2 --nproc_per_node 8 --module trainer.main --lr 1e-4",
         # options no launcher of these has, after the script
         "torchrun --nproc_per_node 8 train.py --num_nodes 1 --world_size 8 --local_rank 0",
         # detectron2's launcher is the script itself: its flags come after it

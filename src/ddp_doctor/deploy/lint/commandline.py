@@ -330,12 +330,13 @@ def _launch(words: list[Word], i: int, tool: str, at: int) -> Launch:
         "deepspeed": DEEPSPEED_FLAGS,
         "detectron2": DETECTRON2_FLAGS,
     }[tool]
-    script_at = next((k for k, x in enumerate(rest) if x.text.endswith(".py") and not x.text.startswith("-")), None)
+    script_at = _entry_at(rest)
     # torchrun, accelerate launch and deepspeed hand every word after the script to the script
     # (argparse REMAINDER): only the words before it are the launcher's own.
     own = rest[:script_at] if script_at is not None and tool in AFTER_SCRIPT_FLAGS else rest
     values = _flag_values(own, table)
     if script_at is not None and tool in AFTER_SCRIPT_FLAGS:
+        launch.entry = At(rest[script_at].text, rest[script_at].line)
         launch.after_script = _after_script(rest[script_at + 1 :], table, AFTER_SCRIPT_FLAGS[tool], set(values))
     if tool == "accelerate":
         total, machines = _int_at(values.pop("num_processes", None)), _int_at(values.get("nnodes"))
@@ -402,15 +403,37 @@ AFTER_SCRIPT_FLAGS: dict[str, tuple[str, ...]] = {
 the launcher runs with its defaults."""
 
 
+MODULE_FLAGS = ("-m", "--module")
+"""torchrun, accelerate launch and deepspeed: run the script argument as a Python module (`-m pkg.train`)."""
+
+
+def _entry_at(rest: list[Word]) -> int | None:
+    """Where the script (a *.py word, or the module after -m / --module) stands among a launcher's words."""
+    for k, x in enumerate(rest):
+        if x.text.endswith(".py") and not x.text.startswith("-"):
+            return k
+        if x.text in MODULE_FLAGS and k + 1 < len(rest) and not rest[k + 1].text.startswith("-"):
+            return k + 1
+    return None
+
+
 def _after_script(after: list[Word], table: dict[str, str], flags: tuple[str, ...], given: set[str]) -> list[At[str]]:
     """The launcher's world-sizing options written after the script, whose meaning the launcher was not
     given before it (a script's own flag of the same name beside the launcher's is not a mistake)."""
     found: list[At[str]] = []
-    for w in after:
-        name = w.text.partition("=")[0]
+    for i, w in enumerate(after):
+        name, eq, value = w.text.partition("=")
+        value = value if eq else (after[i + 1].text if i + 1 < len(after) else "")
+        if table.get(name) in LAUNCHER_DEFAULTS and value.strip("'\"") == LAUNCHER_DEFAULTS[table[name]]:
+            continue  # what the launcher does by default anyway: the script's own flag, or harmless
         if name in flags and table[name] not in given and all(f.value != name for f in found):
             found.append(At(name, w.line))
     return found
+
+
+LAUNCHER_DEFAULTS = {"nnodes": "1"}
+"""Values that, left to the launcher's default, give the same world: one node (torchrun --nnodes 1,
+accelerate --num_machines 1, deepspeed on the local node without a hostfile)."""
 
 
 SCRIPT_NODE_FLAGS = ("--num_nodes", "--num-nodes", "--trainer.num_nodes", "--trainer.num-nodes")

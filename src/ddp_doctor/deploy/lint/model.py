@@ -82,6 +82,8 @@ class Launch:
     """The node count the training script is told by its own flags (Lightning's --num_nodes, trainer.num_nodes=)."""
     script_world: At[int] | None = None
     """The world size the training script is told by its own flag (--world_size N)."""
+    entry: At[str] | None = None
+    """The script or module (-m) torchrun, accelerate launch or deepspeed runs: where its own options end."""
     after_script: list[At[str]] = field(default_factory=list)
     """The launcher's own world-sizing options written after the training script, which the launcher hands
     to the script unread (--num_gpus, --nnodes, --num_processes ...)."""

@@ -626,10 +626,10 @@ def launcher_flags_after_script(u: Unit) -> Iterator[Hit]:
     """torchrun, accelerate launch and deepspeed read their options up to the script only; the world
     options written after it go to the script, and the launcher starts its default world."""
     for launch in u.launches:
-        if not launch.after_script or launch.script is None:
+        if not launch.after_script or launch.entry is None:
             continue
         flags = ", ".join(f.value for f in launch.after_script)
-        ctx: Ctx = {"tool": launch.tool, "flags": flags, "script": launch.script.value}
+        ctx: Ctx = {"tool": launch.tool, "flags": flags, "script": launch.entry.value}
         yield Hit("launcher_flags_after_script", launch.after_script[0].line, ctx)
 
 
