@@ -88,14 +88,13 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
     # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
     "ray-23395.log": "fitted: a Ray Train job waiting for GPUs it can never get (the log stops) is not read as a failure yet",
     "scalingup-6.log": "fitted: a Ray actor that cannot be scheduled (no GPU registered) is not read as a failure yet",
-    "tacotron2-64.log": "blind: a hang at init on a stale file:// rendezvous file (the log stops), not read yet",
-    "lightning-8707.log": "fitted: Lightning under sbatch without srun, one process waiting for its peers (the log stops), not read as a failure yet",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.
     "nccl-tests-115.log": "fitted (seen): GPU peer-to-peer broken behind the IOMMU / PCIe ACS, a WARN only",
     "prime-rl-1360.log": "fitted: a trainer stopped from outside because a sibling component crashed, a WARN only",
     "open-llama-47.log": "fitted: ranks left waiting at a store barrier for one held up by wandb (the log stops), a WARN only",
+    "tacotron2-64.log": "fitted: a script's own init line and nothing after it (a stale file:// rendezvous file), a WARN only",
 }
 
 

@@ -32,7 +32,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "jobset-603.log",
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
-        "lightning-8707.log",  # Lightning started by sbatch without srun: one process waits for the other seven (hang)
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
         "nccl-tests-115.log",  # nccl-tests stopping after its init lines (peer-to-peer behind the IOMMU): a WARN
@@ -49,6 +48,9 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pytorch-177472.log",
         "ray-23395.log",  # a Ray Train job asking for more GPU workers than GPUs (hang)
         "scalingup-6.log",  # a Ray cluster without GPUs registered, an actor that cannot be scheduled
+        # a script's own init line and nothing after it: a hang at init (a stale file:// rendezvous file) or a paste
+        # that ends there, so a WARN naming the stale file among its hypotheses
+        "tacotron2-64.log",
         "transformers-14878.log",  # a multi-node rendezvous that cannot reach the master (firewall)
         "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",

@@ -103,6 +103,8 @@ class _Scan:
     """A line said a C++ extension's build lock file is already there."""
     p2p_test: bool = False
     """CUDA's p2pBandwidthLatencyTest announced itself: its table lines are its progress."""
+    file_init: bool = False
+    """A file:// init method was named: a rendezvous file left by an earlier run may be what the ranks wait on."""
 
 
 def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | None, int], int]) -> _Scan:
@@ -113,6 +115,9 @@ def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | 
         seen.self_checking = seen.self_checking or banner
         seen.activity += banner  # the test's own start counts as distributed activity
         seen.p2p_test = seen.p2p_test or any(p.search(text) for p in k.p2p_banner)
+        seen.file_init = seen.file_init or any(p.search(text) for p in k.file_init)
+        if any(p.search(text) for p in k.distributed_start):
+            seen.activity = max(seen.activity, MIN_ACTIVITY - 1)  # this line's own class adds the last one
         kind = classify(k, text)
         if kind == "p2p_test" and not seen.p2p_test:
             kind = "other"  # a line of numbers is the test's matrix only after its banner
@@ -132,6 +137,8 @@ def _scan(k: Knowledge, tail: list[tuple[int, str]], pid_rank: dict[tuple[str | 
             if a:
                 seen.claims[int(a.group("rank"))] = seen.claims.get(int(a.group("rank")), 0) + 1
                 seen.n_ranks = max(seen.n_ranks, int(a.group("world")))
+                if int(a.group("world")) > 1:  # a rank naming its world of several is a distributed job by itself
+                    seen.activity = max(seen.activity, MIN_ACTIVITY)
                 if where.rank is None:
                     where = Origin(rank=int(a.group("rank")), node=where.node)
         seq, op = _sequence(k, text) if kind == "collective" else (None, None)
@@ -159,6 +166,15 @@ def read(
         return None
     if last_meaningful.kind in STAGE_OF:
         stage = STAGE_OF[last_meaningful.kind]
+        if stage == "init" and seen.file_init:
+            stage_hyps = sig.hypotheses.get("init_file_url", ())
+            sig = replace(
+                sig,
+                hypotheses={
+                    **sig.hypotheses,
+                    "init": stage_hyps + tuple(h for h in sig.hypotheses.get("init", ()) if h not in stage_hyps),
+                },
+            )
         result = _result(sig, source, stage, last_meaningful, per_who, last_coll, seen.n_ranks, len(tail))
         return _stopped(result, seen, last_meaningful)
     waiting = _waiting_in_collective(per_who, last_coll)

@@ -45,6 +45,10 @@ class Knowledge:
     """A line saying a C++ extension's build lock file is already there (the wait that follows may never end)."""
     self_checking: tuple[re.Pattern[str], ...]
     """Banners of tests that print a result per step: ending in set-up after one is a hang, not a short paste."""
+    distributed_start: tuple[re.Pattern[str], ...]
+    """A script's own line right before init_process_group: the job is distributed by its own word."""
+    file_init: tuple[re.Pattern[str], ...]
+    """A file:// init method named in the log: a stale file from an earlier run is then the first hypothesis."""
     announce: tuple[re.Pattern[str], ...]
     """A rank naming itself in the message (group rank, world): attribution and duplicate claims."""
     announcements: tuple[Announcement, ...]
@@ -79,6 +83,8 @@ def load() -> Knowledge:
         p2p_banner=_all(act["p2p_banner"]),
         sequence=_all(act["sequence"]),
         self_checking=_all(act["self_checking"]),
+        distributed_start=_all(act["distributed_start"]),
+        file_init=_all(act["file_init"]),
         announce=_all(act["announce"]),
         announcements=tuple(
             Announcement(a["handler"], re.compile(a["pattern"]), a.get("signal"), a.get("library"))
