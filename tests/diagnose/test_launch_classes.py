@@ -113,3 +113,15 @@ h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 M
 """
     hang = next(r for r in explain_text(log, "job.log") if r.id == "diag.hang")
     assert "earlier run" not in hang.observed["hypotheses"][0]["cause"]
+
+
+def test_an_invalid_ordinal_names_mig_slices_among_its_causes() -> None:
+    # a launcher setting cuda:LOCAL_RANK where each process enumerates one MIG device
+    log = """[rank1]: Traceback (most recent call last):
+[rank1]:   File "/work/train.py", line 12, in <module>
+[rank1]:     torch.cuda.set_device(local_rank)
+[rank1]: RuntimeError: CUDA error: invalid device ordinal
+"""
+    fails = _fails(log)
+    assert fails[0].id == "diag.invalid_device_ordinal"
+    assert "MIG" in (fails[0].cause or "") and "CUDA_VISIBLE_DEVICES=MIG-" in (fails[0].remedy or "")
