@@ -255,6 +255,10 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and so
+        # would the doctor (as Unix wants for background jobs): this test is about a user's Ctrl-C, so the doctor
+        # starts with SIGINT's default, as under a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - the test starts no threads
     )
     try:
         deadline = time.monotonic() + 45
