@@ -249,16 +249,19 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
         "NO_COLOR": "1",
         "DDP_DOCTOR_FAULT": "rank=0,phase=collectives,action=hang;rank=1,phase=collectives,action=hang",
     }
+    # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and so would
+    # the doctor (as Unix wants for background jobs): this test is about a user's Ctrl-C, so the doctor starts with
+    # SIGINT's default, as under a terminal (set, then exec: the same process, no preexec_fn in a threaded parent).
+    doctor = [sys.executable, "-m", "ddp_doctor", "check", "--timeout", "60"]
+    with_default_sigint = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ddp_doctor", "check", "--timeout", "60"],
+        [sys.executable, "-c", with_default_sigint, *doctor],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and so
-        # would the doctor (as Unix wants for background jobs): this test is about a user's Ctrl-C, so the doctor
-        # starts with SIGINT's default, as under a terminal.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - the test starts no threads
     )
     try:
         deadline = time.monotonic() + 45
