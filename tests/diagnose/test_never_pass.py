@@ -87,7 +87,6 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
     # Failures explain still calls healthy (a blind one is never read here: benchmarks/score_explain_corpus.py lists
     # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
     "ray-23395.log": "fitted: a Ray Train job waiting for GPUs it can never get (the log stops) is not read as a failure yet",
-    "scalingup-6.log": "fitted: a Ray actor that cannot be scheduled (no GPU registered) is not read as a failure yet",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.

@@ -47,7 +47,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pytorch-15592.log",
         "pytorch-177472.log",
         "ray-23395.log",  # a Ray Train job asking for more GPU workers than GPUs (hang)
-        "scalingup-6.log",  # a Ray cluster without GPUs registered, an actor that cannot be scheduled
         # a script's own init line and nothing after it: a hang at init (a stale file:// rendezvous file) or a paste
         # that ends there, so a WARN naming the stale file among its hypotheses
         "tacotron2-64.log",
