@@ -1,12 +1,18 @@
 """proc.Background: work on a thread under a deadline (the NVML probe, the torch import probe, the live
-chain's static gather); a call that never returns cannot hang the doctor."""
+chain's static gather); a call that never returns cannot hang the doctor. proc.dying_with_us: a child in
+its own session still ends when the doctor is SIGKILLed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
-from ddp_doctor.proc import Background
+from ddp_doctor.proc import Background, dying_with_us
 
 
 def test_value_error_and_silence_each_say_what_happened() -> None:
@@ -22,3 +28,61 @@ def test_value_error_and_silence_each_say_what_happened() -> None:
     assert value is None and why == "the hung probe did not answer within 0.2 s"
     assert time.monotonic() - started < 30  # the deadline, not the call, decided (a generous bound: no timing test)
     never.set()
+
+
+_PARENT = (
+    "import subprocess, sys, time\n"
+    "from ddp_doctor.proc import dying_with_us\n"
+    "child = subprocess.Popen(dying_with_us(['sleep', '120']), start_new_session=True)\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _gone(pid: int, deadline_s: float) -> bool:
+    """Whether pid is gone (or a zombie) before the deadline; polled, so no timing is asserted."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_child_started_dying_with_us_ends_when_its_parent_is_sigkilled() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 30
+        while not Path(f"/proc/{child}/cmdline").read_text().startswith("sleep") and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the wrapper has exec'd: the prctl is set by then
+        assert Path(f"/proc/{child}/cmdline").read_text().startswith("sleep"), "the wrapper never exec'd its command"
+        assert os.getsid(child) == child, "the child is in a session of its own: no group signal reaches it"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _gone(child, 30), "the child outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+        if child and not _gone(child, 0.1):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_command_that_cannot_start_says_so_with_127() -> None:
+    done = subprocess.run(
+        dying_with_us(["/nonexistent/torchrun", "-x"]), check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 127
+    assert done.stderr == "cannot start /nonexistent/torchrun: No such file or directory\n"
+
+
+def test_the_environment_reaches_the_command_unchanged() -> None:
+    env = {**os.environ, "PYTHONPATH": "/somewhere", "DDP_DOCTOR_PROBE": "x y"}
+    done = subprocess.run(dying_with_us(["env"]), check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert "PYTHONPATH=/somewhere\n" in done.stdout and "DDP_DOCTOR_PROBE=x y\n" in done.stdout

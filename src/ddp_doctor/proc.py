@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,17 @@ _RUNNING: set[subprocess.Popen[bytes]] = set()
 """Children of run() not yet reaped, across threads (set add/discard are atomic)."""
 terminated_by: int | None = None
 """The signal that on_terminate turned into KeyboardInterrupt, if one did."""
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]):\n"  # the parent died before prctl: nobody would signal this one
+    "    os._exit(137)\n"
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as exc:\n"
+    "    sys.stderr.write(f'cannot start {sys.argv[2]}: {exc.strerror}\\n')\n"
+    "    os._exit(127)\n"
+)
 
 
 def on_terminate(signum: int, frame: object) -> None:
@@ -34,6 +46,15 @@ def end_children(grace_s: float = 1.0) -> None:
     """End the process group of every run() child still running (its thread may not get to)."""
     for child in list(_RUNNING):
         kill_group(child, grace_s)
+
+
+def dying_with_us(argv: Sequence[str]) -> list[str]:
+    """argv behind a small exec wrapper that sets PR_SET_PDEATHSIG first, so the kernel SIGKILLs the child
+    when this process dies without cleaning up (SIGKILL, the OOM killer): a child in a session of its own is
+    reached by no signal of ours then. The signal follows the thread that started the child (prctl(2)):
+    start it from a thread that outlives it. `-I -S`: the wrapper reads no PYTHON* variable and no site;
+    the environment reaches argv unchanged."""
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 @dataclass(frozen=True)

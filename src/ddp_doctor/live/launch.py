@@ -21,7 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -34,13 +33,12 @@ from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
 from ddp_doctor.env.target import same_environment, shebang_python
 from ddp_doctor.live import procnet, procs
-from ddp_doctor.rundir import layout, reader
+from ddp_doctor.rundir import layout, owner, reader
 from ddp_doctor.rundir.logs import parse_exit_codes, tails
 from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 GRACE_S = 3.0
 RUN_DIR_PREFIX = "ddp-doctor-run-"
-OWNER = ".owner"
 """In a run directory: 'HOST PID' of the doctor that made it; removed when the directory is kept."""
 STACK_WAIT_S = 1.5
 POLL_S = 0.05
@@ -291,9 +289,9 @@ def _preflight(spec: TorchrunSpec) -> str | None:
 
 def _new_run_dir() -> Path:
     """A fresh run directory that names its owner, with the ranks' TMPDIR and the package's link in it."""
-    _sweep_orphans(Path(tempfile.gettempdir()))
-    run_dir = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX))
-    (run_dir / OWNER).write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    for stale in owner.sweep(RUN_DIR_PREFIX):  # left by a doctor that was killed (SIGKILL, the OOM killer)
+        shutil.rmtree(rank_tmp_dir(stale), ignore_errors=True)
+    run_dir = owner.make_dir(RUN_DIR_PREFIX)
     rank_tmp_dir(run_dir).mkdir(mode=0o700)  # the ranks' TMPDIR (build_command); removed in _finish
     _link_package(run_dir)
     return run_dir
@@ -345,10 +343,13 @@ def launch(spec: TorchrunSpec, on_poll: Callable[[dict[int, Heartbeat]], None] |
         outcome.preflight_error = _preflight(spec)
         if outcome.preflight_error:
             return outcome
+        if shutil.which(argv[0], path=env.get("PATH")) is None:
+            outcome.preflight_error = f"cannot start {argv[0]}: not found, or not an executable file"
+            return outcome
         with open(run_dir / "torchrun.log", "wb") as log:
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    proc_mod.dying_with_us(argv),  # torchrun's own session: a SIGKILLed doctor cannot end it
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -409,31 +410,6 @@ def _exit_waiter(pid: int) -> _ExitWaiter:
         return _ExitWaiter(None)
 
 
-def _sweep_orphans(tmp: Path) -> None:
-    """Remove the run directories of doctors on this host that died without cleaning up (SIGKILL,
-    the OOM killer): they cannot remove their own, so the next launch does."""
-    host = socket.gethostname()
-    for run_dir in tmp.glob(f"{RUN_DIR_PREFIX}*"):
-        try:
-            owner_host, pid = (run_dir / OWNER).read_text().split()
-            if owner_host != host or run_dir.stat().st_uid != os.getuid() or _alive(int(pid)):
-                continue
-        except (OSError, ValueError):
-            continue  # no owner file: kept by --keep-run-dir, or being made right now
-        shutil.rmtree(rank_tmp_dir(run_dir), ignore_errors=True)
-        shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _with_launcher(spec: TorchrunSpec, launcher: tuple[str, ...]) -> TorchrunSpec:
     return replace(spec, launcher=launcher)
 
@@ -485,7 +461,7 @@ def _finish(
     outcome.duration_s = round(time.monotonic() - started, 3)
     if spec.keep_run_dir:
         outcome.run_dir = str(run_dir)
-        (run_dir / OWNER).unlink(missing_ok=True)  # the user's now: never swept
+        owner.disown(run_dir)  # the user's now: never swept
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
     shutil.rmtree(rank_tmp_dir(run_dir), ignore_errors=True)  # nothing in it is worth keeping

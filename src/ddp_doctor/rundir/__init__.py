@@ -10,6 +10,7 @@ reading and the records are written down once:
     reader.py    the parent side: every rank's heartbeat, result, error file and stack
     logs.py      log tails and the exit codes torchrun's summary prints
     cluster.py   a multi-node check's cluster file: every rank's entry, gathered by rank 0
+    owner.py     temp directories that name their maker, so the next doctor removes a SIGKILLed one's
 
 Standard library only: every rank imports it before torch, and the parent never imports torch.
 """

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,10 +38,12 @@ from ddp_doctor.live.multinode import cluster, preflight
 from ddp_doctor.live.multinode.rankside import CLUSTER_FILE_ENV
 from ddp_doctor.live.nodestage import Conclusion
 from ddp_doctor.report import Result, Status
+from ddp_doctor.rundir import owner
 from ddp_doctor.rundir.cluster import ClusterFile, LinkFacts
 from ddp_doctor.rundir.records import RecordError
 
 PREFLIGHT_ENV = "DDP_DOCTOR_MULTINODE_PREFLIGHT"
+CLUSTER_DIR_PREFIX = "ddp-doctor-cluster-"
 JOIN_SHARE = 1 / 3
 """Default --join-timeout: a third of --timeout (the rest is for the phases)."""
 _RDZV_ERROR = re.compile(r"(Rendezvous\w*Error)(?::\s*(.*))?")
@@ -292,7 +293,8 @@ def prepare(config: CheckConfig, backend: str, env: dict[str, str] | None = None
     env_now = {**os.environ, **(env or {})}
     # Other nodes may start a little after this one: wait for node 0's store up to the join timeout.
     results = preflight.preflight(str(endpoint), config.node_rank, backend, env_now, wait_s=join_timeout, node=node)
-    directory = Path(tempfile.mkdtemp(prefix="ddp-doctor-cluster-"))
+    owner.sweep(CLUSTER_DIR_PREFIX)  # left by a doctor that was killed (SIGKILL, the OOM killer)
+    directory = owner.make_dir(CLUSTER_DIR_PREFIX)
     atexit.register(shutil.rmtree, directory, True)  # also on Ctrl-C between launch and conclude
     plan = NodePlan(
         nnodes=nnodes,
