@@ -1,6 +1,6 @@
 """One rootfs and one config, three commands: `check --static` (facts from that rootfs's torch, imported
 through PYTHONPATH; /dev/shm and the user from a real mount namespace), `image` (the same rootfs read as
-an image) and `lint` (a compose file that says the same about /dev/shm and the user). Where they judge
+an image) and `lint` (a compose file that says the same about /dev/shm, the user and the variables). Where they judge
 the same fact they must give the same verdict in the same words: they call the same check units."""
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from ddp_doctor.checks import table
+from ddp_doctor.checks.variables import VariableVerdict
+from ddp_doctor.commands.lint import lint
+from ddp_doctor.env import checks as env_checks
+from ddp_doctor.image.audit import audit
+from ddp_doctor.report import Result, Status
 from tests.conftest import run_cli
+from tests.env.factsbuilder import make_facts
 from tests.image import imgbuild
 
 FAKE_TORCH_INIT = """\
@@ -120,3 +126,44 @@ def test_check_image_and_lint_agree_on_shm_and_user(tmp_path: Path) -> None:
     assert {u["cause"] for u in users} == {rule_why := table.non_root().why}, rule_why
     for u in users:
         assert "runs as root (" in u["summary"] and u["summary"].endswith("expected a non-root user"), u
+
+
+VARIABLES = {"NCCL_TIMEOUT": "1800", "NCCL_IB_TIMEOUT": "40", "NCCL_SOCKET_NTHREADS": "99"}
+"""A setting no library reads and two values NCCL ignores (its range is 1..31 and 1..16)."""
+
+
+def _verdict_texts(result: Result) -> dict[str, str]:
+    return {v.variable: v.text for v in map(VariableVerdict.from_dict, result.observed["verdicts"])}
+
+
+def test_check_image_and_lint_give_one_variable_the_same_verdict(tmp_path: Path) -> None:
+    """The three subjects reach the same unit through the one registry: a GPU host (check), an image
+    whose config Env sets them, a compose file of a GPU job whose environment sets them."""
+    host = {r.id: r for r in env_checks.evaluate(make_facts(env=VARIABLES))}["env.dist_vars"]
+    layer = imgbuild.tar_dir(imgbuild.torch_rootfs(tmp_path / "rootfs"), tmp_path / "layer.tar").read_bytes()
+    cfg = imgbuild.config([imgbuild.sha(layer)], env=[f"{k}={v}" for k, v in VARIABLES.items()])
+    archive = imgbuild.docker_archive(tmp_path / "img.tar", [layer], cfg)
+    image = {r.id: r for r in audit(str(archive)).results}["image.env"]
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(COMPOSE + "    environment:\n" + "".join(f"      {k}: '{v}'\n" for k, v in VARIABLES.items()))
+    linted = [r for r in lint([str(compose)])[0].results if r.id.startswith("lint.compose.variable_")]
+
+    texts = _verdict_texts(host)
+    assert sorted(texts) == sorted(VARIABLES), texts
+    assert (
+        texts["NCCL_IB_TIMEOUT"]
+        == "NCCL_IB_TIMEOUT=40: '40' is not accepted; NCCL_IB_TIMEOUT takes an integer >= 1 and <= 31"
+    )
+    assert texts["NCCL_TIMEOUT"].startswith("NCCL_TIMEOUT=1800: no library reads NCCL_TIMEOUT")
+    assert _verdict_texts(image) == texts
+    assert {str(r.observed["text"]) for r in linted} == set(texts.values())
+    assert sorted(r.id for r in linted) == [
+        "lint.compose.variable_invalid",
+        "lint.compose.variable_invalid",
+        "lint.compose.variable_not_read",
+    ]
+    for text in texts.values():  # and each summary says it in those words
+        assert text in host.summary and text in image.summary
+        assert any(text in r.summary for r in linted)
+    assert host.status is image.status is Status.WARN
+    assert {r.status for r in linted} == {Status.WARN}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ddp_doctor.checks import variables
-from ddp_doctor.checks.facts.host import dist_env
+from ddp_doctor.checks.facts.host import VariableContext, dist_env
 from ddp_doctor.env.probes import nccl_probe
 from ddp_doctor.report import Status
 from tests.conftest import run_cli
@@ -26,7 +26,7 @@ URL_OR_PATH = re.compile(r"https?://\S+|[A-Za-z0-9_-]+/[A-Za-z0-9_.-]+ \S*(src|t
 
 def findings(env: dict[str, str], **facts: Any) -> list[variables.VariableVerdict]:
     """The verdicts that say something is wrong, as `check` weighs them on a GPU host."""
-    verdicts = variables.judge(env, variables.VariableContext.of_host(make_facts(env=env, **facts)))
+    verdicts = variables.judge(env, VariableContext.from_env(make_facts(env=env, **facts)))
     return [v for v in verdicts if v.status != "pass"]
 
 
@@ -345,9 +345,13 @@ def test_cli_nccl_timeout_in_a_shell_a_manifest_an_image_config_and_checks_envir
         assert x["remedy"] == r["remedy"] and "timeout=datetime.timedelta(seconds=1800)" in x["remedy"]
 
 
-def test_the_host_probe_and_an_image_record_every_belief_whatever_its_prefix() -> None:
-    env = {b["name"]: "1" for b in TABLE["beliefs"]} | {"HOME": "/root", "TORCH_HOME": "/cache"}
-    assert dist_env(env) == {b["name"]: "1" for b in TABLE["beliefs"]}
+def test_the_host_probe_an_image_and_lint_record_every_name_the_table_judges_whatever_its_prefix() -> None:
+    """TORCH_CPP_LOG_LEVEL used to be judged by lint alone: the host probe and an image's Env dropped it."""
+    judged = [*(v["name"] for v in TABLE["variables"]), *(b["name"] for b in TABLE["beliefs"])]
+    judged += [*TABLE["renamed"], *TABLE["rank_vars"], *TABLE["ifname_vars"]]
+    env = dict.fromkeys(judged, "1") | {"HOME": "/root", "TORCH_HOME": "/cache"}
+    assert dist_env(env) == dict.fromkeys(sorted(judged), "1")
+    assert "TORCH_CPP_LOG_LEVEL" in dist_env({"TORCH_CPP_LOG_LEVEL": "LOUD"})
 
 
 def test_cli_a_build_option_set_at_run_time_is_a_belief_in_check_a_shell_and_a_manifest(tmp_path: Path) -> None:
@@ -398,7 +402,7 @@ def test_no_remedy_anywhere_proposes_a_value_outside_the_range() -> None:
         entry = variables.spec(name) or {"type": "string"}
         for value in _sample_values(entry):
             for facts in (make_facts(env={name: value}), _cpu_host({name: value})):
-                for verdict in variables.judge({name: value}, variables.VariableContext.of_host(facts)):
+                for verdict in variables.judge({name: value}, VariableContext.from_env(facts)):
                     for target, proposed in _proposals(verdict.remedy or ""):
                         spec = variables.spec(target)
                         if spec is not None and spec["type"] not in ("string", "path", "ifname"):
@@ -426,3 +430,11 @@ def test_the_table_holds_only_the_keys_its_records_declare() -> None:
         for entry in entries:
             assert set(entry) <= keys(kind), (kind.__name__, set(entry) - keys(kind))
     assert {v["type"] for v in TABLE["variables"]} <= set(variables.TYPES)
+
+
+def test_a_verdict_travels_in_a_result_and_a_malformed_one_is_refused() -> None:
+    (verdict,) = variables.judge({"NCCL_IB_TIMEOUT": "40"}, VariableContext(nccl_runs=False))
+    assert variables.VariableVerdict.from_dict(verdict.to_dict()) == verdict
+    for broken in ({**verdict.to_dict(), "text": None}, {**verdict.to_dict(), "dormant": "no"}):
+        with pytest.raises(TypeError, match="verdicts"):
+            variables.VariableVerdict.from_dict(broken)

@@ -96,8 +96,8 @@ def test_ipv6_family_picks_the_ipv6_interface() -> None:
         env={"NCCL_SOCKET_FAMILY": "AF_INET6"},
     )
     f = EnvVarsFacts.from_env(facts)
-    remedy = ifname_remedy("NCCL_SOCKET_IFNAME", f.env, f.network)
+    remedy = ifname_remedy("NCCL_SOCKET_IFNAME", f.env, f.context.network)
     assert remedy.startswith("set NCCL_SOCKET_IFNAME=ib0") and "eth0" not in remedy and "ifb0" not in remedy
     nothing = make_facts(network={"interfaces": ifaces[2:], "route": {}})
     g = EnvVarsFacts.from_env(nothing)
-    assert ifname_remedy("GLOO_SOCKET_IFNAME", g.env, g.network).startswith("unset GLOO_SOCKET_IFNAME")
+    assert ifname_remedy("GLOO_SOCKET_IFNAME", g.env, g.context.network).startswith("unset GLOO_SOCKET_IFNAME")

@@ -28,8 +28,8 @@ A check is one declared unit (`ddp_doctor.checks.model.Check`), one file in `che
 a title, the typed facts it reads (`ddp_doctor.checks.facts`) and a pure judge from those facts to a
 finding; they are listed here in report order. `check --static` builds the facts from this host,
 `image` from an image's rootfs, `lint` from a launch config (where a config can say the same: the
-size of /dev/shm, a job run as root; lint reports the verdict under its own rule id, on the config's
-line); each names the Result with its own id, listed under each check with
+size of /dev/shm, a job run as root, the variables the ranks start with; lint reports the verdict
+under its own rule id, on the config's line); each names the Result with its own id, listed under each check with
 the file that declares it (a check with only an `env` id judges a host alone: an image has no GPU,
 driver or network to ask; one with only an `image` id judges what only an image has: its digests,
 interpreters on disk, CUDA libraries, Entrypoint and run command). Thresholds, wording and remedies

@@ -11,16 +11,16 @@ runs there (a CUDA torch with a GPU, a GPU job) and what the host has (interface
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from ddp_doctor import knowledge
 from ddp_doctor.checks import interfaces as interfaces_mod
-from ddp_doctor.checks.facts.fields import typed
-from ddp_doctor.checks.facts.host import NetworkFacts
+from ddp_doctor.checks.facts.fields import required, typed, version_tuple
+from ddp_doctor.checks.facts.host import VariableContext
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "GLOO_")
 """The names env.dist_vars judges (those of NCCL, torch.distributed and gloo); *_SOCKET_IFNAME and
@@ -117,46 +117,7 @@ class VariablesTable(TypedDict, total=False):
     sources: dict[str, str]
 
 
-@dataclass(frozen=True)
-class VariableContext:
-    """What is known about where the variables will be read."""
-
-    nccl_runs: bool | None = None
-    """True: NCCL reads its variables there (a CUDA torch with a GPU, a GPU job); False: it does not
-    (CPU torch, no GPU, a CPU job); None: not known (an image, a config that does not say)."""
-    gpus_seen: bool | None = None
-    """True: GPUs are seen, and the GPU checks judge CUDA_VISIBLE_DEVICES against them."""
-    rank_setter: bool | None = None
-    """True: a launcher sets RANK / WORLD_SIZE for the ranks (torchrun, an operator); False: nothing
-    does (a plain `python train.py`); None: not known."""
-    nccl_version: tuple[int, ...] | None = None
-    net_plugins: Mapping[str, Any] | None = None
-    nvlink: bool = False
-    infiniband: bool = False
-    network: NetworkFacts | None = None
-    """The host's interfaces; None where they are the node's, not known here (an image, a config)."""
-
-    @classmethod
-    def of_host(cls, facts: Mapping[str, Any]) -> VariableContext:
-        torch = typed(facts.get("torch"), Mapping, "torch") or {}
-        gpus = typed(facts.get("gpus"), Mapping, "gpus") or {}
-        counts = (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count"))
-        seen = any(int(n or 0) > 0 for n in counts)
-        cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
-        nccl = typed(facts.get("nccl"), Mapping, "nccl") or {}
-        network = typed(facts.get("network"), Mapping, "network") or {}
-        return cls(
-            nccl_runs=cuda_build and seen,
-            gpus_seen=seen,
-            nccl_version=_version(nccl.get("version") or torch.get("nccl_version")),
-            net_plugins=nccl.get("net_plugins") if isinstance(nccl.get("net_plugins"), Mapping) else None,
-            nvlink=any(int(g.get("nvlinks_active") or 0) > 0 for g in gpus.get("all") or [] if isinstance(g, Mapping)),
-            infiniband=bool((network.get("infiniband") or {}).get("devices")),
-            network=NetworkFacts.from_env(facts) if network else None,
-        )
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class VariableVerdict:
     """What one variable set to one value means where it is read."""
 
@@ -173,6 +134,22 @@ class VariableVerdict:
     """Fails only where NCCL runs, which it does not here (said once per finding)."""
     group: str | None = None
     """A heading several verdicts share in a summary ('set outside torchrun')."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The verdict as a Result's observed `verdicts[]` holds it, which from_dict reads back."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VariableVerdict:
+        """A verdict of a Result's observed `verdicts[]`; a field missing or of the wrong type raises."""
+        text = {k: required(d.get(k), str, f"verdicts[].{k}") for k in ("variable", "value", "status", "kind", "text")}
+        return cls(
+            **text,
+            remedy=typed(d.get("remedy"), str, "verdicts[].remedy"),
+            source=required(d.get("source"), str, "verdicts[].source"),
+            dormant=bool(typed(d.get("dormant"), bool, "verdicts[].dormant")),
+            group=typed(d.get("group"), str, "verdicts[].group"),
+        )
 
     @property
     def values_check(self) -> bool:
@@ -262,11 +239,6 @@ def _empty_means(name: str, entry: VariableSpec) -> str:
         return str(entry["empty"])
     by_reader = (table().get("empty") or {}).get(reader(name, entry)) or {}
     return str(by_reader.get(entry["type"], "unknown"))
-
-
-def _version(text: Any) -> tuple[int, ...] | None:
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
-    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 def source_of(entry: VariableSpec) -> str:
@@ -413,7 +385,7 @@ def _applies(rule: Setting, value: str, where: VariableContext) -> bool:
 
 
 def _unread(name: str, value: str, entry: VariableSpec, where: VariableContext, source: str) -> VariableVerdict | None:
-    since, removed = _version(entry.get("since")), _version(entry.get("removed"))
+    since, removed = version_tuple(entry.get("since")), version_tuple(entry.get("removed"))
     nccl = where.nccl_version
     if nccl is None:
         return None
@@ -439,12 +411,11 @@ def _unseen_plugin(
     if value.strip().lower() in {b.lower() for b in builtin}:
         return None
     plugins = where.net_plugins
-    if not isinstance(plugins, Mapping) or plugins.get("found"):
+    if plugins is None or plugins.found:
         return None  # not probed (an older report, a config), or a plugin exists: its declared name is unknown here
-    names = plugins.get("names") or []
     looked = (
-        f"looked for {' and '.join(names)} in {', '.join(plugins.get('searched') or [])}"
-        if names
+        f"looked for {' and '.join(plugins.names)} in {', '.join(plugins.searched)}"
+        if plugins.names
         else "NCCL_NET_PLUGIN=none turns external plugins off"
     )
     return VariableVerdict(

@@ -3,6 +3,7 @@ that names it, so a malformed facts file ends as an `error` Result, never coerce
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,3 +66,9 @@ def typed_at(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...]
 def required_at(section: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     """`required` for the field `key` of the section named `where`."""
     return required(section.get(key), kind, f"{where}.{key}")
+
+
+def version_tuple(text: Any) -> tuple[int, ...] | None:
+    """(2, 21, 5) from '2.21.5' or '2.21.5+cuda12.4'; None when the text does not start with a version."""
+    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None

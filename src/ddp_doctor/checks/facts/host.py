@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_doctor import knowledge
-from ddp_doctor.checks.facts.fields import bool_at, int_at, section, str_at, typed
+from ddp_doctor.checks.facts.fields import bool_at, int_at, section, str_at, typed, version_tuple
 from ddp_doctor.checks.facts.gpu_devices import GpuFacts
 
 
@@ -159,57 +159,115 @@ DIST_ENV_NAMES = (
 (env.probes.system.env_vars) and what an image's config Env is read for, so both judge the same set."""
 
 
-def _belief_names() -> frozenset[str]:
-    """The settings people believe in that no library reads (variables.yaml `beliefs`): recorded too,
-    whatever their prefix, so check and image judge the same names lint does."""
-    return frozenset(str(b["name"]) for b in knowledge.load_mapping("variables.yaml").get("beliefs") or [])
+def _judged_names() -> frozenset[str]:
+    """Every name knowledge/variables.yaml has a verdict for (its variables, old names, settings people
+    believe in that no library reads, the rank and interface variables): recorded too, whatever their
+    prefix, so check, image and lint judge the same names."""
+    data = knowledge.load_mapping("variables.yaml")
+    names = [str(v["name"]) for v in (*(data.get("variables") or []), *(data.get("beliefs") or []))]
+    names += [*(data.get("renamed") or {}), *(data.get("rank_vars") or []), *(data.get("ifname_vars") or [])]
+    return frozenset(names)
 
 
 def dist_env(env: Mapping[str, Any]) -> dict[str, str]:
-    beliefs = _belief_names()
+    judged = _judged_names()
     return {
         str(k): str(v)
         for k, v in sorted(env.items())
-        if k in DIST_ENV_NAMES or str(k).startswith(DIST_ENV_PREFIXES) or k in beliefs
+        if k in DIST_ENV_NAMES or str(k).startswith(DIST_ENV_PREFIXES) or k in judged
     }
 
 
 @dataclass(frozen=True)
+class NetPlugins:
+    """Which NCCL network plugin libraries the loader would find for the target's environment
+    (env.probes.nccl_probe.net_plugins, the report's nccl.net_plugins)."""
+
+    names: tuple[str, ...]
+    """The library names NCCL tries, in its order (none: NCCL_NET_PLUGIN=none)."""
+    searched: tuple[str, ...]
+    """Where we looked, in order."""
+    found: bool
+
+    @classmethod
+    def from_dict(cls, p: Mapping[str, Any]) -> NetPlugins:
+        found = typed(p.get("found"), list, "nccl.net_plugins.found")
+        return cls(
+            names=_strings(p.get("names"), "nccl.net_plugins.names") or (),
+            searched=_strings(p.get("searched"), "nccl.net_plugins.searched") or (),
+            found=bool(found),
+        )
+
+
+@dataclass(frozen=True)
+class VariableContext:
+    """What is known about where the variables will be read (checks/variables.py weighs a value against it)."""
+
+    nccl_runs: bool | None = None
+    """True: NCCL reads its variables there (a CUDA torch with a GPU, a GPU job); False: it does not
+    (CPU torch, no GPU, a CPU job); None: not known (an image, a config that does not say)."""
+    gpus_seen: bool | None = None
+    """True: GPUs are seen, and the GPU checks judge CUDA_VISIBLE_DEVICES against them."""
+    rank_setter: bool | None = None
+    """True: a launcher sets RANK / WORLD_SIZE for the ranks (torchrun, an operator); False: nothing
+    does (a plain `python train.py`); None: not known."""
+    nccl_version: tuple[int, ...] | None = None
+    net_plugins: NetPlugins | None = None
+    """None: not probed (an older report, an image, a config)."""
+    nvlink: bool = False
+    infiniband: bool = False
+    network: NetworkFacts | None = None
+    """The host's interfaces; None where they are the node's, not known here (an image, a config)."""
+
+    @classmethod
+    def from_env(cls, facts: Mapping[str, Any]) -> VariableContext:
+        torch = typed(facts.get("torch"), Mapping, "torch") or {}
+        gpus = typed(facts.get("gpus"), Mapping, "gpus") or {}
+        seen = any(int(n or 0) > 0 for n in (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count")))
+        nccl = typed(facts.get("nccl"), Mapping, "nccl") or {}
+        plugins = typed(nccl.get("net_plugins"), Mapping, "nccl.net_plugins")
+        network = typed(facts.get("network"), Mapping, "network") or {}
+        return cls(
+            nccl_runs=str(torch.get("flavour") or "") not in ("", "cpu") and seen,
+            gpus_seen=seen,
+            nccl_version=version_tuple(nccl.get("version") or torch.get("nccl_version")),
+            net_plugins=None if plugins is None else NetPlugins.from_dict(plugins),
+            nvlink=any(int(g.get("nvlinks_active") or 0) > 0 for g in gpus.get("all") or [] if isinstance(g, Mapping)),
+            infiniband=bool((network.get("infiniband") or {}).get("devices")),
+            network=NetworkFacts.from_env(facts),
+        )
+
+
+@dataclass(frozen=True)
 class EnvVarsFacts:
-    """The environment a job starts with (RANK, MASTER_*, NCCL_* ...) and the network it must name."""
+    """The environment a job starts with (RANK, MASTER_*, NCCL_* ...) and what is known about where it
+    is read (the env_vars and dist_vars units judge it with checks/variables.py)."""
 
     env: Mapping[str, str] | None
     """None: not known here (a rootfs has no config, see `unknown_why`)."""
-    network: NetworkFacts | None
-    """None: the interfaces are not known here (an image): *_SOCKET_IFNAME values are not matched."""
+    context: VariableContext
     baked: bool = False
     """True for an image's config Env: every container of every job starts with it."""
     unknown_why: str = ""
-    gpus_seen: bool | None = None
-    """Whether GPUs are seen (NVML or torch); None where not known (an image)."""
-    nccl_runs: bool | None = None
-    """Whether NCCL runs here (a CUDA build of torch and a GPU seen); None where not known."""
+    every_variable: bool = False
+    """True where env_vars shows every variable's verdict (an image, a launch config); False on a host,
+    where env.dist_vars shows those of NCCL, torch.distributed and gloo."""
 
     @classmethod
     def from_env(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
         env = typed(facts.get("env"), Mapping, "env") or {}
-        torch = typed(facts.get("torch"), Mapping, "torch") or {}
-        gpus = typed(facts.get("gpus"), Mapping, "gpus") or {}
-        seen = any(int(n or 0) > 0 for n in (gpus.get("count"), gpus.get("physical_count"), torch.get("device_count")))
-        cuda_build = str(torch.get("flavour") or "") not in ("", "cpu")
-        return cls(
-            {str(k): str(v) for k, v in env.items()},
-            NetworkFacts.from_env(facts),
-            gpus_seen=seen,
-            nccl_runs=cuda_build and seen,
-        )
+        return cls({str(k): str(v) for k, v in env.items()}, VariableContext.from_env(facts))
 
     @classmethod
     def from_image(cls, facts: Mapping[str, Any]) -> EnvVarsFacts:
+        """An image's interfaces, GPUs and NCCL are the node's: nothing about where it runs is known."""
         img = section(facts, "image")
         if img.get("config") is None:
-            return cls(None, None, baked=True, unknown_why="a rootfs has no config Env")
-        return cls(dist_env(typed(img.get("env"), Mapping, "image.env") or {}), None, baked=True)
+            return cls(
+                None, VariableContext(), baked=True, unknown_why="a rootfs has no config Env", every_variable=True
+            )
+        env = dist_env(typed(img.get("env"), Mapping, "image.env") or {})
+        return cls(env, VariableContext(), baked=True, every_variable=True)
 
 
 @dataclass(frozen=True)

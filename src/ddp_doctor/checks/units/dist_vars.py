@@ -6,33 +6,16 @@ shows those of NCCL, torch.distributed and gloo, env.env_vars the launch, interf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 from ddp_doctor.checks import variables
-from ddp_doctor.checks.facts.fields import typed
-from ddp_doctor.checks.model import Check, Finding
+from ddp_doctor.checks.facts.host import EnvVarsFacts
+from ddp_doctor.checks.model import Check, Finding, skip
 from ddp_doctor.report import Status
 from ddp_doctor.words import plural
 
 _NONE_SET = "no NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_* or GLOO_* variable is set (the defaults apply)"
 
 
-@dataclass(frozen=True)
-class DistVarsFacts:
-    env: Mapping[str, str]
-    host: Mapping[str, Any]
-    """The facts a value is weighed against (the NCCL version, its network plugins, NVLink,
-    InfiniBand, whether NCCL runs here), read by variables.VariableContext.of_host."""
-
-    @classmethod
-    def from_env(cls, facts: Mapping[str, Any]) -> DistVarsFacts:
-        env = typed(facts.get("env"), Mapping, "env") or {}
-        return cls({str(k): str(v) for k, v in env.items()}, facts)
-
-
-def judge(f: DistVarsFacts) -> Finding:
+def judge(f: EnvVarsFacts) -> Finding:
     """Fails or warns on each variable whose value knowledge/variables.yaml says NCCL or torch
     rejects (naming the accepted values; an empty value as its reader reads it), on settings no
     library reads (what people meant and the real knob), on names close to a real one ("did you
@@ -40,7 +23,9 @@ def judge(f: DistVarsFacts) -> Finding:
     removed) and on valid values that cost time on this machine. An invalid NCCL value where NCCL
     does not run (CPU torch, or no GPU) is a WARN that says when it would fail.
     """
-    found = [v for v in variables.judge(dict(f.env), variables.VariableContext.of_host(f.host)) if v.values_check]
+    if f.env is None:
+        return skip(f.unknown_why or "the environment is not known here")
+    found = [v for v in variables.judge(f.env, f.context) if v.values_check]
     ifnames = set(variables.table().get("ifname_vars") or [])
     shown = [k for k in f.env if k.startswith(variables.PREFIXES) and k not in ifnames]
     said = [v for v in found if v.text and v.status != "pass"]
@@ -62,14 +47,14 @@ def judge(f: DistVarsFacts) -> Finding:
         cause="NCCL and torch read these variables at init; an invalid one stops the process group or is "
         "silently ignored, a costly one slows every step, and one no library reads changes nothing",
         remedy="\n".join(variables.remedies(said)),
-        observed={"findings": [{"variable": v.variable, "status": v.status, "source": v.source} for v in said]},
+        observed={"verdicts": [v.to_dict() for v in said]},
     )
 
 
 CHECK = Check(
     name="dist_vars",
     title="NCCL / torch.distributed variables (values)",
-    facts=DistVarsFacts,
+    facts=EnvVarsFacts,
     judge=judge,
     ids={"env": "env.dist_vars"},
     order=220,

@@ -1,8 +1,9 @@
 """Do RANK / WORLD_SIZE / MASTER_* / *_SOCKET_IFNAME / CUDA_* in the environment make sense here?
 
-The verdicts are checks/variables.py's, one per variable from knowledge/variables.yaml; this unit
-shows those of the launch, interface and CUDA variables, env.dist_vars those of NCCL, torch.distributed
-and gloo, so no variable is judged twice.
+The verdicts are checks/variables.py's, one per variable from knowledge/variables.yaml; on a host this
+unit shows those of the launch, interface and CUDA variables, env.dist_vars those of NCCL,
+torch.distributed and gloo, so no variable is judged twice; an image and a launch config have this
+unit alone, for every variable.
 """
 
 from __future__ import annotations
@@ -27,20 +28,22 @@ def judge(f: EnvVarsFacts) -> Finding:
 
     An image's config Env is judged by the same verdicts (`image.env`), as what every container
     starts with, NCCL's and torch's variables included; its interfaces are the node's, so
-    *_SOCKET_IFNAME is not matched there.
+    *_SOCKET_IFNAME is not matched there. A launch config's variables (container env, compose
+    environment, Dockerfile ENV, `export`, `srun --export`, `mpirun -x`) are too: lint reports each
+    verdict on the variable's line as `variable_invalid`, `variable_unknown`, `variable_not_read`,
+    `variable_renamed` or `variable_costly`, with NCCL running in a GPU job and not in a CPU one.
     """
     if f.env is None:
         return skip(f.unknown_why or "the environment is not known here")
     env = dict(f.env)
-    where = variables.VariableContext(nccl_runs=f.nccl_runs, gpus_seen=f.gpus_seen, network=f.network)
-    found = variables.judge(env, where)
-    # On a host env.dist_vars shows NCCL's and torch's; an image has one unit for all of them.
-    shown = [v for v in found if f.baked or not v.values_check]
-    observed = {"env": env}
+    found = variables.judge(env, f.context)
+    # On a host env.dist_vars shows NCCL's and torch's; an image and a config have one unit for all of them.
+    shown = [v for v in found if f.every_variable or not v.values_check]
+    observed: dict[str, object] = {"env": env, "verdicts": [v.to_dict() for v in shown if v.text]}
     where_words = " baked into the image" if f.baked else ""
     said = [v for v in shown if v.text]
     if not said:
-        own = [k for k in env if f.baked or not k.startswith(variables.PREFIXES)]
+        own = [k for k in env if f.every_variable or not k.startswith(variables.PREFIXES)]
         names = ", ".join(f"{k}={env[k]}" for k in own if k.startswith(("NCCL_", "TORCH_NCCL_", "MASTER_")))
         return Finding(
             Status.PASS,
@@ -69,6 +72,6 @@ CHECK = Check(
     title="distributed environment variables",
     facts=EnvVarsFacts,
     judge=judge,
-    ids={"env": "env.env_vars", "image": "image.env"},
+    ids={"env": "env.env_vars", "image": "image.env", "lint": "lint.<area>.variable_<verdict>"},
     order=180,
 )

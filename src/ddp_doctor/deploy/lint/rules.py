@@ -12,12 +12,11 @@ from importlib import resources
 import yaml
 
 from ddp_doctor.checks import table
-from ddp_doctor.checks import variables as variables_check
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, RuleArg, Unit
 from ddp_doctor.deploy.lint.quantity import human
-from ddp_doctor.deploy.lint.subject import verdicts
+from ddp_doctor.deploy.lint.subject import exports, variable_verdicts, verdicts
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
 from ddp_doctor.report import Status
 from ddp_doctor.words import count
@@ -770,7 +769,7 @@ def node_rank(u: Unit) -> Iterator[Hit]:
     nodes needs each node's rank; without one every node is node 0."""
     if u.operator in INJECTS_NODE_RANK:
         return
-    env = _exports(u)
+    env = exports(u)
     fixed_env = _fixed_rank_variable(u, env)
     if fixed_env is not None:
         yield fixed_env
@@ -953,40 +952,26 @@ VERDICT_RULES = {
 }
 NAME_VERDICTS = ("unknown", "belief", "renamed")
 """Verdicts about the name alone, still right when the value is filled in later ($VAR, {{...}})."""
-RANK_SETTERS = ("torchrun", "tune", "accelerate", "deepspeed", "ddp-doctor", "mpirun")
 NCCL_NAMES = ("NCCL_", "TORCH_NCCL_")
-
-
-def _exports(u: Unit) -> dict[str, At[str]]:
-    """The variables the unit's ranks start with: its env, then what the starting command adds
-    (`srun --export`, `mpirun -x NAME=VALUE`)."""
-    env = dict(u.env)
-    for launch in u.launches:
-        env.update(launch.exports)
-    return env
 
 
 @check
 def environment(u: Unit) -> Iterator[Hit]:
-    """Every variable the config sets, judged by the one variable table, as `check` judges the host's."""
-    env = _exports(u)
-    if not env:
+    """Every variable the config sets, judged by the env_vars unit `check` and `image` use (one verdict
+    per variable, checks/variables.py), each reported on its own line under the rule of its verdict."""
+    said = verdicts(u).get("env_vars")
+    if said is None:
         return
+    env = exports(u)
     w = workload(u)
-    device = w.device.value if w.device is not None else None
-    setter = (
-        True if any(l.tool in RANK_SETTERS for l in u.launches) or u.operator in ("pytorchjob", "trainjob") else None
-    )
-    where = variables_check.VariableContext(nccl_runs={"gpu": True, "cpu": False}.get(str(device)), rank_setter=setter)
-    for verdict in variables_check.judge({k: v.value for k, v in env.items()}, where):
+    cpu_job = w.device is not None and w.device.value == "cpu"
+    for verdict in variable_verdicts(said):
         rule = VERDICT_RULES.get(verdict.kind)
         value = env[verdict.variable].value
         templated = "$" in value or "{{" in value
         if rule is None or verdict.status == "pass" or (verdict.kind == "rank" and verdict.group):
             continue  # "set outside torchrun": a config sets them on purpose for the launch it runs
-        if (device == "cpu" and verdict.variable.startswith(NCCL_NAMES)) or (
-            templated and verdict.kind not in NAME_VERDICTS
-        ):
+        if (cpu_job and verdict.variable.startswith(NCCL_NAMES)) or (templated and verdict.kind not in NAME_VERDICTS):
             continue  # NCCL does not run in a CPU job; a value filled in later cannot be judged
         ctx: Ctx = {"text": verdict.text, "remedy": verdict.remedy or "", "reference": verdict.source}
         yield Hit(rule, env[verdict.variable].line, ctx, "error" if verdict.status == "fail" else "warning")
