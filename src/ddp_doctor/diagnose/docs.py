@@ -108,6 +108,14 @@ ddp-doctor explain job.log.gz --format json -o report.json
   each pattern hits and the signature checks run, under a ceiling, so a pattern on a common INFO word cannot
   make a dense log slow unnoticed. Lines are cut at 8 KB; the last 256 KB are kept for the hang reader.
   Memory stays flat.
+- **The compiled hyperscan database** is kept in `$XDG_CACHE_HOME/ddp-doctor` (else `~/.cache/ddp-doctor`),
+  named by a hash of the patterns and hyperscan's version, so a changed catalogue writes a new entry. An entry
+  holds a SHA-256 of its bytes, checked before hyperscan sees them (a file cut short by a crash is removed and
+  compiled again), and is written under a temp name of its own, fsynced and renamed into place, so two doctors
+  at once each leave a whole file. After a write the directory keeps the 4 entries used last (a load marks one
+  used): this version's, and other installed versions' without evicting each other on every run; temp files
+  of writers dead for an hour go (diagnose/dbcache.py, tests/diagnose/test_dbcache.py). A cache that cannot
+  be written only costs the compile (~0.4 s).
 - **From Python** (what `check`, `bench`, `run` use): `ddp_doctor.diagnose.explain_text(text_or_bytes,
   name, exit_codes)` and `explain_stream(binary_stream, name, stats, exit_codes)` return typed `Result`s,
   root cause first; `diagnose({name: lines}, exit_codes)` returns the signature findings only.

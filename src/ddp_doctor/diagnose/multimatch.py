@@ -11,12 +11,12 @@ Three engines, best first; all find the same lines (tests/diagnose/test_engines.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ddp_doctor.diagnose import dbcache
 from ddp_doctor.diagnose.literals import literal_filter, required
 from ddp_doctor.diagnose.prefilter import scoped
 
@@ -128,26 +128,21 @@ class _Hyperscan:
 
 def _cached_db(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
     """Compiling the catalogue takes ~0.4 s, a third of reading 500 MB: keep the compiled database in the
-    user's cache, keyed by the patterns and the library version. The cache is only an optimisation: a
-    missing, stale or unwritable one means compiling again."""
-    key = hashlib.sha256(repr((exprs, flags, hyperscan.__version__)).encode()).hexdigest()[:24]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "ddp-doctor", f"hyperscan-{key}.db")
-    try:
-        with open(path, "rb") as f:
-            loaded = hyperscan.loadb(f.read(), mode=hyperscan.HS_MODE_BLOCK)
-        loaded.scratch = hyperscan.Scratch(loaded)  # a deserialised database comes without one
-        return loaded
-    except (OSError, hyperscan.error):
-        pass  # not cached yet, unreadable, or built for another CPU (hyperscan checks): compile below
+    user's cache (dbcache.py), keyed by the patterns and the library version. The cache is only an
+    optimisation: a missing, torn, stale or unwritable one means compiling again."""
+    key = dbcache.key_of((exprs, flags, hyperscan.__version__))
+    payload = dbcache.load(key)
+    if payload is not None:
+        try:
+            loaded = hyperscan.loadb(payload, mode=hyperscan.HS_MODE_BLOCK)
+            loaded.scratch = hyperscan.Scratch(loaded)  # a deserialised database comes without one
+            return loaded
+        except hyperscan.error:
+            pass  # built for another CPU (hyperscan checks): compiled below, and the entry replaced
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(hyperscan.dumpb(db))
-        os.replace(tmp, path)
+        dbcache.store(key, hyperscan.dumpb(db))
     except OSError:
         pass  # a read-only home: every run compiles, which is correct, only slower
     return db
