@@ -23,10 +23,12 @@ STAGE_OF = {
     "collective": "collective",
     "extension_wait": "extension_build",
     "p2p_test": "p2p_test",
+    "ray_train_start": "ray_train_start",
 }
 STAGE_WORDS = {
     "extension_build": "where torch waits to build or load a C++/CUDA extension (its build directory's lock)",
     "p2p_test": "inside the tables of CUDA's p2pBandwidthLatencyTest, before its closing note",
+    "ray_train_start": "where Ray Train starts its workers, before any worker printed a line",
     "init": "during NCCL / process-group initialisation",
     "startup": "during NCCL's start-up lines (before any communicator was set up)",
     "after_init": "right after NCCL initialisation completed, before any collective finished",
@@ -209,6 +211,15 @@ NOT_NCCL = {
         "tables stopped at a copy between two GPUs: on bare metal and VMs that is GPU peer-to-peer traffic dropped "
         "by the IOMMU or PCIe ACS (the copy never completes), unless the paste was only cut there.",
         "a copy between two GPUs never finished (peer-to-peer blocked by the IOMMU or PCIe ACS)",
+    ),
+    "ray_train_start": Waited(
+        "The log stops while Ray Train starts its workers, with no error (workers waiting for GPUs or CPUs?)",
+        "Ray Train reserves one bundle of resources per worker (num_workers bundles of 1 CPU, and 1 GPU each with "
+        "use_gpu=True, or resources_per_worker) in a placement group before any worker exists, and each worker prints "
+        "as soon as it starts ('Setting up process group for: env://', 'Started training worker group'). Output "
+        "that stops right after the trainer announced itself waits for that placement group: resources the Ray "
+        "cluster does not have are waited for forever (Ray 1.x) or until a timeout that is retried (later Ray).",
+        "its workers wait for resources the Ray cluster cannot give them (more GPU workers than GPUs?)",
     ),
 }
 

@@ -37,7 +37,7 @@ class Knowledge:
     chatter: tuple[re.Pattern[str], ...]
     classes: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
     """(class, patterns) in the order they are tried: finished, init_done, collective, init_start, init,
-    extension_wait, p2p_test."""
+    extension_wait, p2p_test, ray_train_start."""
     sequence: tuple[re.Pattern[str], ...]
     p2p_banner: tuple[re.Pattern[str], ...]
     """CUDA's p2pBandwidthLatencyTest announcing itself: its table lines count as activity only after it."""
@@ -77,7 +77,16 @@ def load() -> Knowledge:
         chatter=_all(act["chatter"]),
         classes=tuple(
             (name, _all(act[name]))
-            for name in ("finished", "init_done", "collective", "init_start", "init", "extension_wait", "p2p_test")
+            for name in (
+                "finished",
+                "init_done",
+                "collective",
+                "init_start",
+                "init",
+                "extension_wait",
+                "p2p_test",
+                "ray_train_start",
+            )
         ),
         extension_lock=_all(act["extension_lock"]),
         p2p_banner=_all(act["p2p_banner"]),
