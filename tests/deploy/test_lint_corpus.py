@@ -68,6 +68,11 @@ FITTED_GAPS: dict[str, str] = {
         "a command that names the launcher as an argument (`pkill -f torchrun || true` before the real launch, which a "
         "script of the project runs) read as a torchrun launch with no --nnodes: a false error on world_size_mismatch"
     ),
+    "gpu-cluster-acceptance-train.sbatch": (
+        "#SBATCH counts written as ${VAR} (sbatch leaves them for the command line) read as no request: tasks per "
+        "node and torchrun's nproc the same variable (launcher_per_task), and a c10d endpoint of $HOSTNAME expanded "
+        "inside each srun task (rendezvous_host_wrong)"
+    ),
     "vllm-dp-lws-pplx.yaml": (
         "a manifest template whose names are placeholders the project's own tooling fills (__LWS_NAME__) judged as the "
         "name Kubernetes gets: a false error"
