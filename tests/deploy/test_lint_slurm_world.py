@@ -267,3 +267,18 @@ def test_an_srun_wrappers_gpus_may_come_from_the_allocation_it_runs_in(tmp_path:
     step = "srun --ntasks-per-node=1 torchrun --nnodes 2 --nproc_per_node 8 " + RDZV + " train.py --backend nccl\n"
     assert "slurm_gpus_missing" not in _rules(tmp_path, "#!/bin/bash\n" + step)
     assert "slurm_gpus_missing" in _rules(tmp_path, "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --exclusive\n" + step)
+
+
+@pytest.mark.parametrize("program", ["python -m open_clip_train.main", "python3 -u -m pkg.train", "python -mpkg.train"])
+def test_an_srun_step_running_a_python_module_is_one_rank_per_task(tmp_path: Path, program: str) -> None:
+    """`python -m MODULE` runs the module as the program, as `python train.py` runs the script: an srun
+    step of it starts one rank per task, and a GPU job of such steps that asks Slurm for no GPU is told."""
+    head = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --exclusive\nexport NCCL_DEBUG=INFO\n"
+    assert _rules(tmp_path, head + f"srun --cpu_bind=v {program} --epochs 3\n")["slurm_gpus_missing"] == [
+        (6, "warning")
+    ]
+    assert "slurm_gpus_missing" not in _rules(
+        tmp_path, head.replace("--exclusive", "--gpus-per-node=8") + (f"srun {program}\n")
+    )
+    # A tool run through -m (installing, reporting) is no rank of the job.
+    assert "slurm_gpus_missing" not in _rules(tmp_path, head + "srun python -m pip install -r req.txt\n")

@@ -150,12 +150,31 @@ def _python_module(words: list[Word], i: int) -> str | None:
     if not os.path.basename(words[i].text).startswith("python"):
         return None
     j = i + 1
-    while j < len(words) and words[j].text.startswith("-") and words[j].text != "-m":
+    while j < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("-m"):
         j += 1
     if j + 1 < len(words) and words[j].text == "-m":
         return words[j + 1].text
     if j < len(words) and words[j].text.startswith("-m") and len(words[j].text) > 2:
         return words[j].text[2:]
+    return None
+
+
+TOOL_MODULES = frozenset(
+    {"pip", "venv", "ensurepip", "site", "compileall", "http.server", "json.tool", "timeit", "torch.utils.collect_env"}
+)
+"""Modules `python -m` runs as a tool (installing, serving, reporting), not as a program of the job's own."""
+
+
+def program_at(words: list[Word]) -> int | None:
+    """The index of the word naming the program a command runs: a script (`train.py`, `run.sh`), or the
+    module of `python [-u ...] -m pkg.main` (python's -m: run the module as the program); None for a tool
+    module (`python -m pip`) or a command that names neither."""
+    for i, w in enumerate(words):
+        if not w.text.startswith("-") and w.text.endswith((".py", ".sh")):
+            return i
+        module = _python_module(words, i)
+        if module is not None and module not in TOOL_MODULES:
+            return next(k for k in range(i + 1, len(words)) if words[k].text.endswith(module))
     return None
 
 

@@ -17,6 +17,7 @@ from ddp_doctor.deploy.lint.commandline import (
     RunCommand,
     gres_gpus,
     launches,
+    program_at,
     ray_train_workers,
     run_command,
     script_devices,
@@ -806,7 +807,8 @@ def _ray_train(words: list[Word], scan: Scan) -> None:
 def _srun_step(words: list[Word], scan: Scan) -> None:
     """An srun step with no launcher that starts work of its own in every task: a program (one rank per
     task) or a Ray node (which takes the GPUs its node shows), unless the step asks for its own GPUs."""
-    program = next((w for w in words[1:] if not w.text.startswith("-") and w.text.endswith((".py", ".sh"))), None)
+    at = program_at(words[1:])
+    program = words[1 + at] if at is not None else None
     line = " ".join(w.text for w in words[1:])
     ray = RAY_NODE.search(line) is not None
     if re.search(r"\bray\s+job\s+submit\b", line):
