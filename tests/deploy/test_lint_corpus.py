@@ -73,6 +73,14 @@ FITTED_GAPS: dict[str, str] = {
         "node and torchrun's nproc the same variable (launcher_per_task), and a c10d endpoint of $HOSTNAME expanded "
         "inside each srun task (rendezvous_host_wrong)"
     ),
+    "runai-mpi-tf-benchmarks-mpijob.yaml": (
+        "mpirun -np above the slots the MPIJob's workers offer (replicas x slotsPerWorker, no --oversubscribe): "
+        "world_size_mismatch; a GPU on a launcher that runs no rank: ranks_below_gpus"
+    ),
+    "k8s-gpu-examples-extended-resources-job.yaml": (
+        "GPUs asked for only through fields the Pod API does not have (extendedResources, extendedResourceRequests), "
+        "so the container requests none: gpus_not_requested"
+    ),
     "vllm-dp-lws-pplx.yaml": (
         "a manifest template whose names are placeholders the project's own tooling fills (__LWS_NAME__) judged as the "
         "name Kubernetes gets: a false error"
