@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.deploy.lint.engine import lint_file
 from tests.conftest import FIXTURES, run_cli
 
@@ -262,3 +264,21 @@ def test_an_argo_resource_templates_manifest_is_checked_at_its_lines(tmp_path: P
     assert "PyTorchJob/train-{{workflow.name}}-" in found["latest_tag"][0][2]
     notes = lint_file(str(path)).notes
     assert any("Argo resource template's manifest" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("name", ["__LWS_NAME__", "<your-job>", "@JOB_NAME@", "%JOB%", "${JOB}", "{{ .Values.name }}"])
+def test_a_name_left_to_a_template_is_judged_once_filled_in(tmp_path: Path, name: str) -> None:
+    """A placeholder the project fills before applying the file (a Justfile's sed of __NAME__, envsubst,
+    Helm) is no name the API server will see; the same name in capitals, written as is, is refused."""
+    text = """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: "NAME"}
+        spec:
+          template:
+            spec:
+              containers:
+              - {name: t, image: "img:1", command: [torchrun, t.py]}
+        """
+    assert "invalid_name" not in _found(_write(tmp_path, "job.yaml", text.replace("NAME", name)))
+    assert "invalid_name" in _found(_write(tmp_path, "job.yaml", text.replace("NAME", "LWS_NAME")))

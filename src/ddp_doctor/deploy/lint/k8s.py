@@ -9,7 +9,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches, script_outputs
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit, filled_later
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.deploy.lint.workloads import (
@@ -412,7 +412,7 @@ def _names(doc: YMap) -> list[Structural]:
         ("namespace", _DNS_LABEL, 63, "a DNS-1123 label"),
     ):
         value = meta.get(key)
-        if not isinstance(value, str) or "{{" in value or "$" in value:
+        if not isinstance(value, str) or filled_later(value):
             continue
         if len(value) > most or not pattern.match(value):
             ctx: Ctx = {"object": f"{doc.get('kind')}/{meta.get('name')}", "field": f"metadata.{key}"}

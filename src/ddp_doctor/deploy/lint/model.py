@@ -6,6 +6,7 @@ value with the line it came from, so one rule can run over every kind of file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -105,6 +106,17 @@ def ids_out_of_range(user: str) -> bool:
         if digits.isdigit() and not 0 <= int(part) <= MAX_ID:
             return True
     return False
+
+
+_FILLED_LATER = re.compile(r"\{\{|\$|<[^<>\s][^<>]*>|__[A-Za-z][A-Za-z0-9_]*__|@[A-Za-z_]+@|%[A-Za-z_]+%")
+"""How templates leave a value to be filled in before the file is used: Helm/Jinja `{{ x }}`, shell and
+envsubst `$X` / `${X}`, `<your name>`, `__NAME__` (sed/Justfile substitution), `@NAME@` (autoconf,
+CMake configure_file), `%NAME%`."""
+
+
+def filled_later(value: str) -> bool:
+    """Whether a value holds a template placeholder: it is judged once filled in, not as written."""
+    return _FILLED_LATER.search(value) is not None
 
 
 RuleArg = str | int | float | bool | None
