@@ -254,3 +254,15 @@ def test_outputs_named_by_config_overrides(tmp_path: Path, command: str) -> None
         f'#!/bin/bash\ndocker run --rm --gpus 8 --shm-size=8g -v /data:/data -v /out:/results {_IMAGE} bash -c "{command}"\n',
     )
     assert "outputs_off_volume" not in kept, kept
+
+
+@pytest.mark.parametrize("tool", ["pkill -f", "pgrep -f", "killall", "pidof"])
+def test_a_command_that_looks_a_launcher_up_does_not_run_it(tmp_path: Path, tool: str) -> None:
+    """`pkill -f torchrun || true` ends a launcher left from an earlier run; it starts none, so the node
+    count is judged on the torchrun that really runs, not on this one's missing --nnodes."""
+    head = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+    run = "srun torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $H:29500 t.py\n"
+    assert "nnodes_mismatch" not in _lint(tmp_path, "job.sbatch", head + f"{tool} torchrun || true\n" + run)
+    assert "nnodes_mismatch" in _lint(
+        tmp_path, "job.sbatch", head + "srun torchrun --nproc-per-node 8 t.py || true\n" + run
+    )

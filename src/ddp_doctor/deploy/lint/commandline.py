@@ -656,8 +656,15 @@ NOT_RUN = {
     "pip3",
     "logger",
     "tee",
+    "pkill",
+    "pgrep",
+    "killall",
+    "pidof",
+    "sed",
+    "awk",
 }
-"""Commands that name a launcher without running it (`echo torchrun ...`, `which torchrun`)."""
+"""Commands that name a launcher without running it (`echo torchrun ...`, `which torchrun`, `pkill -f torchrun`
+to end one left from an earlier run)."""
 
 
 def _names_only(words: list[Word]) -> bool:
