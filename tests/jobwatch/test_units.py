@@ -7,6 +7,7 @@ from pathlib import Path
 from ddp_doctor.jobwatch import envplan, hang, stacks
 from ddp_doctor.jobwatch.balance import WaitShares, straggler
 from ddp_doctor.jobwatch.config import WatchConfig
+from ddp_doctor.rundir.errorfile import ErrorFile
 
 FH = """Thread 0x00007f0000000002 (most recent call first):
   File "/usr/lib/python3.11/threading.py", line 324 in wait
@@ -141,7 +142,7 @@ def test_py_spy_refusal_is_one_line_and_a_kernel_refusal() -> None:
 
 
 def test_a_rank_s_multi_line_error_is_named_by_its_exception_line_and_its_own_signature() -> None:
-    from ddp_doctor.jobwatch import evidence, results
+    from ddp_doctor.jobwatch import results
 
     # What torch 2.13 raises at torch.cuda.set_device(1) with one GPU (the message as @record stores it).
     message = (
@@ -158,7 +159,11 @@ def test_a_rank_s_multi_line_error_is_named_by_its_exception_line_and_its_own_si
         "    torch._C._cuda_setDevice(device)\n"
         f"torch.AcceleratorError: {message.split(': ', 1)[1]}"
     )
-    line, _, _ = evidence.error_message({"message": {"message": message, "extraInfo": {"py_callstack": tb}}})
+    error = ErrorFile.from_object(
+        {"message": {"message": message, "extraInfo": {"py_callstack": tb, "timestamp": "17"}}}
+    )
+    line = error.headline
+    assert (error.traceback, error.timestamp) == (tb, 17.0)
     assert line == "AcceleratorError: CUDA error: invalid device ordinal"
     found = results._signature_of(1, [], [line, *tb.splitlines()])
     assert found is not None and found.id == "diag.invalid_device_ordinal"

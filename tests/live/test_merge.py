@@ -6,6 +6,7 @@ from typing import Any
 
 from ddp_doctor.live.launch import RunOutcome
 from ddp_doctor.live.merge import Plan, merge
+from ddp_doctor.rundir.errorfile import ErrorFile
 from ddp_doctor.rundir.records import Heartbeat, RankResult
 
 PHASES = ["init", "collectives", "dataloader", "sampler", "ddp", "balance"]
@@ -177,7 +178,10 @@ def test_rank_that_crashes_before_its_first_phase_is_named() -> None:
             }
         }
     }
-    m = merge(outcome(ranks, beats, {"rank 1": 1}, error_files=errors), plan())
+    m = merge(
+        outcome(ranks, beats, {"rank 1": 1}, error_files={r: ErrorFile.from_object(e) for r, e in errors.items()}),
+        plan(),
+    )
     assert m.root is not None and (m.root.rank, m.root.phase) == (1, "init")
     assert "before its first phase" in m.root.summary and "libcudart" in m.root.summary
 

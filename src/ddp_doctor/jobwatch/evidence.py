@@ -24,23 +24,6 @@ from ddp_doctor.rundir import layout
 _STEP = re.compile(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?)\b\s*[:=#]?\s*\[?(\d+)")
 
 
-def error_message(record: dict[str, Any]) -> tuple[str, str, float | None]:
-    """(one-line message, traceback, timestamp) of a torchelastic error file."""
-    msg = record.get("message")
-    if isinstance(msg, dict):
-        extra = msg.get("extraInfo") or {}
-        stamp = extra.get("timestamp")
-        # A multi-line message's first line is the exception line ("RuntimeError: ..."); what follows is detail
-        # and hints ("In addition, you can set ...", "Compile with `TORCH_USE_CUDA_DSA` ...").
-        lines = [ln.strip() for ln in str(msg.get("message") or "").splitlines() if ln.strip()]
-        return (
-            lines[0] if lines else "",
-            str(extra.get("py_callstack", "")),
-            float(stamp) if stamp and str(stamp).isdigit() else None,
-        )
-    return str(msg or ""), "", None
-
-
 @dataclass
 class Followed:
     offset: int = 0

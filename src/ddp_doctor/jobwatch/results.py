@@ -10,7 +10,7 @@ from typing import TypedDict
 from ddp_doctor import diagnose, words
 from ddp_doctor.diagnose import longtail
 from ddp_doctor.diagnose.lines import Origin
-from ddp_doctor.jobwatch import balance, collectives, evidence, hang, ras
+from ddp_doctor.jobwatch import balance, collectives, hang, ras
 from ddp_doctor.jobwatch.envplan import describe
 from ddp_doctor.jobwatch.hook.ddp_doctor_rankfiles import RankExit
 from ddp_doctor.jobwatch.nvml import GpuName, NvmlSample, Timeline
@@ -70,9 +70,9 @@ def _rank_story(out: WatchOutcome, exits: dict[int, RankExit], codes: dict[str, 
         ex = exits.get(r)
         code = codes.get(f"rank {r}")
         if r in errors:
-            message, tb, _ = evidence.error_message(errors[r])
+            error = errors[r]
             ended = round((ex.time if ex else out.gone_at.get(r, 0)) - out.started_epoch, 2)
-            story[r] = RankStory(pid, started_s, "exception", ended, message, tb[-6000:], code)
+            story[r] = RankStory(pid, started_s, "exception", ended, error.headline, error.traceback[-6000:], code)
         elif ex is not None:
             story[r] = RankStory(pid, started_s, "exit", round(ex.time - out.started_epoch, 2), None, None, code)
         elif r in out.gone_at:

@@ -27,13 +27,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ddp_doctor import proc as proc_mod
 from ddp_doctor import torchrun
 from ddp_doctor.env.target import same_environment, shebang_python
 from ddp_doctor.live import procnet, procs
 from ddp_doctor.rundir import layout, owner, reader
+from ddp_doctor.rundir.errorfile import ErrorFile
 from ddp_doctor.rundir.logs import parse_exit_codes, tails
 from ddp_doctor.rundir.records import Heartbeat, RankResult
 
@@ -111,7 +112,7 @@ class RunOutcome:
     """"torchrun" and "rank N" -> return code as Python reports it (negative = signal)."""
     stacks: dict[int, str] = field(default_factory=dict)
     """rank -> faulthandler dump (stuck ranks, watchdog)."""
-    error_files: dict[int, dict[str, Any]] = field(default_factory=dict)
+    error_files: dict[int, ErrorFile] = field(default_factory=dict)
     """rank -> torchelastic error file of an uncaught exception."""
     launcher_source: str = "path"
     """path | interpreter | module: how torchrun was found (module = python -m torch.distributed.run)."""

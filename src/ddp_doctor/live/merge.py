@@ -369,11 +369,9 @@ def _stopped(t: _Triage, s: _Silent, r: Result, where: str, outcome: RunOutcome)
     """A silent rank whose stop is its own failure: what it died of, and who waited for it."""
     rank = s.rank
     ef = outcome.error_files.get(rank)
-    if ef:  # torchelastic @record: the uncaught exception, with its traceback
-        msg = ef.get("message")
-        text = msg.get("message") if isinstance(msg, dict) else msg
-        r.summary += f"; {str(text).splitlines()[0][:300]}" if text else ""
-        r.evidence.append(Evidence(f"rank-{rank}.error.json", str(text)[:3000]))
+    if ef is not None and ef.message:  # torchelastic @record: the uncaught exception
+        r.summary += f"; {ef.headline[:300]}"
+        r.evidence.append(Evidence(f"rank-{rank}.error.json", ef.message[:3000]))
     if s.blamed:
         r.summary += f"; {ranks(t.blamed[rank])} waited for it"
         r.cause = f"rank {rank} stopped making progress in {r.phase}{where}; its peers gave up waiting"

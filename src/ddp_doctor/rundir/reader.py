@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ddp_doctor.rundir import layout
+from ddp_doctor.rundir.errorfile import ErrorFile
 from ddp_doctor.rundir.jsonfile import read_objects
 from ddp_doctor.rundir.records import Heartbeat, RankResult
 
@@ -54,10 +55,10 @@ def read_heartbeats(directory: Path) -> dict[int, Heartbeat]:
     return heartbeats(directory).records
 
 
-def read_error_files(directory: Path) -> dict[int, dict[str, Any]]:
-    """torchelastic error files (`@record`), one per rank that died of an uncaught exception; their shape is
-    torchelastic's (or jobwatch's hook's copy of it), read as it is."""
-    return read_objects(layout.scan(directory, "error.json"))
+def read_error_files(directory: Path) -> dict[int, ErrorFile]:
+    """torchelastic error files (`@record`), one per rank that died of an uncaught exception (a file that
+    is no JSON object is left out)."""
+    return {r: ErrorFile.from_object(d) for r, d in read_objects(layout.scan(directory, "error.json")).items()}
 
 
 def read_stacks(directory: Path, keep_chars: int = 20000) -> dict[int, str]:
