@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.live.phases import PhaseContext, check
@@ -20,12 +21,21 @@ PREFETCH = 2
 BATCH_TIMEOUT_S = 10.0
 
 
-def _shm() -> dict[str, int] | None:
-    try:
-        st = os.statvfs("/dev/shm")
-    except OSError:
-        return None
-    return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+@dataclass(frozen=True)
+class ShmSpace:
+    """/dev/shm as this rank sees it when its workers start."""
+
+    size_bytes: int | None = None
+    free_bytes: int | None = None
+    """Both None: /dev/shm could not be read."""
+
+    @classmethod
+    def here(cls) -> ShmSpace:
+        try:
+            st = os.statvfs("/dev/shm")
+        except OSError:
+            return cls()
+        return cls(st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
 
 
 def _batch_timeout(ctx: PhaseContext) -> float:
@@ -81,8 +91,7 @@ def run(ctx: PhaseContext) -> list[CheckRecord]:
     elements = max(1, int(ctx.config.batch_mb * (1 << 20) / 4))
     batches = max(2, workers * PREFETCH)
     dataset = _dataset(elements, batches)
-    shm = _shm()
-    ctx.payload["shm"] = shm
+    shm = ShmSpace.here()
     loader = DataLoader(
         dataset,
         batch_size=None,
@@ -99,8 +108,8 @@ def run(ctx: PhaseContext) -> list[CheckRecord]:
         "workers": workers,
         "batch_mb": round(elements * 4 / (1 << 20), 2),
         "batches": seen,
-        "shm_size_bytes": shm and shm["size_bytes"],
-        "shm_free_bytes": shm and shm["free_bytes"],
+        "shm_size_bytes": shm.size_bytes,
+        "shm_free_bytes": shm.free_bytes,
     }
     metrics = {
         "throughput_mbps": round(total_mb / seconds, 1) if seconds > 0 else 0.0,
