@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from ddp_doctor.cli import main
+from ddp_doctor.deploy import spec as specs
 from tests.conftest import run_cli
 from tests.deploy.specs import CASES, SPECS, extra_flags, golden_path
 
@@ -215,3 +217,14 @@ def test_user_dollars_are_not_expanded_by_compose_or_kubernetes(capsys: pytest.C
     assert main(["launch", "--target", "k8s", "--image", "img:1", "--nodes", "2"]) == 0
     c = yaml.safe_load_all(capsys.readouterr().out).__next__()  # the Service
     assert c["kind"] == "Service"
+
+
+def test_the_spec_fields_are_launch_specs_fields_with_their_types() -> None:
+    """A spec file and the flags fill SpecFields, which becomes one LaunchSpec; a field added to one and
+    not the other, or typed differently, would be set by neither or refused only at run time."""
+    assert typing.get_type_hints(specs.SpecFields) == typing.get_type_hints(specs.LaunchSpec)
+    values = specs.from_mapping(
+        {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "devices": [0, 1], "time": "30"}, "t.yaml"
+    )
+    spec = specs.build(values)
+    assert (spec.gpus_per_node, spec.devices, spec.time_limit) == (2, ("0", "1"), "30")

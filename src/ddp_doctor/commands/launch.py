@@ -8,7 +8,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from ddp_doctor.commands import Printed
 from ddp_doctor.deploy import spec as specs
@@ -126,7 +126,7 @@ def inputs(args: argparse.Namespace) -> list[str]:
 
 
 def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
-    values: dict[str, Any] = specs.load_file(args.spec) if args.spec else {}
+    values = specs.load_file(args.spec) if args.spec else specs.SpecFields()
     simple = {
         "image": "image",
         "name": "name",
@@ -149,9 +149,8 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
         "watch": "watch",
         "runtime": "runtime",
     }
-    for attr, key in simple.items():
-        if getattr(args, attr, None) is not None:
-            values[key] = getattr(args, attr)
+    given = {key: getattr(args, attr) for attr, key in simple.items() if getattr(args, attr, None) is not None}
+    values.update(cast(specs.SpecFields, given))  # argparse gives each flag its field's type (type=int, ...)
     if args.devices:
         if args.devices == "all":
             values["all_devices"], values["devices"] = True, ()
@@ -184,7 +183,7 @@ def spec_from_args(args: argparse.Namespace) -> specs.LaunchSpec:
     return specs.build(values)
 
 
-def _environment(args: argparse.Namespace, values: dict[str, Any]) -> None:
+def _environment(args: argparse.Namespace, values: specs.SpecFields) -> None:
     if args.env_setup:
         values["env_setup"] = tuple(args.env_setup)
     elif args.target == "slurm" and not values.get("image") and not values.get("env_setup"):

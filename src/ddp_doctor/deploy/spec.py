@@ -7,9 +7,10 @@ package turns one LaunchSpec into a plain dict or argv, serialised last.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ddp_doctor import torchrun
 from ddp_doctor.checks import table
@@ -398,6 +399,42 @@ def parse_env(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(env.items())
 
 
+class SpecFields(TypedDict, total=False):
+    """LaunchSpec's fields as a spec file and the flags set them, before they are one LaunchSpec (build):
+    flags over the file, the rest LaunchSpec's defaults. tests/deploy/test_launch.py holds it to LaunchSpec."""
+
+    image: str
+    name: str
+    nodes: int
+    min_nodes: int | None
+    gpus_per_node: int
+    devices: tuple[str, ...]
+    all_devices: bool
+    shm_bytes: int | None
+    ipc_host: bool
+    script: str | None
+    script_args: tuple[str, ...]
+    data: tuple[Mount, ...]
+    logs: Mount | None
+    env: tuple[tuple[str, str], ...]
+    uid: int
+    gid: int
+    allow_root: bool
+    cpus: int | None
+    memory_bytes: int | None
+    rdzv_port: int
+    namespace: str | None
+    container_runtime: str | None
+    env_setup: tuple[str, ...]
+    env_from: str
+    partition: str | None
+    time_limit: str | None
+    ranks_per_task: bool
+    preflight: str | None
+    watch: bool
+    runtime: str | None
+
+
 # Spec-file keys -> LaunchSpec fields (and how to convert them). Unknown keys are an error
 # so that a typo does not silently fall back to a default.
 _FILE_KEYS = {
@@ -441,9 +478,9 @@ def _convert(key: str, value: Any) -> Any:
     return conv(value)
 
 
-def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A spec file's mapping -> LaunchSpec keyword arguments (flags override them later)."""
-    out: dict[str, Any] = {}
+def from_mapping(data: Mapping[str, Any], source: str) -> SpecFields:
+    """A spec file's mapping -> LaunchSpec's fields (flags override them later)."""
+    out = SpecFields()
     known = set(_FILE_KEYS) | {"devices", "shm_size", "memory", "script_args", "data", "logs", "env", "env_setup"}
     unknown = sorted(set(data) - known)
     if unknown:
@@ -452,9 +489,8 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
             f"known: {', '.join(sorted(known))}"
         )
     try:
-        for key in _FILE_KEYS:
-            if key in data and data[key] is not None:
-                out[_FIELD_OF.get(key, key)] = _convert(key, data[key])
+        simple = {_FIELD_OF.get(k, k): _convert(k, data[k]) for k in _FILE_KEYS if data.get(k) is not None}
+        out.update(cast(SpecFields, simple))  # each converted to its field's type by _convert
         if "devices" in data:
             out["devices"] = tuple(str(d) for d in data["devices"] or ())
         if "shm_size" in data:
@@ -483,7 +519,7 @@ def from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
-def load_file(path: str) -> dict[str, Any]:
+def load_file(path: str) -> SpecFields:
     text = read_text(Path(path))
     docs = load_yaml_documents(text, path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
@@ -493,8 +529,11 @@ def load_file(path: str) -> dict[str, Any]:
     return from_mapping(docs[0].plain(), path)  # type: ignore[attr-defined]
 
 
-def build(values: dict[str, Any]) -> LaunchSpec:
-    if values.get("devices") and "gpus_per_node" not in values:
-        values["gpus_per_node"] = len(values["devices"])
-    known = {f.name for f in fields(LaunchSpec)}
-    return LaunchSpec(**{k: v for k, v in values.items() if k in known})
+def build(values: SpecFields) -> LaunchSpec:
+    """The one LaunchSpec (which refuses itself when the values disagree); listed devices set the GPU count
+    unless it is given."""
+    chosen = values.copy()
+    devices = values.get("devices")
+    if devices and "gpus_per_node" not in values:
+        chosen["gpus_per_node"] = len(devices)
+    return LaunchSpec(**chosen)
