@@ -565,3 +565,75 @@ def test_a_local_build_is_not_an_unpinned_pull(tmp_path: Path, image: str, unpin
     script.write_text(f"#!/bin/bash\ndocker run --rm --gpus 1 --user 1000 -v /d:/d {image} python train.py\n")
     found = {r.id for r in lint_file(str(script)).results}
     assert ("lint.docker.latest_tag" in found) is unpinned, found
+
+
+def test_a_long_sleep_before_the_work_holds_the_gpus_idle(tmp_path: Path) -> None:
+    # Real file: a PyTorchJob whose Master and Worker (4 GPUs each) run `sleep 1000000 && ... launch_training.sh`.
+    held = _found(CORPUS / "gradstats-dev-multinode-pytorchjob.yaml")["gpus_held"]
+    assert held == [(20, "warning")]  # the Worker's same finding is merged into the Master's
+    cases = {
+        "first.sh": ("docker run --gpus 1 --user 1000 img:1 bash -c 'sleep 7200 && python t.py'", True),
+        "between.sh": ("docker run --gpus 1 --user 1000 img:1 bash -c 'python t.py; sleep 3h; python eval.py'", True),
+        "short.sh": ("docker run --gpus 1 --user 1000 img:1 bash -c 'sleep 60 && python t.py'", False),
+        "poll.sh": (
+            "docker run --gpus 1 --user 1000 img:1 bash -c 'until test -f /x/ready; do sleep 900; done; python t.py'",
+            False,
+        ),
+        "cpu.sh": ("docker run --user 1000 img:1 bash -c 'sleep 7200 && python t.py'", False),  # holds no GPU
+    }
+    for name, (command, expected) in cases.items():
+        (tmp_path / name).write_text("#!/bin/bash\n" + command + "\n")
+        assert ("gpus_held" in _found(tmp_path / name)) is expected, name
+
+
+JOBSET_MPI = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: osu}
+spec:
+  POLICY
+  replicatedJobs:
+  - name: launcher
+    template:
+      spec:
+        template:
+          spec:
+            containers:
+            - {name: l, image: "img:1", command: [mpirun, -np, "2", ./osu_bw], resources: {limits: {nvidia.com/gpu: 1}}}
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        template:
+          spec:
+            containers:
+            - name: w
+              image: "img:1"
+              command: [/usr/sbin/sshd, -D]
+              resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "held"),
+    [
+        ("", True),  # JobSet's default: success waits for every replicatedJob, and the sshd workers never end
+        ("successPolicy: {operator: All}", True),
+        ("successPolicy: {operator: All, targetReplicatedJobs: [launcher]}", False),
+        ("successPolicy: {operator: Any}", False),
+        ("successPolicy: {operator: Any, targetReplicatedJobs: [worker]}", True),
+    ],
+)
+def test_sshd_workers_of_a_jobset_are_held_unless_its_success_policy_ends_them(
+    tmp_path: Path, policy: str, held: bool
+) -> None:
+    found = _lint(tmp_path, "js.yaml", JOBSET_MPI.replace("POLICY", policy or "suspend: false"))
+    assert ("gpus_held" in found) is held, found
+
+
+def test_a_training_runtimes_own_gpu_workers_that_run_sshd_forever_are_held() -> None:
+    # Real file: an MPI ClusterTrainingRuntime whose workers ask for their own GPU and run sshd -D, with no
+    # successPolicy: the JobSet a TrainJob makes of it waits for them after the launcher's benchmarks end.
+    assert _found(CORPUS / "odh-osu-mpi-runtime-gpu.yaml")["gpus_held"] == [(84, "warning")]
+    # kubeflow/trainer's own runtime: the nodes' GPUs come from the TrainJob, and the launcher ends the JobSet.
+    assert "gpus_held" not in _found(CORPUS / "trainer-runtime-deepspeed-distributed.yaml")

@@ -1,6 +1,6 @@
-"""Whether a command keeps its container, pod or allocation alive after its work is done: it ends in a
-long sleep, waits on nothing (tail -f /dev/null, sshd -D) or loops with no way out. Such a job holds
-its GPUs until someone deletes it."""
+"""Whether a command keeps its container, pod or allocation alive while no work runs: it ends in a long
+sleep, waits on nothing (tail -f /dev/null, sshd -D) or loops with no way out, so it holds its GPUs
+until someone deletes it; or it sleeps long before its work, holding them idle until then."""
 
 from __future__ import annotations
 
@@ -72,6 +72,23 @@ def _waits_forever(steps: list[str]) -> str | None:
     return None
 
 
+_COMPOUND = re.compile(r"^(?:while|until|for|if|case|select|do|then|else|elif)\b|^\{|^\(")
+
+
+def _sleeps_between(raw: list[str]) -> str | None:
+    """A long sleep before the work, or between two of its commands (`sleep 1000000 && cd /src && ./train.sh`,
+    a pod kept for `kubectl exec`): the GPUs are held while nothing runs on them. Read only up to the first
+    compound command, so a sleep in a loop that polls for something (`until ...; do sleep 900; done`) is
+    not taken for one."""
+    for step, after in pairwise(raw):
+        if _COMPOUND.match(step):
+            return None
+        m = _SLEEP.match(step)
+        if m is not None and _seconds(m.group(1)) >= LONG_SECONDS and after not in ("done", "fi", "}", "esac"):
+            return f"runs {step} before its work"
+    return None
+
+
 def holds_forever(script: str) -> str | None:
     """What keeps the command running after its work ('ends with sleep 3600', 'loops forever with
     while true and no break', a branch that blocks forever), or None."""
@@ -97,4 +114,4 @@ def holds_forever(script: str) -> str | None:
         return f"ends with {last} after its work"
     if _FOREVER.match(last):
         return f"ends with {last}, which never returns"
-    return branch
+    return branch or _sleeps_between(raw)

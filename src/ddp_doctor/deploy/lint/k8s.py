@@ -247,6 +247,8 @@ def _container(
     words = container_words(c)
     held = holds_forever(command_text([w.text for w in words])) if words else None
     u.idles = At(held, words[-1].line) if held is not None else w.outlives
+    if w.ended_early and u.idles is not None and "sshd" in u.idles.value:
+        u.idles = None  # the JobSet succeeds without these pods and deletes them
     own = launches(_with_entrypoint(c, words))
     # An MPIJob worker's ranks are started by the launcher's mpirun, over ssh: that command is what it runs.
     u.launches = own or (launches(w.peer_words) if w.peer_words else [])

@@ -144,8 +144,8 @@ def gpu_selection(u: Unit) -> Iterator[Hit]:
 
 @check
 def held_after_work(u: Unit) -> Iterator[Hit]:
-    if u.idles is None or u.template:
-        return
+    if u.idles is None or (u.template and u.gpus is None):
+        return  # a runtime's template whose GPUs the job fills in is judged in the job
     w = workload(u)
     # A shell launcher's idles are set only where it started a Ray node or a GPU launcher.
     if (

@@ -79,6 +79,9 @@ class PodTemplate:
     """An Indexed Job's pod hostnames, JOB-INDEX (the value is JOB), where completionMode says so."""
     labels: dict[str, str] = field(default_factory=dict)
     """The pod template's metadata.labels (what a Service of the file selects), where read."""
+    ended_early: bool = False
+    """The object ends these pods once other pods' work is done (a JobSet successPolicy that does not wait
+    for them), so a command of theirs that never returns keeps nothing."""
     stands_for: int | None = None
     """id() of the pod spec in the object that this (rebuilt) template replaces, so it is not read twice."""
 
@@ -382,6 +385,18 @@ def _rayservice(doc: YMap, label: str) -> list[PodTemplate]:
     return _ray_cluster(ymap(ymap(doc, "spec"), "rayClusterConfig"), label)
 
 
+def _waits_for(spec: YMap, rjob: object) -> bool:
+    """Whether a JobSet's success waits for replicatedJob `rjob`: its successPolicy (default: operator All
+    over every replicatedJob) targets it, or targets all. When it does not, the JobSet succeeds without it
+    and JobSet deletes its remaining jobs (kubernetes-sigs/jobset examples/simple/success-policy.yaml;
+    API: "a null or empty list will apply to all replicatedJobs")."""
+    policy = ymap(spec, "successPolicy")
+    targets = policy.get("targetReplicatedJobs")
+    if not isinstance(targets, list) or not targets:
+        return policy.get("operator") != "Any" or len(spec.get("replicatedJobs") or []) < 2
+    return rjob in targets
+
+
 def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[PodTemplate]:
     network = ymap(spec, "network")
     subdomain = network.get("subdomain") or js_name
@@ -413,6 +428,7 @@ def _jobset_jobs(spec: YMap, js_name: str, label: str, template: bool) -> list[P
                 operator="jobset",
                 rdzv_names=names,
                 template=template,
+                ended_early=not _waits_for(spec, rjob),
             )
         )
     return out
