@@ -90,6 +90,9 @@ WARN_IS_HONEST = {
 STILL_CALLED_HEALTHY: dict[str, str] = {
     # Failures explain still calls healthy (a blind one is never read here: benchmarks/score_explain_corpus.py lists
     # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
+    "nccl-tests-17.log": "fitted: nccl-tests built without MPI, each mpirun process a separate rank-0 test, not read yet",
+    "nccl-tests-27.log": "blind: called healthy on arrival",
+    "nccl-tests-182.log": "blind: called healthy on arrival",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.
@@ -97,6 +100,7 @@ NOT_A_FAIL_YET: dict[str, str] = {
     "prime-rl-1360.log": "fitted: a trainer stopped from outside because a sibling component crashed, a WARN only",
     "open-llama-47.log": "fitted: ranks left waiting at a store barrier for one held up by wandb (the log stops), a WARN only",
     "tacotron2-64.log": "fitted: a script's own init line and nothing after it (a stale file:// rendezvous file), a WARN only",
+    "ucx-8229.log": "blind: a WARN on arrival",
 }
 
 
