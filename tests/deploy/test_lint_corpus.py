@@ -44,9 +44,6 @@ FITTED_GAPS: dict[str, str] = {
         "a training script that starts its own ranks (torch.multiprocessing.spawn over every GPU) run under torchrun, "
         "which starts ranks too: ranks_exceed_gpus"
     ),
-    "gradstats-dev-multinode-pytorchjob.yaml": (
-        "a PyTorchJob whose command sleeps for days before its work while its pods hold GPUs: gpus_held_after_exit"
-    ),
     "open-orca-ru-docker-compose-train.yml": (
         "a compose service with no GPU reservation whose command runs a GPU trainer through a script the config does "
         "not show: gpus_not_requested"
