@@ -87,7 +87,8 @@ def test_pytorchjob_validates_against_crd_and_pod_schema(spec: str) -> None:
 
 def test_docker_script_is_valid_shell_with_the_right_flags() -> None:
     text = golden_path("1x8", "docker").read_text()
-    argv = shlex.split(text.split("exec ", 1)[1].replace("\\\n", " "))
+    job = text.rsplit("\ndocker run ", 1)[1].split(" &\n", 1)[0]  # the job's run line (the last), to its `&`
+    argv = ["docker", "run", *shlex.split(job.replace("\\\n", " "))]
     assert argv[:2] == ["docker", "run"] and "--gpus" in argv and argv[argv.index("--gpus") + 1] == "8"
     assert argv[argv.index("--shm-size") + 1] == "32g" and "memlock=-1" in argv
     assert argv[argv.index("--user") + 1] == "1000:1000"

@@ -20,29 +20,19 @@ IMAGE = "localhost/ddp-doctor/host-rootfs:1"
 # in place of the image. Everything else is the generated script's own flags.
 # One exception: this sandbox's hard limits (nofile 20000, memlock 8 MiB, no CAP_SYS_RESOURCE) make
 # runc refuse any --ulimit, so the shim drops those two pairs; on a GPU host they apply as generated.
-# And `--rm` is done by the shim (a --cidfile, then `rm -f` after the exit status is read): podman 4.3's own
-# `run --rm` can lose the container's exit status under load ("getting exit code of container ... from DB: no
-# such exit code (container in state stopped)", exit 127 for a container that exited 0), which docker does not.
+# The script's other engine calls (inspect, rm: it reads the container's own exit status back) pass through.
 SHIM = """#!/bin/sh
-[ "$1" = run ] || exit 64
-cidfile=$(mktemp -u /tmp/ddpl-cid.XXXXXX)
+[ "$1" = run ] || exec {podman} "$@"
 skip=0
 first=1
 for a in "$@"; do
+  if [ "$first" = 1 ]; then set --; first=0; fi
   if [ "$skip" = 1 ]; then skip=0
-  elif [ "$first" = 1 ]; then set -- "$@" "$a" --cidfile "$cidfile"
   elif [ "$a" = --ulimit ]; then skip=1
-  elif [ "$a" = --rm ]; then :
   elif [ "$a" = "{image}" ]; then set -- "$@" --rootfs /:O
   else set -- "$@" "$a"; fi
-  first=0
-  shift
 done
-{podman} "$@"
-rc=$?
-[ -s "$cidfile" ] && {podman} rm -f "$(cat "$cidfile")" >/dev/null 2>&1
-rm -f "$cidfile"
-exit $rc
+exec {podman} "$@"
 """
 
 
@@ -114,7 +104,7 @@ def test_generated_docker_script_runs_the_check_in_a_container(tmp_path: Path) -
             timeout=60,
             check=True,
         ).stdout
-        assert names.strip() == ""  # --rm: nothing left behind
+        assert names.strip() == ""  # each container removed once its exit status was read: nothing left behind
     finally:
         podman.close()
         shutil.rmtree(base, ignore_errors=True)

@@ -16,6 +16,41 @@ WHY = {
     "--user": "run as an unprivileged user; files written to the mounts belong to that uid",
 }
 ROOT_USER = "runs as root (--allow-root): the job can write anything on the mounts, as root"
+INSPECT_TRIES = 10
+"""Reads of the container's state, a second apart, while podman still cleans it up ('stopped', not 'exited')."""
+CID_FILE = Expand("${cid_file}")
+NEW_CID_FILE = 'cid_file=$(mktemp -u "${TMPDIR:-/tmp}/ddp-doctor-cid.XXXXXX")'
+STATUS_OF = f"""\
+# status_of ENGINE PID CID_FILE: wait for the `run` started in the background (PID) and return the container's
+# own exit status, read back from the engine (inspect), not the one `run` returns: docker's CLI against
+# podman's API returns 0 for a failed container run with --rm, and podman 4 under load can return 127 for any
+# container ("no such exit code"). So no --rm: the container (its id in CID_FILE) is removed here once its
+# status is read. TERM and HUP are passed on to `run`, which passes them to the container; Ctrl-C reaches it
+# directly. A script killed with SIGKILL leaves the stopped container behind: remove it with `docker rm NAME`.
+status_of() {{
+    engine=$1 pid=$2 cid_file=$3
+    trap 'kill -TERM "$pid" 2>/dev/null || :' TERM
+    trap 'kill -HUP "$pid" 2>/dev/null || :' HUP
+    trap : INT
+    rc=0
+    wait "$pid" || rc=$?
+    while [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do  # a signal ended the wait, not the container
+        rc=0
+        wait "$pid" || rc=$?
+    done
+    trap - TERM HUP INT
+    cid=$(cat "$cid_file" 2>/dev/null) || cid=
+    rm -f "$cid_file"
+    [ -n "$cid" ] || return "$rc"  # no container was made: run's own status and message
+    state=
+    for _ in {" ".join(str(i) for i in range(1, INSPECT_TRIES + 1))}; do
+        state=$("$engine" inspect --format '{{{{.State.Status}}}} {{{{.State.ExitCode}}}}' "$cid" 2>/dev/null) || state=
+        case $state in "stopped "*) sleep 1 ;; *) break ;; esac  # podman: stopped, its exit status not yet stored
+    done
+    "$engine" rm -f "$cid" >/dev/null 2>&1 || :
+    case $state in "exited "*) return "${{state#exited }}" ;; esac
+    return "$rc"
+}}"""
 
 
 def gpu_flag(spec: LaunchSpec) -> list[str]:
@@ -33,7 +68,7 @@ def argv(spec: LaunchSpec, engine: str = "docker", command: list[str] | None = N
     """The container's run line; `command` replaces the job's own (the preflight's check), `role` names it."""
     node_rank, master = "${NODE_RANK}", "${MASTER_ADDR}"
     name = Expand(f"{spec.name}{role}-node-{node_rank}") if spec.multi_node else spec.name + role
-    out = [engine, "run", "--rm", "--name", name]
+    out = [engine, "run", "--cidfile", CID_FILE, "--name", name]
     out += gpu_flag(spec)
     out += ["--ipc=host"] if spec.ipc_host else ["--shm-size", gib_text(spec.shm, "docker")]
     out += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
@@ -63,7 +98,9 @@ def preflight(spec: LaunchSpec) -> list[str]:
     return [
         f"# Preflight: {' '.join(spec.preflight_command())} in the same image and settings first, at most {PREFLIGHT_S} s",
         "# (coreutils timeout in the image); a failure ends this script with the check's exit status.",
-        shell_lines(group_flags(argv(spec, command=check, role="-preflight"), spec.image))
+        NEW_CID_FILE,
+        shell_lines(group_flags(argv(spec, command=check, role="-preflight"), spec.image)) + " &",
+        'status_of docker "$!" "$cid_file"'
         + ' || { rc=$?; echo "ddp-doctor preflight failed (exit $rc): the job did not start" >&2; exit "$rc"; }',
     ]
 
@@ -73,7 +110,7 @@ def group_flags(flags: list[str], image: str) -> list[list[str]]:
     at = flags.index(image)
     groups, i = [flags[:2]], 2
     while i < at:
-        takes_value = "=" not in flags[i] and flags[i] != "--rm" and i + 1 < at
+        takes_value = "=" not in flags[i] and i + 1 < at
         groups.append(flags[i : i + 2] if takes_value else [flags[i]])
         i += 2 if takes_value else 1
     groups.append(flags[at:])
@@ -97,7 +134,8 @@ def render(spec: LaunchSpec) -> str:
             ': "${RUN_ID:?set RUN_ID to one value shared by every node}"',
         ]
     lines.append("mkdir -p " + shell_word(host_path(spec.log_mount(kubernetes=False).source)))
+    lines.append(STATUS_OF)
     if spec.preflight:
         lines += preflight(spec)
-    lines.append("exec " + shell_lines(group_flags(flags, spec.image)))
+    lines += [NEW_CID_FILE, shell_lines(group_flags(flags, spec.image)) + " &", 'status_of docker "$!" "$cid_file"']
     return "\n".join(lines) + "\n"
