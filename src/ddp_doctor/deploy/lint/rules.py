@@ -89,12 +89,15 @@ def rule_ids() -> list[str]:
     return [f"lint.{area}.{name}" for name, rule in catalogue().items() for area in rule.areas]
 
 
-Check = Callable[[Unit], Iterator[Hit]]
-CHECKS: list[Check] = []
+Finder = Callable[[Unit], Iterator[Hit]]
+"""What looks for one kind of mistake in a unit (its hits name rules.yaml's rules). Named apart from the
+check units (checks.model.Check): where a finder judges what a check unit judges, it asks that unit
+through subject.verdicts."""
+FINDERS: list[Finder] = []
 
 
-def check(fn: Check) -> Check:
-    CHECKS.append(fn)
+def finder(fn: Finder) -> Finder:
+    FINDERS.append(fn)
     return fn
 
 
@@ -114,7 +117,7 @@ def launcher(u: Unit) -> str:
     return OPERATOR_LAUNCHERS.get(str(u.operator), "training ranks")
 
 
-@check
+@finder
 def gpus_granted(u: Unit) -> Iterator[Hit]:
     if not u.trains or u.gpus is not None or u.area not in ("k8s", "docker", "compose", "skypilot") or u.template:
         return
@@ -133,7 +136,7 @@ def gpus_granted(u: Unit) -> Iterator[Hit]:
     yield Hit(name, u.line, {"launcher": launcher(u), "expected_flag": expected, "inferred": describe(w)}, severity)
 
 
-@check
+@finder
 def gpu_selection(u: Unit) -> Iterator[Hit]:
     if u.gpus_all is None or u.template:
         return
@@ -142,7 +145,7 @@ def gpu_selection(u: Unit) -> Iterator[Hit]:
     yield Hit("gpus_all", u.gpus_all.line, {"what": u.gpus_all.value, "ranks": ranks})
 
 
-@check
+@finder
 def held_after_work(u: Unit) -> Iterator[Hit]:
     if u.idles is None or (u.template and u.gpus is None):
         return  # a runtime's template whose GPUs the job fills in is judged in the job
@@ -157,7 +160,7 @@ def held_after_work(u: Unit) -> Iterator[Hit]:
     yield Hit("gpus_held", u.idles.line, {"what": u.idles.value, "holder": HOLDERS.get(u.area, "container")})
 
 
-@check
+@finder
 def gpu_requests(u: Unit) -> Iterator[Hit]:
     if u.gpu_request is None:
         return
@@ -180,7 +183,7 @@ def _nproc(u: Unit) -> tuple[int, int] | None:
     return None
 
 
-@check
+@finder
 def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
     granted = u.gpus
     if granted is None:
@@ -202,7 +205,7 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
         yield Hit("nproc_below_gpus", line, ctx)
 
 
-@check
+@finder
 def ray_train_gpus(u: Unit) -> Iterator[Hit]:
     """Ray Train workers, one GPU each, against the GPUs of the cluster the unit starts."""
     if u.ray_workers is None or u.gpus is None or u.gpus.value is None or u.launches:
@@ -219,7 +222,7 @@ def ray_train_gpus(u: Unit) -> Iterator[Hit]:
 PER_NODE_LAUNCHERS = ("torchrun", "tune", "ddp-doctor", "accelerate", "deepspeed")
 
 
-@check
+@finder
 def nproc_declared_twice(u: Unit) -> Iterator[Hit]:
     """nprocPerNode / numProcPerNode / PET_NPROC_PER_NODE beside a different --nproc-per-node."""
     declared = u.nproc_declared
@@ -232,7 +235,7 @@ def nproc_declared_twice(u: Unit) -> Iterator[Hit]:
         yield Hit("nproc_conflict", declared.line, ctx)
 
 
-@check
+@finder
 def slurm_tasks(u: Unit) -> Iterator[Hit]:
     if u.area != "slurm":
         return
@@ -243,7 +246,7 @@ def slurm_tasks(u: Unit) -> Iterator[Hit]:
             return
 
 
-@check
+@finder
 def shm(u: Unit) -> Iterator[Hit]:
     if u.shm is None or not u.trains:
         return
@@ -291,7 +294,7 @@ RAY_GPU_NODE_STORE_BYTES = int(0.3 * 16 * 2**30)
 g4dn.xlarge): a /dev/shm below it holds the store on no GPU node."""
 
 
-@check
+@finder
 def ray_object_store(u: Unit) -> Iterator[Hit]:
     """A Ray node keeps its object store in /dev/shm; one smaller than the store sends it to disk."""
     if u.ray_node is None or u.shm is None:
@@ -314,7 +317,7 @@ def ray_object_store(u: Unit) -> Iterator[Hit]:
     yield Hit("shm_object_store", u.shm.line, {"store": store, "shm": human(shm), "node": u.ray_node.value})
 
 
-@check
+@finder
 def shm_within_memory(u: Unit) -> Iterator[Hit]:
     if u.shm is None or u.shm_bytes is None or u.memory_limit is None:
         return
@@ -324,7 +327,7 @@ def shm_within_memory(u: Unit) -> Iterator[Hit]:
         )
 
 
-@check
+@finder
 def runtime_class(u: Unit) -> Iterator[Hit]:
     if u.runtime_class_applies and u.runtime_class is None:
         yield Hit("runtime_class_missing", u.line)
@@ -346,7 +349,7 @@ def non_root_image(image: str) -> str | None:
     return NON_ROOT_IMAGES.get(repo)
 
 
-@check
+@finder
 def root(u: Unit) -> Iterator[Hit]:
     if u.unread_user is not None:
         yield Hit("user_unknown", u.unread_user.line, {"dockerfile": u.unread_user.value})
@@ -363,7 +366,7 @@ def root(u: Unit) -> Iterator[Hit]:
         yield Hit("run_as_root", u.root.line, {"reason": u.root.value})
 
 
-@check
+@finder
 def trade_offs(u: Unit) -> Iterator[Hit]:
     if u.privileged is not None:
         yield Hit("privileged", u.privileged.line)
@@ -405,7 +408,7 @@ def built_here(image: str) -> bool:
     return "/" not in name and "$" not in name and name not in official_images()
 
 
-@check
+@finder
 def pinned(u: Unit) -> Iterator[Hit]:
     if u.image is None:
         return
@@ -432,7 +435,7 @@ def uppercase_path(image: str) -> str | None:
     return path if path != path.lower() else None
 
 
-@check
+@finder
 def image_reference(u: Unit) -> Iterator[Hit]:
     if u.image is None:
         return
@@ -450,7 +453,7 @@ HOLDERS = {
 }
 
 
-@check
+@finder
 def log_volume(u: Unit) -> Iterator[Hit]:
     if u.trains and u.persistent_volume is False:
         holder = u.holder or HOLDERS.get(u.area, "container")
@@ -465,7 +468,7 @@ def _under(path: str, mounts: list[At[str]]) -> bool:
     return any(path == m.value.rstrip("/") or path.startswith(m.value.rstrip("/") + "/") for m in mounts)
 
 
-@check
+@finder
 def outputs_kept(u: Unit) -> Iterator[Hit]:
     """Outputs the command names (--output_dir, --checkpoint_dir, ...) on a path no volume covers,
     where the container or pod has volumes (with none at all, no_log_volume says so)."""
@@ -499,7 +502,7 @@ def outputs_kept(u: Unit) -> Iterator[Hit]:
         return
 
 
-@check
+@finder
 def data_mounted(u: Unit) -> Iterator[Hit]:
     """The data set copied or downloaded into the image, or read from a path no volume provides."""
     if u.data_copied is not None:
@@ -544,7 +547,7 @@ def nodes_from(u: Unit) -> str:
     return "?"
 
 
-@check
+@finder
 def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     nodes = node_count(u)
     if nodes <= 1:
@@ -573,7 +576,7 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
             return
 
 
-@check
+@finder
 def slurm_srun(u: Unit) -> Iterator[Hit]:
     if u.area != "slurm" or u.nodes is None or u.nodes.value <= 1:
         return
@@ -598,7 +601,7 @@ INJECTS_NNODES = ("pytorchjob", "trainjob")
 _NO_HOSTFILE = ("/dev/null", "")
 
 
-@check
+@finder
 def deepspeed_per_node(u: Unit) -> Iterator[Hit]:
     """DeepSpeed's runner is meant to run once: it reads the hostfile and starts every node itself (pdsh).
     Started on each node by srun it either finds no hostfile and trains on that node alone, or starts
@@ -620,7 +623,7 @@ def deepspeed_per_node(u: Unit) -> Iterator[Hit]:
             yield Hit("deepspeed_per_node", launch.line, {**ctx, "how": how}, "warning")
 
 
-@check
+@finder
 def launcher_flags_after_script(u: Unit) -> Iterator[Hit]:
     """torchrun, accelerate launch and deepspeed read their options up to the script only; the world
     options written after it go to the script, and the launcher starts its default world."""
@@ -632,7 +635,7 @@ def launcher_flags_after_script(u: Unit) -> Iterator[Hit]:
         yield Hit("launcher_flags_after_script", launch.after_script[0].line, ctx)
 
 
-@check
+@finder
 def world_size(u: Unit) -> Iterator[Hit]:
     for launch in u.launches:
         if launch.tool in ("ddp-doctor", "deepspeed", "mpirun") or launch.standalone:
@@ -687,7 +690,7 @@ def _number(text: str) -> int | None:
     return product
 
 
-@check
+@finder
 def slurm_world_size(u: Unit) -> Iterator[Hit]:
     """srun steps that each run one rank (no launcher) while the script states the world size itself: its
     own --world_size flag, or WORLD_SIZE for torch's env:// rendezvous, against the tasks srun starts."""
@@ -731,7 +734,7 @@ def _launched_world(u: Unit) -> Iterator[Hit]:
             return
 
 
-@check
+@finder
 def script_node_count(u: Unit) -> Iterator[Hit]:
     """A training script told its node count by its own flags (Lightning's num_nodes) beside a job of
     another size: it computes a world size the launcher or Slurm does not start."""
@@ -763,7 +766,7 @@ def _count_given_later(launch: Launch) -> str | None:
     return count
 
 
-@check
+@finder
 def node_rank(u: Unit) -> Iterator[Hit]:
     """A static rendezvous (torchrun's default backend, accelerate's --main_process_ip) across several
     nodes needs each node's rank; without one every node is node 0."""
@@ -868,7 +871,7 @@ def _rdzv_hosts(u: Unit) -> list[tuple[str, str, int]]:
     return out
 
 
-@check
+@finder
 def rendezvous_names(u: Unit) -> Iterator[Hit]:
     if u.operator not in ("jobset", "pytorchjob", "trainjob") or not u.rdzv_names or node_count(u) <= 1:
         return
@@ -882,7 +885,7 @@ def rendezvous_names(u: Unit) -> Iterator[Hit]:
             return
 
 
-@check
+@finder
 def indexed_hostname(u: Unit) -> Iterator[Hit]:
     """An Indexed Job's pod JOB-0 is found by other pods only as JOB-0.SUBDOMAIN, through the pod
     template's subdomain and a headless Service of that name."""
@@ -905,7 +908,7 @@ def indexed_hostname(u: Unit) -> Iterator[Hit]:
         return
 
 
-@check
+@finder
 def rendezvous_service(u: Unit) -> Iterator[Hit]:
     """A rendezvous host that is a headless Service selecting every pod of the job: the name resolves to
     all of them, not to the one that hosts the store."""
@@ -926,7 +929,7 @@ def _is_ip(host: str) -> bool:
         return False
 
 
-@check
+@finder
 def slurm_gpus_requested(u: Unit) -> Iterator[Hit]:
     """A GPU job asking Slurm for no GPU: a launcher's job, or srun steps that run one rank per task."""
     if u.area != "slurm" or not (u.trains or u.steps) or u.gpus is not None or any(l.srun_gpus for l in u.launches):
@@ -955,7 +958,7 @@ NAME_VERDICTS = ("unknown", "belief", "renamed")
 NCCL_NAMES = ("NCCL_", "TORCH_NCCL_")
 
 
-@check
+@finder
 def environment(u: Unit) -> Iterator[Hit]:
     """Every variable the config sets, judged by the env_vars unit `check` and `image` use (one verdict
     per variable, checks/variables.py), each reported on its own line under the rule of its verdict."""
@@ -977,13 +980,13 @@ def environment(u: Unit) -> Iterator[Hit]:
         yield Hit(rule, env[verdict.variable].line, ctx, "error" if verdict.status == "fail" else "warning")
 
 
-@check
+@finder
 def shell_syntax(u: Unit) -> Iterator[Hit]:
     if u.syntax is not None:
         yield Hit("syntax_error", u.syntax.line, {"message": u.syntax.value, "reader": "bash -n"})
 
 
-@check
+@finder
 def structure(u: Unit) -> Iterator[Hit]:
     for found in u.structural:
         yield Hit(found.rule, found.line, found.context, found.severity)
@@ -996,7 +999,7 @@ def severity(hit: Hit) -> str:
 def evaluate(u: Unit) -> list[Hit]:
     rules = catalogue()
     hits = []
-    for fn in CHECKS:
+    for fn in FINDERS:
         for hit in fn(u):
             if u.area in rules[hit.name].areas:
                 hits.append(hit)
