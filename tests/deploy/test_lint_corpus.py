@@ -66,6 +66,10 @@ FITTED_GAPS: dict[str, str] = {
         "an image reference left as a placeholder for the user to fill (YOUR_REGISTRY/name:tag  # REPLACE) refused "
         "as written: a false error, the image counterpart of the metadata names ab63aab judges once filled in"
     ),
+    "neucom-fedpod-argo-workflow.yaml": (
+        "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
+        "on the default 64 MiB /dev/shm: shm_too_small"
+    ),
     "runai-mpi-tf-benchmarks-mpijob.yaml": (
         "mpirun -np above the slots the MPIJob's workers offer (replicas x slotsPerWorker, no --oversubscribe): "
         "world_size_mismatch; a GPU on a launcher that runs no rank: ranks_below_gpus"
