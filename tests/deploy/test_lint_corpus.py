@@ -28,10 +28,6 @@ FITTED_GAPS: dict[str, str] = {
     "skypilot-detectron2-docker.yaml": "a training command in the task's container not read as a launcher: ranks_below_gpus",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "yolov5-sagemaker-train_local.sh": "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost",
-    "odh-osu-mpi-runtime-gpu.yaml": (
-        "a training runtime with no success policy whose sshd workers never exit, and a launcher not run as a node "
-        "that holds a GPU: gpus_held_after_exit, ranks_below_gpus"
-    ),
     "nncv-fun5go-jobscript_slurm.sh": (
         "GPUs granted to one Slurm task that runs a script the config does not show (bash main.sh in apptainer), "
         "whose trainer uses one device: ranks_below_gpus"
@@ -69,10 +65,6 @@ FITTED_GAPS: dict[str, str] = {
     "neucom-fedpod-argo-workflow.yaml": (
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
         "on the default 64 MiB /dev/shm: shm_too_small"
-    ),
-    "runai-mpi-tf-benchmarks-mpijob.yaml": (
-        "mpirun -np above the slots the MPIJob's workers offer (replicas x slotsPerWorker, no --oversubscribe): "
-        "world_size_mismatch; a GPU on a launcher that runs no rank: ranks_below_gpus"
     ),
     "k8s-gpu-examples-extended-resources-job.yaml": (
         "GPUs asked for only through fields the Pod API does not have (extendedResources, extendedResourceRequests), "
