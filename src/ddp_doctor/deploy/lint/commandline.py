@@ -128,6 +128,8 @@ MPI_STARTERS = {"mpirun", "mpiexec", "orterun", "horovodrun", "mpiexec.hydra"}
 the processes of the program they start (one per slot)."""
 MPI_TOTAL = ("-np", "-n", "--np", "-c")
 MPI_PER_NODE = ("-npernode", "--npernode", "-N", "--N")
+MPI_HOSTS = ("-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile", "-f", "-hosts")
+"""mpirun's own hosts (Open MPI, and Hydra's -f / -hosts), in place of the hostfile its environment gives."""
 SCRIPT_DEPTH = 3
 TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -617,6 +619,12 @@ def _mpirun(words: list[Word], i: int) -> Launch:
                 launch.exports[name] = At(value, nxt.line)
         elif text == "--allow-run-as-root":
             launch.as_root = At("mpirun --allow-run-as-root", rest[j].line)
+        elif text in MPI_HOSTS and nxt is not None:
+            launch.hostfile = At(f"{text} {nxt.text}", nxt.line)
+        elif text in ("--oversubscribe", "-oversubscribe") or (
+            text in ("--map-by", "-map-by") and nxt is not None and "OVERSUBSCRIBE" in nxt.text.upper()
+        ):
+            launch.oversubscribe = At(text, rest[j].line)
         j += 1
     program = next((k for k, w in enumerate(rest) if w.text.endswith(".py") and not w.text.startswith("-")), None)
     if program is not None:

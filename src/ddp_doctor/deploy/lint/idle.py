@@ -28,15 +28,21 @@ def _seconds(text: str) -> float:
 
 
 SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+_NOT_SHELL = re.compile(r"[;&|\n]+")
 
 
 def command_text(words: list[str]) -> str:
-    """The script a container runs: the string after `bash -c`, else its words on one line."""
-    if words and words[0].rsplit("/", 1)[-1] in SHELLS:
-        for i, word in enumerate(words[1:-1], start=1):
-            if word.startswith("-") and "c" in word[1:]:
+    """The script a container runs: the string after `bash -c`, else its words on one line. Words run with no
+    shell are one command whatever they hold: a `;` or `&&` inside an argument separates nothing."""
+    # The shell may come after a wrapper that execs it (an entrypoint script, tini --, env X=1).
+    shell = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in SHELLS), None)
+    if shell is not None:
+        for i, word in enumerate(words[shell + 1 : -1], start=shell + 1):
+            if not word.startswith("-"):
+                break
+            if "c" in word[1:]:
                 return words[i + 1]
-    return " ".join(words)
+    return " ".join(_NOT_SHELL.sub(" ", w) for w in words)
 
 
 _KEYWORD = re.compile(r"^(?:then|do|else)\s+")

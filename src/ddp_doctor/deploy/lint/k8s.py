@@ -89,7 +89,8 @@ def units(doc: YMap, source: str) -> list[Unit]:
             u.gpus_all = None  # node agents (device plugin, DCGM exporter) are meant to see every GPU of the node
     if _ends_when_done(doc):
         for u in out:
-            if u.idles is not None and "sshd" in u.idles.value:
+            waits = u.idles is not None and ("sshd" in u.idles.value or doc.get("kind") == "MPIJob")
+            if waits and u.role != LAUNCHER:
                 u.idles = None  # the job's policy (or its operator) ends the waiting workers
     if out:
         out[0].structural += _names(doc)
@@ -211,10 +212,13 @@ def tgi_shards(image: At[str] | None, env: dict[str, At[str]], words: list[Word]
 
 def _ends_when_done(doc: YMap) -> bool:
     """Whether something ends the job's pods when the launcher is done: the MPI operator deletes an
-    MPIJob's workers; a Volcano Job needs a policy whose action is CompleteJob."""
-    if doc.get("kind") == "MPIJob":
-        return True
+    MPIJob's workers under cleanPodPolicy Running or All, not under its default None (kubeflow/mpi-operator
+    v0.8.2 pkg/apis/kubeflow/v2beta1/default.go, pkg/controller/mpi_job_controller.go isCleanUpPods); a
+    Volcano Job needs a policy whose action is CompleteJob."""
     spec = ymap(doc, "spec")
+    if doc.get("kind") == "MPIJob":
+        policy = ymap(spec, "runPolicy").get("cleanPodPolicy") or spec.get("cleanPodPolicy")
+        return policy in ("Running", "All")
     policies = list(spec.get("policies") or [])
     for task in spec.get("tasks") or []:
         policies += list(task.get("policies") or []) if isinstance(task, YMap) else []
@@ -257,7 +261,7 @@ def _container(
     shards = tgi_shards(u.image, u.env, words)
     if u.nproc_declared is None and shards is not None:
         u.nproc_declared, u.nproc_what = shards, "NUM_SHARD"
-    u.slots = w.slots
+    u.slots, u.slot_pods, u.mpi_implementation, u.rankless = w.slots, w.slot_pods, w.mpi_implementation, w.rankless
     u.trains = (w.trains or bool(own)) and w.role not in (LAUNCHER, HELPER)
     if u.trains and not u.launches:
         u.outputs = script_outputs(words)

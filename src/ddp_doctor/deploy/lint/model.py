@@ -65,7 +65,9 @@ class Launch:
     as_root: At[str] | None = None
     """A flag that says the ranks run as root (mpirun --allow-run-as-root)."""
     hostfile: At[str] | None = None
-    """deepspeed's --hostfile / -H, when given."""
+    """deepspeed's --hostfile / -H, or mpirun's own hosts (-H / --host / --hostfile / --machinefile), when given."""
+    oversubscribe: At[str] | None = None
+    """mpirun told to start more ranks than slots (--oversubscribe, --map-by ...:OVERSUBSCRIBE)."""
     no_ssh: bool = False
     """deepspeed --no_ssh: the runner starts this node's ranks only (with --node_rank), as srun would have it."""
     expanded_before_srun: bool = False
@@ -253,3 +255,9 @@ class Unit:
     """The part its pod plays in the job (deploy.lint.workloads: ranks, launcher, head, helper), '' when unsaid."""
     slots: At[int] | None = None
     """MPI slots per worker pod (MPIJob slotsPerWorker), for the launcher's mpirun -np."""
+    slot_pods: At[int] | None = None
+    """The pods whose slots the MPI operator's hostfile lists (the workers, and the launcher when it runs ranks)."""
+    mpi_implementation: str = ""
+    """The MPIJob's mpiImplementation (OpenMPI, Intel, MPICH), where the object says which MPI runs."""
+    rankless: At[str] | None = None
+    """Why an MPI launcher pod runs no rank (the operator's hostfile leaves it out), when the object says so."""

@@ -185,6 +185,12 @@ def _nproc(u: Unit) -> tuple[int, int] | None:
 
 @finder
 def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
+    if u.rankless is not None:
+        # An MPI launcher the operator leaves out of the hostfile: any GPU it holds drives no rank.
+        if u.gpus is not None and u.gpus.value:
+            ctx: Ctx = {"nproc": 0, "gpus": u.gpus.value, "idle": u.gpus.value, "tool": "mpi-launcher"}
+            yield Hit("nproc_below_gpus", u.gpus.line, {**ctx, "gpus_line": u.gpus.line, "rankless": u.rankless.value})
+        return
     granted = u.gpus
     if granted is None:
         granted = next((At[int | None](l.srun_gpus.value, l.srun_gpus.line) for l in u.launches if l.srun_gpus), None)
@@ -198,11 +204,35 @@ def nproc_matches_gpus(u: Unit) -> Iterator[Hit]:
     tool = next((l.tool for l in u.launches if l.nproc is not None), "operator" if u.operator else "torchrun")
     if u.nproc_what == "NUM_SHARD" and not u.launches:
         tool = "tgi"
-    ctx: Ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
+    ctx = {"nproc": nproc, "gpus": gpus, "idle": gpus - nproc, "tool": tool, "gpus_line": granted.line}
     if nproc > gpus:
         yield Hit("nproc_exceeds_gpus", line, ctx)
     elif nproc < gpus:
         yield Hit("nproc_below_gpus", line, ctx)
+
+
+@finder
+def mpi_slots(u: Unit) -> Iterator[Hit]:
+    """An MPI operator's launcher: mpirun -np against the slots of the hostfile the operator writes (each pod
+    it lists with slotsPerWorker slots). Open MPI refuses more ranks than slots; fewer leave GPUs idle."""
+    if u.role != "ranks" or u.slots is None or u.slot_pods is None:
+        return
+    for launch in u.launches:
+        if launch.tool != "mpirun" or launch.total is None or launch.hostfile is not None:
+            continue  # no -np: Open MPI starts one rank per slot; own hosts: not the operator's hostfile
+        slots = u.slots.value * u.slot_pods.value
+        np = launch.total.value
+        if np == slots or (np > slots and launch.oversubscribe is not None):
+            return
+        refused = np > slots and u.mpi_implementation == "OpenMPI"
+        ctx: Ctx = {"np": np, "slots": slots, "pods": u.slot_pods.value, "per": u.slots.value}
+        ctx["outcome"] = (
+            "Open MPI refuses to start: 'There are not enough slots available in the system'"
+            if refused
+            else f"{'several ranks share a slot, and its GPU' if np > slots else f'{slots - np} slots, and their GPUs, stay idle'}"
+        )
+        yield Hit("mpi_slots_mismatch", launch.total.line, ctx, None if refused else "warning")
+        return
 
 
 @finder

@@ -65,6 +65,11 @@ class PodTemplate:
     """What keeps the outputs when no volume does (Argo output artifacts)."""
     slots: At[int] | None = None
     """MPI slots per worker pod (MPIJob slotsPerWorker)."""
+    slot_pods: At[int] | None = None
+    """The pods the operator's hostfile lists with those slots (Worker replicas, + 1 with runLauncherAsWorker)."""
+    mpi_implementation: str = ""
+    rankless: At[str] | None = None
+    """Why this launcher pod runs no rank, where the object says (MPIJob, a TrainingRuntime's mlPolicy.mpi)."""
     replicas: int | None = None
     """Pods started from this template alone (a Volcano task's replicas), when the object says."""
     single: bool = False
@@ -226,6 +231,14 @@ def _mpijob(doc: YMap, label: str) -> list[PodTemplate]:
     workers = ymap(replicas, "Worker")
     nodes, what = _nodes(workers.get("replicas", 1), workers.line_of("replicas"), "Worker replicas")
     launcher_pod = get(replicas, "Launcher", "template", "spec")
+    # The operator's hostfile: each Worker with slotsPerWorker slots, and the launcher too when it runs ranks
+    # (kubeflow/mpi-operator v2beta1 runLauncherAsWorker; mpiImplementation defaults to OpenMPI).
+    as_worker = spec.get("runLauncherAsWorker") is True
+    pods = None if nodes is None else At(nodes.value + (1 if as_worker else 0), nodes.line)
+    implementation = str(spec.get("mpiImplementation") or "OpenMPI")
+    rankless = (
+        None if as_worker else At("an MPIJob's launcher runs mpirun and no rank: runLauncherAsWorker is not true", 0)
+    )
     words: list[Word] = []
     for c in (launcher_pod or {}).get("containers") or []:
         if isinstance(c, YMap):
@@ -246,11 +259,15 @@ def _mpijob(doc: YMap, label: str) -> list[PodTemplate]:
             operator="mpijob",
             trains=role == RANKS,
             slots=slots,
+            slot_pods=pods,
+            mpi_implementation=implementation,
         )
-        if slots is not None:
+        if slots is not None and (role == RANKS or as_worker):
             t.nproc, t.nproc_what = At(str(slots.value), slots.line), "slotsPerWorker"
         if role == RANKS:
             t.peer_words = words
+        elif rankless is not None:
+            t.rankless = At(rankless.value, r.line if isinstance(r, YMap) else doc.line)
         out.append(t)
     return out
 
@@ -452,6 +469,12 @@ def _trainer_runtime(doc: YMap, label: str) -> list[PodTemplate]:
         proc = get(ml, "torch", "numProcPerNode")
         if proc is not None and isinstance(torch, YMap):
             w.nproc, w.nproc_what = At(str(proc), torch.line_of("numProcPerNode")), "numProcPerNode"
+        mpi = ml.get("mpi")
+        if isinstance(mpi, YMap) and mpi.get("runLauncherAsNode") is not True and "replicatedJob launcher" in w.label:
+            # kubeflow/trainer trainingruntime_types.go: runLauncherAsNode "whether to run training process on the
+            # launcher Job. Defaults to false."
+            why = "a TrainingRuntime's launcher runs mpirun and no rank: mlPolicy.mpi.runLauncherAsNode is not true"
+            w.rankless = At(why, mpi.line)
     return out
 
 
