@@ -58,10 +58,6 @@ FITTED_GAPS: dict[str, str] = {
         "node and torchrun's nproc the same variable (launcher_per_task), and a c10d endpoint of $HOSTNAME expanded "
         "inside each srun task (rendezvous_host_wrong)"
     ),
-    "kubeslice-llm-finetune-pytorchjob.yaml": (
-        "an image reference left as a placeholder for the user to fill (YOUR_REGISTRY/name:tag  # REPLACE) refused "
-        "as written: a false error, the image counterpart of the metadata names ab63aab judges once filled in"
-    ),
     "neucom-fedpod-argo-workflow.yaml": (
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
         "on the default 64 MiB /dev/shm: shm_too_small"

@@ -513,6 +513,12 @@ def test_a_container_remapped_to_root_from_a_batch_script(tmp_path: Path, step: 
         ("${IMAGE}", None),
         ("IMAGE_NAME", None),
         ("REGISTRY/IMAGE:TAG", None),
+        # Templates leave names in capitals for the user to replace (YOUR_REGISTRY/...  # REPLACE), not a mistake.
+        ("YOUR_REGISTRY/kubeflow-llm-training:latest", None),
+        ("ghcr.io/MY_ORG/train:v1", None),
+        ("ACCOUNT/train:v1", None),
+        ("__REGISTRY__/train:v1", None),
+        ("MyOrg/train:v1", "MyOrg/train"),  # a name with capitals mixed in is what the grammar refuses
     ],
 )
 def test_capital_letters_only_in_the_repository_path_are_refused(image: str, path: str | None) -> None:

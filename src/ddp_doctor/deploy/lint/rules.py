@@ -14,7 +14,7 @@ import yaml
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import nnodes_max
 from ddp_doctor.deploy.lint.infer import describe, workload
-from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, RuleArg, Unit
+from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, RuleArg, Unit, filled_later
 from ddp_doctor.deploy.lint.quantity import human
 from ddp_doctor.deploy.lint.subject import exports, variable_verdicts, verdicts
 from ddp_doctor.deploy.lint.workloads import HELPER, LAUNCHER
@@ -452,7 +452,7 @@ def pinned(u: Unit) -> Iterator[Hit]:
 def uppercase_path(image: str) -> str | None:
     """The repository path of an image reference when it has capital letters, which the reference grammar
     refuses (path components are lowercase; only the registry host and the tag may have capitals)."""
-    if "$" in image or "{{" in image or "<" in image or image.split(":", 1)[0] == image.split(":", 1)[0].upper():
+    if filled_later(image) or image.split(":", 1)[0] == image.split(":", 1)[0].upper():
         return None  # filled in later: a variable, a template, a placeholder in capitals (IMAGE_NAME, <IMAGE>)
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)
@@ -461,8 +461,17 @@ def uppercase_path(image: str) -> str | None:
     parts = name.split("/")
     if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
         parts = parts[1:]  # the registry host
+    if any(_PLACEHOLDER_PART.match(part) for part in parts):
+        return None  # YOUR_REGISTRY/app:1, ACCOUNT/app: a name in capitals left for the user to fill in
     path = "/".join(parts)
     return path if path != path.lower() else None
+
+
+_PLACEHOLDER_PART = re.compile(
+    r"^(?:[A-Z0-9]+_[A-Z0-9_]+|(?:YOUR|MY)[A-Z0-9]*|REGISTRY|ACCOUNT|PROJECT|ORG|REPO|REPOSITORY|NAMESPACE|USER|USERNAME)$"
+)
+"""A path component written as a name to replace (capitals joined by underscores, YOUR..., REGISTRY): templates
+leave these for the user; a real reference with capitals mixes them into a name (MyOrg/Train)."""
 
 
 @finder
