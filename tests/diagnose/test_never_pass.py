@@ -103,6 +103,11 @@ NOT_A_FAIL_YET: dict[str, str] = {
     "tacotron2-64.log": "fitted: a script's own init line and nothing after it (a stale file:// rendezvous file), a WARN only",
     "ucx-8229.log": "blind: a WARN on arrival",
 }
+STILL_CALLED_FAILURE: dict[str, str] = {
+    # Healthy runs explain still calls failures, the worst answer after a failure called healthy (a blind one is never
+    # read here; the scorer lists it as a miss); strict: a fix shows here.
+    "nccl-259.log": "blind: called a failure on arrival",
+}
 
 
 def _ids(cases: list[Case]) -> list[str]:
@@ -144,10 +149,16 @@ def test_a_failure_is_a_fail(case: Case) -> None:
 
 @pytest.mark.parametrize("case", HEALTHY, ids=_ids(HEALTHY))
 def test_a_healthy_run_is_not_a_fail(case: Case) -> None:
-    assert _verdict(_statuses(case)) != "fail", case.name
+    verdict = _verdict(_statuses(case))
+    if case.name in STILL_CALLED_FAILURE:
+        assert verdict == "fail", "fixed: take it off STILL_CALLED_FAILURE"
+        pytest.xfail(STILL_CALLED_FAILURE[case.name])
+    assert verdict != "fail", case.name
 
 
 def test_the_lists_name_logs_of_failures() -> None:
     names = {c.name for c in FAILURES}
     listed = {*WARN_IS_HONEST, *STILL_CALLED_HEALTHY, *NOT_A_FAIL_YET}
     assert listed <= names, listed - names
+    healthy = {c.name for c in HEALTHY}
+    assert set(STILL_CALLED_FAILURE) <= healthy, set(STILL_CALLED_FAILURE) - healthy
