@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from ddp_doctor.proc import Background, dying_with_us
+from ddp_doctor.proc import Background, dying_with_us, run
 
 
 def test_value_error_and_silence_each_say_what_happened() -> None:
@@ -86,3 +86,40 @@ def test_the_environment_reaches_the_command_unchanged() -> None:
     env = {**os.environ, "PYTHONPATH": "/somewhere", "DDP_DOCTOR_PROBE": "x y"}
     done = subprocess.run(dying_with_us(["env"]), check=False, capture_output=True, text=True, env=env, timeout=60)
     assert "PYTHONPATH=/somewhere\n" in done.stdout and "DDP_DOCTOR_PROBE=x y\n" in done.stdout
+
+
+_RUNS_A_PROBE = (
+    "import sys, time\n"
+    "from ddp_doctor.proc import Background, run\n"
+    "Background('the probe', lambda: run(['sh', '-c', 'echo $$ > ' + sys.argv[1] + '; exec sleep 120'], 300))\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_a_probe_run_from_a_thread_ends_with_a_sigkilled_doctor(tmp_path: Path) -> None:
+    marker = tmp_path / "probe.pid"
+    doctor = subprocess.Popen([sys.executable, "-c", _RUNS_A_PROBE, str(marker)])
+    probe = 0
+    try:
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        probe = int(marker.read_text())
+        assert not _gone(probe, 0.1), "the probe is running"
+        doctor.send_signal(signal.SIGKILL)
+        doctor.wait(timeout=30)
+        assert _gone(probe, 30), "the probe outlived the SIGKILLed doctor"
+    finally:
+        doctor.kill()
+        doctor.wait(timeout=30)
+        if probe and not _gone(probe, 0.1):
+            os.kill(probe, signal.SIGKILL)
+
+
+def test_run_says_a_missing_program_without_starting_anything(tmp_path: Path) -> None:
+    done = run(["/nonexistent/ldconfig", "-p"], timeout_s=30)
+    assert (done.returncode, done.stderr) == (127, "/nonexistent/ldconfig: not found, or not an executable file")
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert run([str(plain)], timeout_s=30).returncode == 127, "a file without the execute bit"
+    assert run(["no-such-program-here"], timeout_s=30, env={"PATH": str(tmp_path)}).returncode == 127

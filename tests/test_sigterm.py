@@ -32,6 +32,17 @@ def _marked(tag: str) -> list[int]:
     return found
 
 
+def _catches_sigterm(pid: int) -> bool:
+    """The doctor has installed its SIGTERM handler (SigCgt in /proc/PID/status): before that, on a loaded
+    machine still importing, SIGTERM's default action would end it and the test would time the start-up."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 def _ranks_running(tmp: Path) -> bool:
     """A rank has written its heartbeat into a run directory: the ranks are up."""
     return any(tmp.glob("ddp-doctor-run-*/rank-*.hb"))
@@ -52,7 +63,7 @@ def _terminate_when(
     )
     try:
         deadline = time.monotonic() + 120
-        while not ready():
+        while not (ready() and _catches_sigterm(proc.pid)):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "never got ready"
             time.sleep(0.05)

@@ -6,6 +6,7 @@ stops (a Background thread's probe, say)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,14 @@ def dying_with_us(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
+def _startable(program: str, env: Mapping[str, str] | None, cwd: str | None) -> bool:
+    """Whether exec would find program (as Popen looks for it), so a missing one is said as before the wrapper."""
+    if "/" in program:
+        path = os.path.join(cwd, program) if cwd else program
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    return shutil.which(program, path=(env if env is not None else os.environ).get("PATH", os.defpath)) is not None
+
+
 @dataclass(frozen=True)
 class Completed:
     argv: tuple[str, ...]
@@ -103,11 +112,15 @@ def run(
     cwd: str | None = None,
     max_output_bytes: int = 4 << 20,
 ) -> Completed:
-    """Run argv to completion or until `timeout_s`; output is decoded leniently and capped."""
+    """Run argv to completion or until `timeout_s`; output is decoded leniently and capped. The child dies
+    with this process (dying_with_us): also one started just as a signal unwinds the command, or from a
+    thread still running when it ends, which no end_children() would reach."""
     start = time.monotonic()
+    if not _startable(argv[0], env, cwd):
+        return Completed(tuple(argv), 127, "", f"{argv[0]}: not found, or not an executable file", 0.0, False)
     try:
         proc = subprocess.Popen(
-            list(argv),
+            dying_with_us(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
