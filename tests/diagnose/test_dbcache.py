@@ -102,3 +102,20 @@ def test_a_cache_that_cannot_be_written_only_costs_a_compile(tmp_path: Path, mon
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # ddp-doctor/ cannot be made under a file
     assert [p for _, p in compile_engine(PATTERNS, "hyperscan").hits(LOG)] == [0, 1]
+
+
+def test_the_cpu_features_read_are_the_simd_ones_hyperscan_builds_for(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse4_2 avx2 popcnt ht bmi2\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert dbcache.cpu_features(info) == "avx2 bmi2 popcnt sse4_2"
+    assert dbcache.cpu_features(tmp_path / "missing") == ""
+
+
+@needs_hyperscan
+def test_hosts_of_two_cpu_kinds_sharing_a_home_keep_one_entry_each(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for features in ("sse4_2 avx2", "sse4_2 avx2 avx512f", "sse4_2 avx2"):
+        monkeypatch.setattr(dbcache, "cpu_features", lambda f=features: f)
+        assert [p for _, p in compile_engine(PATTERNS, "hyperscan").hits(LOG)] == [0, 1]
+    assert len(_entries(cache)) == 2

@@ -25,6 +25,21 @@ _MAGIC = b"ddp-doctor hyperscan db 1 sha256="
 _PREFIX, _SUFFIX = "hyperscan-", ".db"
 
 
+_SIMD = frozenset({"sse4_2", "popcnt", "bmi2", "avx2", "avx512f", "avx512bw", "avx512vbmi"})
+"""The CPU features a hyperscan database is built for (hs_populate_platform): part of the key, so hosts of
+two CPU kinds sharing a home (a login node, the GPU nodes) keep one entry each instead of replacing the
+other's on every run (hyperscan refuses a database built for features the CPU lacks)."""
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    try:
+        with cpuinfo.open(encoding="ascii", errors="replace") as f:
+            line = next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return ""
+    return " ".join(sorted(_SIMD.intersection(line.partition(":")[2].split())))
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base, "ddp-doctor")

@@ -112,7 +112,8 @@ ddp-doctor explain job.log.gz --format json -o report.json
   make a dense log slow unnoticed. Lines are cut at 8 KB; the last 256 KB are kept for the hang reader.
   Memory stays flat.
 - **The compiled hyperscan database** is kept in `$XDG_CACHE_HOME/ddp-doctor` (else `~/.cache/ddp-doctor`),
-  named by a hash of the patterns and hyperscan's version, so a changed catalogue writes a new entry. An entry
+  named by a hash of the patterns, hyperscan's version and the CPU's SIMD features (hosts of two CPU kinds
+  sharing a home keep one entry each), so a changed catalogue writes a new entry. An entry
   holds a SHA-256 of its bytes, checked before hyperscan sees them (a file cut short by a crash is removed and
   compiled again), and is written under a temp name of its own, fsynced and renamed into place, so two doctors
   at once each leave a whole file. After a write the directory keeps the 4 entries used last (a load marks one

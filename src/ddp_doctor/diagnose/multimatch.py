@@ -128,9 +128,9 @@ class _Hyperscan:
 
 def _cached_db(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
     """Compiling the catalogue takes ~0.4 s, a third of reading 500 MB: keep the compiled database in the
-    user's cache (dbcache.py), keyed by the patterns and the library version. The cache is only an
-    optimisation: a missing, torn, stale or unwritable one means compiling again."""
-    key = dbcache.key_of((exprs, flags, hyperscan.__version__))
+    user's cache (dbcache.py), keyed by the patterns, the library version and the CPU's SIMD features. The
+    cache is only an optimisation: a missing, torn, stale or unwritable one means compiling again."""
+    key = dbcache.key_of((exprs, flags, hyperscan.__version__, dbcache.cpu_features()))
     payload = dbcache.load(key)
     if payload is not None:
         try:
