@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddp_doctor.bench.results import is_op_result, points_of
 from ddp_doctor.errors import DoctorError, UsageError
 from ddp_doctor.report import Report
 from ddp_doctor.words import plural
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = {".png": "png", ".svg": "svg"}
 _NO_MATPLOTLIB = "--plot needs matplotlib: pip install 'ddp-doctor[plot]' (or pip install matplotlib)"
@@ -72,13 +77,23 @@ def write(path: str, runs: list[tuple[str, Report]]) -> None:
     if drawn:
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ddp-doctor-plot-", suffix=f".{fmt}")
-        os.close(fd)
-        fig.savefig(tmp, format=fmt)
-        os.replace(tmp, path)
+        _save(fig, path, fmt)
     except OSError as exc:
         raise DoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
+
+
+def _save(fig: Figure, path: str, fmt: str) -> None:
+    """Drawn beside the target and renamed over it; the temp file goes on every way out (an error,
+    Ctrl-C or SIGTERM during a slow draw), so the user's directory keeps no half plot."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".ddp-doctor-plot-", suffix=f".{fmt}")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format=fmt)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
