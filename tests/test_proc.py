@@ -123,3 +123,13 @@ def test_run_says_a_missing_program_without_starting_anything(tmp_path: Path) ->
     plain.write_text("")
     assert run([str(plain)], timeout_s=30).returncode == 127, "a file without the execute bit"
     assert run(["no-such-program-here"], timeout_s=30, env={"PATH": str(tmp_path)}).returncode == 127
+
+
+def test_without_ctypes_the_command_still_runs() -> None:
+    # A Python built without libffi (a slim image's, where `check --image` runs) has no ctypes: the wrapper
+    # must still start the command, only without the death signal.
+    wrapper = dying_with_us(["echo", "ran"])
+    source, args = wrapper[4], wrapper[5:]
+    blocked = f"import sys; sys.modules['ctypes'] = None; sys.argv = ['-c', *{args!r}]; exec({source!r})"
+    done = subprocess.run([sys.executable, "-c", blocked], check=False, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr

@@ -24,8 +24,12 @@ _RUNNING: set[subprocess.Popen[bytes]] = set()
 terminated_by: int | None = None
 """The signal that on_terminate turned into KeyboardInterrupt, if one did."""
 _DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "import os, signal, sys\n"
+    "try:\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "except Exception:\n"  # a Python without ctypes (no libffi in a slim image), no prctl: run it all the same
+    "    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n"  # the parent died before prctl: nobody would signal this one
     "    os._exit(137)\n"
     "try:\n"
