@@ -141,3 +141,25 @@ def test_typo_only_when_the_value_fits_and_ranks_left_to_the_launcher(tmp_path: 
     assert "variable_invalid" not in found  # RANK / WORLD_SIZE: torchrun sets its own
     plain = _found(tmp_path, "plain.sh", "#!/bin/bash\nexport MASTER_PORT=http\npython train.py\n")
     assert plain["variable_invalid"] == [(2, "warning")]
+
+
+def test_a_yaml_boolean_is_judged_as_the_runtime_spells_it(tmp_path: Path) -> None:
+    """compose passes `NCCL_P2P_DISABLE: true` to the container as `true` (YAML's spelling), which
+    NCCL's integer parameter does not read; the finding quotes `true`, never Python's `True`."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            services:
+              t:
+                image: img:1
+                gpus: all
+                environment: {NCCL_P2P_DISABLE: true}
+                command: torchrun --nproc-per-node 1 t.py
+            """
+        ).lstrip("\n")
+    )
+    found = [r for r in lint_file(str(path)).results if r.id.endswith("variable_invalid")]
+    assert found, "a boolean where NCCL reads an integer is an invalid value"
+    text = " ".join(f"{r.summary} {r.cause}" for r in found)
+    assert "true" in text and "True" not in text, text

@@ -12,7 +12,7 @@ from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint import dockerfile
 from ddp_doctor.deploy.lint.commandline import SHELLS, launches, script_world_size
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
-from ddp_doctor.deploy.lint.loader import YList, YMap, read_text
+from ddp_doctor.deploy.lint.loader import YList, YMap, read_text, scalar_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
 from ddp_doctor.deploy.lint.shellparse import Word, commands
@@ -38,7 +38,7 @@ def _env(svc: YMap) -> dict[str, At[str]]:
     if isinstance(env, YMap):
         for k, v in env.items():
             if v is not None:
-                out[str(k)] = At(str(v), env.line_of(k))
+                out[str(k)] = At(scalar_text(v), env.line_of(k))
     elif isinstance(env, YList):
         for i, item in enumerate(env):
             name, eq, value = str(item).partition("=")

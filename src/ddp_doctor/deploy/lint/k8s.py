@@ -8,7 +8,7 @@ from typing import Any
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches, script_outputs
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
-from ddp_doctor.deploy.lint.loader import YList, YMap
+from ddp_doctor.deploy.lint.loader import YList, YMap, scalar_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit, filled_later
 from ddp_doctor.deploy.lint.quantity import k8s_bytes
 from ddp_doctor.deploy.lint.shellparse import Word
@@ -439,10 +439,6 @@ def _yaml_type(value: object) -> str | None:
     return next((name for kind, name in _YAML_TYPES if isinstance(value, kind)), None)
 
 
-def _written(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def _not_strings(c: YMap) -> list[Structural]:
     """A container's fields of type string (env[].value) and []string (command, args) given a YAML
     number or boolean: the API server refuses the whole object when it decodes it."""
@@ -451,7 +447,7 @@ def _not_strings(c: YMap) -> list[Structural]:
     for item in env_list if isinstance(env_list, YList) else []:
         kind = _yaml_type(item.get("value")) if isinstance(item, YMap) else None
         if kind is not None:
-            ctx: Ctx = {"field": f"env {item.get('name', '?')}", "value": _written(item["value"]), "type": kind}
+            ctx: Ctx = {"field": f"env {item.get('name', '?')}", "value": scalar_text(item["value"]), "type": kind}
             found.append(Structural("value_not_string", item.line_of("value"), ctx))
     for key in ("command", "args"):
         items = c.get(key)
@@ -460,7 +456,7 @@ def _not_strings(c: YMap) -> list[Structural]:
         for i, v in enumerate(items):
             kind = _yaml_type(v)
             if kind is not None:
-                ctx = {"field": f"{key}[{i}]", "value": _written(v), "type": kind}
+                ctx = {"field": f"{key}[{i}]", "value": scalar_text(v), "type": kind}
                 found.append(Structural("value_not_string", items.line_of(i), ctx))
     return found
 

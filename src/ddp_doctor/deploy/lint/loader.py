@@ -73,6 +73,12 @@ class YList(list):  # type: ignore[type-arg]
         return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
 
 
+def scalar_text(value: object) -> str:
+    """A YAML scalar as the runtime passes it to a process: `true` stays `true` (compose and
+    Kubernetes write YAML booleans lower-case), not Python's `True`."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, YMap):
         return v.plain()
