@@ -6,6 +6,7 @@ plugin libraries really present where NCCL loads them."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -438,3 +439,38 @@ def test_a_verdict_travels_in_a_result_and_a_malformed_one_is_refused() -> None:
     for broken in ({**verdict.to_dict(), "text": None}, {**verdict.to_dict(), "dormant": "no"}):
         with pytest.raises(TypeError, match="verdicts"):
             variables.VariableVerdict.from_dict(broken)
+
+
+def _one_edit_toward(a: str, b: str) -> set[str]:
+    """Names one letter away from a, at the places where a and b differ (the typos that sit between them)."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789"
+    differ = [i for i in range(min(len(a), len(b))) if a[i] != b[i]] or [min(len(a), len(b)) - 1]
+    out = set()
+    for i in differ[:2]:
+        out |= {a[:i] + c + a[i + 1 :] for c in letters} | {a[:i] + a[i + 1 :]} | {a[:i] + c + a[i:] for c in letters}
+    return out
+
+
+def test_did_you_mean_never_proposes_a_name_of_another_meaning() -> None:
+    """Walk the table: every pair of real names within two edits of each other (NCCL_MIN_NCHANNELS and
+    NCCL_MAX_NCHANNELS, NCCL_IB_TC and NCCL_IB_SL), and the typos between them. A rename is proposed only to
+    the one real name strictly nearest the typo; a typo as near to two is told so, with no rename."""
+    real = sorted({*NAMES, *TABLE["known_names"]})
+    near = {a: [b for b in difflib.get_close_matches(a, real, n=6, cutoff=0.75) if b != a] for a in real}
+    pairs = [(a, b) for a in real for b in near[a] if variables.edits(a, b) <= 2]
+    assert len(pairs) > 20  # the table really has such neighbours
+    walked = ambiguous = 0
+    host = VariableContext.from_env(make_facts())
+    typos = sorted({t for a, b in pairs for t in _one_edit_toward(a, b)} - set(real))
+    for typo in typos:
+        for f in variables.judge({typo: "1"}, host):
+            m = re.search(r"did you mean (\S+)\?", f.text)
+            if m is None:
+                ambiguous += "as close to" in f.text
+                continue
+            walked += 1
+            nearest = variables.edits(typo, m.group(1))
+            rivals = difflib.get_close_matches(typo, real, n=8, cutoff=0.75)  # every name within two edits
+            others = [r for r in rivals if r != m.group(1) and variables.edits(typo, r) <= nearest]
+            assert not others, (typo, m.group(1), others)
+    assert walked > 100 and ambiguous > 10

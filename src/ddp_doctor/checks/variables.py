@@ -483,13 +483,48 @@ def _fits(value: str, belief: Belief) -> bool:
     return True
 
 
+def edits(a: str, b: str) -> int:
+    """The edits (a letter added, dropped, changed, or two swapped) that turn a into b."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def _ambiguous(name: str, value: str, nearest: list[str], data: VariablesTable) -> VariableVerdict:
+    """A name as close to two real ones (NCCL_MAN_NCHANNELS: MIN or MAX?): which was meant the name cannot
+    say, and the two mean different things, so neither is proposed."""
+    a, b = nearest
+    return VariableVerdict(
+        name,
+        value,
+        "warn",
+        "unknown",
+        f"{name} is not a variable NCCL or torch reads; it is as close to {a} as to {b}, which mean different "
+        "things, so it is not renamed to either",
+        f"remove {name}, or rename it to the one you meant ({a} or {b}; the NCCL and torch variables: "
+        f"{data['sources']['nccl-env']}, {data['sources']['torch-env']})",
+        "known_names and variables in knowledge/variables.yaml",
+    )
+
+
 def _near_miss(name: str, value: str, data: VariablesTable) -> VariableVerdict | None:
     """A name no reader has, close to one that exists. A typo only when the value fits the near name;
     otherwise the near name means something else, and proposing it would set a value it refuses."""
     specs = _specs()
-    close = difflib.get_close_matches(name, [*specs, *sorted(data.get("known_names") or [])], n=1, cutoff=0.85)
+    close = difflib.get_close_matches(name, [*specs, *sorted(data.get("known_names") or [])], n=4, cutoff=0.85)
     if not close:
         return None
+    ranked = sorted(close, key=lambda real: edits(name, real))
+    if len(ranked) > 1 and edits(name, ranked[0]) == edits(name, ranked[1]):
+        return _ambiguous(name, value, ranked[:2], data)
+    close = ranked
     near = specs.get(close[0])
     if near is not None and value.strip() and invalid(value, near) is not None:
         return VariableVerdict(
