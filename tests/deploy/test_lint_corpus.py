@@ -22,19 +22,13 @@ HISTORY = corpus.fitted_by_history()
 FITTED = [name for name in FILES if LABELS[name].part == "fitted"]
 
 FITTED_GAPS: dict[str, str] = {
-    "dle-maskrcnn-docker-interactive.sh": "an interactive --rm container whose docs write /results unmounted: outputs_lost",
     "dle-transformer-xl-run.sub": "a Slurm GPU job behind a script of its own (bash run_*.sh under srun): slurm_gpus_implicit",
     "llamafactory-docker-cuda.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
     "skypilot-detectron2-docker.yaml": "a training command in the task's container not read as a launcher: ranks_below_gpus",
     "shuai-xie-mnist-pytorchjob.Dockerfile": "COPY . of a repository with a data directory: data_in_image",
-    "yolov5-sagemaker-train_local.sh": "nvidia-docker run --rm whose image writes /opt/ml/model unmounted: outputs_lost",
     "nncv-fun5go-jobscript_slurm.sh": (
         "GPUs granted to one Slurm task that runs a script the config does not show (bash main.sh in apptainer), "
         "whose trainer uses one device: ranks_below_gpus"
-    ),
-    "backurs-nlp-nvidia_docker.sh": (
-        "a --rm container whose trainer writes its checkpoint to a relative path in the working directory, outside "
-        "every mount: outputs_lost"
     ),
     "boletteeh-mlops-train_ddp.slurm": (
         "a training script that starts its own ranks (torch.multiprocessing.spawn over every GPU) run under torchrun, "

@@ -639,3 +639,28 @@ def test_a_training_runtimes_own_gpu_workers_that_run_sshd_forever_are_held() ->
     assert _found(CORPUS / "odh-osu-mpi-runtime-gpu.yaml")["gpus_held"] == [(84, "warning")]
     # kubeflow/trainer's own runtime: the nodes' GPUs come from the TrainJob, and the launcher ends the JobSet.
     assert "gpus_held" not in _found(CORPUS / "trainer-runtime-deepspeed-distributed.yaml")
+
+
+def test_a_removed_gpu_container_with_only_inputs_mounted_loses_its_outputs(tmp_path: Path) -> None:
+    # Real files: train.py run with only its code and data mounted; an interactive NGC shell with only COCO
+    # mounted; a SageMaker-style image's `train` entry point with only /opt/ml/input/data mounted.
+    assert _found(CORPUS / "backurs-nlp-nvidia_docker.sh")["outputs_unmounted"] == [(4, "warning")]
+    assert _found(CORPUS / "dle-maskrcnn-docker-interactive.sh")["outputs_unmounted"] == [(6, "warning")]
+    assert _found(CORPUS / "yolov5-sagemaker-train_local.sh")["outputs_unmounted"] == [(5, "warning")]
+    run = "docker run --rm --gpus 1 --user 1000 {volumes} img:1 {command}\n"
+    cases = {
+        ("-v /d/coco:/coco", "python train.py"): True,
+        ("-v /d:/data -v $PWD:/src", "python /src/train.py"): True,  # the code: read, not the working directory
+        ("-v /d:/data -v $PWD:/w:ro", "bash finetune.sh"): True,
+        ("-v /d:/data -v $PWD:/src -w /src", "python /src/train.py"): False,  # relative outputs land in /src
+        ("-v /d:/data -v $PWD/out:/out", "python train.py"): False,  # somewhere to write
+        ("-v /d:/data", "python serve.py"): False,  # no training
+        ("-v /d:/data", "python train.py --output_dir /results"): False,  # named: outputs_off_volume judges it
+    }
+    for (volumes, command), lost in cases.items():
+        (tmp_path / "run.sh").write_text("#!/bin/bash\n" + run.format(volumes=volumes, command=command))
+        assert ("outputs_unmounted" in _found(tmp_path / "run.sh")) is lost, (volumes, command)
+    (tmp_path / "kept.sh").write_text(
+        "#!/bin/bash\ndocker run --gpus 1 --user 1000 -v /d:/data img:1 python train.py\n"
+    )
+    assert "outputs_unmounted" not in _found(tmp_path / "kept.sh")  # no --rm: the stopped container keeps them

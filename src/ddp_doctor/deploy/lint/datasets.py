@@ -75,6 +75,14 @@ def _data_dir_in(context: Path) -> str | None:
     return None
 
 
+_INPUT_SEGMENT = re.compile(r"(?i)(?:^|[/_.-])(?:inputs?)(?:$|[/_.-])")
+
+
+def holds_data(path: str) -> bool:
+    """A path named for what a job reads: a data set (data, datasets, coco, imagenet, ...) or its inputs."""
+    return _DATA_SEGMENT.search(path) is not None or _INPUT_SEGMENT.search(path) is not None
+
+
 def data_paths(words: list[At[str]]) -> list[At[str]]:
     """Absolute paths the training command reads data from: the values of data flags, and positional
     paths with a data-set word (the ImageNet example's DIR)."""

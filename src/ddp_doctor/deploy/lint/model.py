@@ -198,6 +198,11 @@ class Unit:
     """What outputs off a volume go with, when it is not the area's usual one (a RayJob's deleted cluster)."""
     removed: bool = False
     """docker run --rm: the container, and what it wrote outside its volumes, goes when it exits."""
+    inputs_only: At[str] | None = None
+    """Every volume holds what the job reads (a data set, a read-only mount, the code it runs), none a place
+    for what it writes: which, for messages ('/workspace/data (data), /workspace/NLP (the code it runs)')."""
+    program: At[str] | None = None
+    """A training program the container runs without a launcher (python train.py, a `train` entry point)."""
     workdir: str | None = None
     """The directory relative paths are taken from, when the config says (workingDir, -w, SkyPilot's ~/sky_workdir)."""
     env: dict[str, At[str]] = field(default_factory=dict)

@@ -503,6 +503,21 @@ def log_volume(u: Unit) -> Iterator[Hit]:
         yield Hit("no_log_volume", u.interactive.line, {"launcher": what, "holder": HOLDERS.get(u.area, "container")})
 
 
+@finder
+def outputs_unmounted(u: Unit) -> Iterator[Hit]:
+    """A GPU container removed when it exits (--rm) whose every volume is an input (a data set, a read-only
+    mount, the code it runs): what it trains there (checkpoints, logs, the model) is written inside it."""
+    if u.area != "docker" or not u.removed or u.gpus is None or u.inputs_only is None:
+        return
+    if any(launch.outputs for launch in u.launches) or u.outputs:
+        return  # outputs the command names are judged against the volumes (outputs_off_volume)
+    what = launcher(u) if u.trains else (u.program.value if u.program else None)
+    if what is None and u.interactive is not None:
+        what = f"{u.interactive.value} to train in"
+    if what is not None:
+        yield Hit("outputs_unmounted", u.inputs_only.line, {"what": what, "mounts": u.inputs_only.value})
+
+
 def _under(path: str, mounts: list[At[str]]) -> bool:
     return any(path == m.value.rstrip("/") or path.startswith(m.value.rstrip("/") + "/") for m in mounts)
 
@@ -511,7 +526,7 @@ def _under(path: str, mounts: list[At[str]]) -> bool:
 def outputs_kept(u: Unit) -> Iterator[Hit]:
     """Outputs the command names (--output_dir, --checkpoint_dir, ...) on a path no volume covers,
     where the container or pod has volumes (with none at all, no_log_volume says so)."""
-    if not u.trains or u.persistent_volume is not True or u.template:
+    if not (u.trains or u.program) or u.persistent_volume is not True or u.template:
         return
     for out in [*(o for launch in u.launches for o in launch.outputs), *u.outputs]:
         path = out.value.strip("'\"")

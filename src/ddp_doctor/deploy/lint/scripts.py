@@ -22,9 +22,11 @@ from ddp_doctor.deploy.lint.commandline import (
     run_command,
     script_devices,
     script_nodes,
+    script_outputs,
     script_spawns,
     script_world_size,
 )
+from ddp_doctor.deploy.lint.datasets import holds_data
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, At, Ctx, Launch, Structural, Unit, ids_out_of_range
 from ddp_doctor.deploy.lint.quantity import docker_bytes
@@ -116,6 +118,52 @@ def _storage(u: Unit, run: RunCommand, mounts: list[At[str]], mount_opts: list[A
         u.interactive = At("an interactive shell (-it)", tty.line)
 
 
+_TRAINING = re.compile(r"(?i)train|fine_?tun|finetun")
+
+
+def _training_program(command: list[Word]) -> At[str] | None:
+    """The training program a container runs itself, named for it: `python train.py`, `python -m pkg.train`,
+    `train` (SageMaker's entry point), `bash finetune.sh`."""
+    at = program_at(command)
+    word = command[at] if at is not None else (command[0] if command else None)
+    if word is None or not _TRAINING.search(os.path.basename(word.text)):
+        return None
+    return At(" ".join(w.text for w in command[: (at or 0) + 1]), word.line)
+
+
+def _input_mount(mount: str, program: At[str] | None, workdir: str | None) -> str | None:
+    """What a -v SRC:DST[:OPTS] volume brings in for the job to read, or None when it may take outputs."""
+    src, dst, *opts = mount.split(":")
+    dst = dst.rstrip("/") or "/"
+    if "ro" in ",".join(opts).split(","):
+        return f"{dst} (read-only)"
+    if holds_data(dst) or holds_data(src):
+        return f"{dst} (data)"
+    runs = program is not None and f" {dst}/" in f" {program.value}"
+    if runs and not (workdir and (workdir.rstrip("/") + "/").startswith(dst + "/")):
+        return f"{dst} (the code it runs, with no -w that makes it the working directory)"
+    return None
+
+
+def _inputs_only(u: Unit, mounts: list[At[str]], mount_opts: list[At[str]]) -> At[str] | None:
+    binds = [m for m in mounts if m.value.count(":") >= 1 and m.value.split(":")[1] != "/dev/shm"]
+    if mount_opts or not binds:
+        return None  # --mount volumes are not classified here: taken as places that may keep outputs
+    found = [_input_mount(m.value, u.program, u.workdir) for m in binds]
+    if any(f is None for f in found):
+        return None
+    return At(", ".join(f for f in found if f), binds[0].line)
+
+
+def _work_kept(u: Unit, run: RunCommand, mounts: list[At[str]], mount_opts: list[At[str]]) -> None:
+    """A training program run without a launcher, where it is told to write, and whether every volume only
+    brings in what it reads (so what it writes stays in the container)."""
+    u.program = None if u.launches else _training_program(run.command)
+    if u.program is not None:
+        u.outputs = script_outputs(run.command)
+    u.inputs_only = _inputs_only(u, mounts, mount_opts)
+
+
 def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
     u = Unit("docker", source, f"{run.engine} run", run.line, image=run.image)
     u.env = dict(env)
@@ -155,6 +203,7 @@ def _docker_unit(run: RunCommand, env: dict[str, At[str]], source: str) -> Unit:
         "tmpfs" not in m.value for m in mount_opts
     )
     _storage(u, run, mounts, mount_opts)
+    _work_kept(u, run, mounts, mount_opts)
     privileged = run.has("--privileged")
     if privileged is not None and privileged.value != "false":
         u.privileged = At(True, privileged.line)
