@@ -63,3 +63,31 @@ def test_a_script_printing_the_same_words_itself_is_not_ray_trains_start() -> No
     # a user's own logger with Ray's words but not Ray's trainer.py record
     assert _hang(["INFO:__main__:Trainer logs will be logged in: /data/out", "loading data"]) is None
     assert _hang(["INFO:__main__:Trainer logs will be logged in: /data/out"]) is None
+
+
+def _statuses(lines: list[str]) -> dict[str, Status]:
+    return {r.id: r.status for r in explain_text("\n".join(lines).encode(), "log")}
+
+
+def test_ray_saying_it_waits_for_resources_is_a_warning_not_a_failure() -> None:
+    # Ray Train v2 retries a worker group that did not start in time (the cluster may be autoscaling)
+    timed_out = (
+        "(TrainController pid=33120) The worker group startup timed out after 30.0 seconds waiting for 2 workers. "
+        "Potential causes include: (1) temporary insufficient cluster resources while waiting for autoscaling"
+    )
+    statuses = _statuses([*RAY_V2, timed_out, RAY_V2[1]])
+    assert statuses.get("diag.ray_resources_pending") is Status.WARN
+    assert Status.FAIL not in statuses.values()
+
+
+def test_ray_trains_placement_group_timeout_is_a_failure_naming_resources() -> None:
+    statuses = _statuses(
+        [
+            *RAY1,
+            (
+                "TimeoutError: Placement group creation timed out. Make sure your cluster either has enough resources "
+                "or use an autoscaling cluster."
+            ),
+        ]
+    )
+    assert statuses.get("diag.ray_resources_infeasible") is Status.FAIL

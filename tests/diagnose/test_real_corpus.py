@@ -29,12 +29,9 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "bottom-up-attention.pytorch-98.log",  # the same class, a two-line paste
         "colossalai-104.log",
         "cudf-spark-7632.log",  # UCX cannot create a completion queue in a container (memlock limit): a WARN
-        "deepspeed-windows-4.log",
-        "eccv2022-rife-52.log",
         "examples-611.log",
         # an MoE expert-parallel size the world cannot divide: a FAIL (AssertionError while wrapping), not the cause
         "fambench-103.log",
-        "gpt-neox-601.log",  # a pip build of mpi4py failing where no MPI is installed
         "jobset-603.log",
         # a launcher's own pre-flight check that fires wrongly (Lightning ddp_notebook, fixed in a later release)
         "lightning-21402.log",
@@ -55,11 +52,11 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "pyllama-25.log",
         "pytorch-15592.log",
         "pytorch-177472.log",
-        "ray-23395.log",  # a Ray Train job asking for more GPU workers than GPUs (hang)
+        # a Ray Train job asking for more GPU workers than GPUs: its two start-up lines and nothing after, a WARN
+        "ray-23395.log",
         # a script's own init line and nothing after it: a hang at init (a stale file:// rendezvous file) or a paste
         # that ends there, so a WARN naming the stale file among its hypotheses
         "tacotron2-64.log",
-        "transformers-14878.log",  # a multi-node rendezvous that cannot reach the master (firewall)
         "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",
         # an NCCL system error whose cause (NCCL_BUFFSIZE too large for memory registration) the log does not show
