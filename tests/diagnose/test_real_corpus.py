@@ -40,7 +40,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "myria3d-123.log",  # NCCL_BLOCKING_WAIT turning a long rank-0 data preparation into a timeout under Slurm
         "nccl-1176.log",  # an NCCL release's intermittent bootstrap failure, fixed by another version
         "nccl-tests-115.log",  # nccl-tests stopping after its init lines (peer-to-peer behind the IOMMU): a WARN
-        "nccl-tests-17.log",  # nccl-tests built without MPI: each mpirun process a separate rank-0 test, called healthy
         "nccl-tests-218.log",
         "open-llama-47.log",  # ranks waiting at a store barrier for one held up by its experiment logger (wandb)
         "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
@@ -59,6 +58,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "tacotron2-64.log",
         "transformers-17106.log",  # a timeout while one rank preprocesses data, torchrun's failure table only
         "ucx-7239.log",
+        "ucx-8229.log",  # UCX short of locked memory for an IB device: a WARN naming memlock (runs that go on print it too)
         # an NCCL system error whose cause (NCCL_BUFFSIZE too large for memory registration) the log does not show
         "vllm-19613.log",
         # Horovod's shutdown message, a consequence: the real error (CUDA OOM) came earlier, above the paste

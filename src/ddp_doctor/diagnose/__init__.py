@@ -16,7 +16,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import IO
 
-from ddp_doctor.diagnose import blockscan, catalogue, hang, p2ptables, patterns, readers, sources
+from ddp_doctor.diagnose import blockscan, catalogue, hang, nccltests, p2ptables, patterns, readers, sources
 from ddp_doctor.diagnose.engine import Matcher
 from ddp_doctor.diagnose.lines import Origin
 from ddp_doctor.diagnose.logread import Stats
@@ -102,13 +102,10 @@ def explain_streams(
     for key, code in (exit_codes or {}).items():
         matcher.exit_code(key, code)
     results = matcher.results(unknown=True, harmless=True)
-    slow = catalogue.by_id()["diag.p2p_slower_than_host"]
     for name, tail in tails:
-        if p2ptables.BANNER in tail.data:
-            pairs = p2ptables.slow_pairs(tail.finish())
-            if pairs:  # a cause of its own: before the failures that are not causes
-                at = next((i for i, r in enumerate(results) if r.status is not Status.FAIL), len(results))
-                results.insert(at, p2ptables.result(slow, name, pairs))
+        for found in _read_tables(name, tail):  # a cause of its own: before the failures that are not causes
+            at = next((i for i, r in enumerate(results) if r.status is not Status.FAIL), len(results))
+            results.insert(at, found)
     if not any(r.status is Status.FAIL for r in results):
         for name, tail in tails:
             hung = hang.read(readers.load(), catalogue.by_id()["diag.hang"], name, tail.finish(), matcher.pid_rank)
@@ -116,6 +113,20 @@ def explain_streams(
                 results.insert(0, hung)
                 break
     return results
+
+
+def _read_tables(name: str, tail: blockscan.Tail) -> list[Result]:
+    """What the tables of a test's output say (p2pBandwidthLatencyTest's matrices, nccl-tests' device list)."""
+    found = []
+    if p2ptables.BANNER in tail.data:
+        pairs = p2ptables.slow_pairs(tail.finish())
+        if pairs:
+            found.append(p2ptables.result(catalogue.by_id()["diag.p2p_slower_than_host"], name, pairs))
+    if nccltests.DEVICE_LINE.search(tail.data):
+        repeated = nccltests.repeated_ranks(tail.finish())
+        if repeated:
+            found.append(nccltests.result(catalogue.by_id()["diag.nccl_tests_without_mpi"], name, repeated))
+    return found
 
 
 def explain_text(text: str | bytes, name: str = "log", exit_codes: Mapping[str, int] | None = None) -> list[Result]:

@@ -20,7 +20,7 @@ TIERS = ("cause", "symptom", "cascade", "harmless")
 """cause: a failure in its own right; symptom: usually the consequence of a failure elsewhere
 (a timeout waiting for a dead rank); cascade: what the launcher prints after any failure;
 harmless: a line that looks worrying in a run that works (its `unless` says when it is not)."""
-READERS = ("hang", "fatal_signal", "p2p_tables")
+READERS = ("hang", "fatal_signal", "p2p_tables", "nccl_tests_ranks")
 """Findings read from what a log does not say line by line (hang.py, fatal.py): no patterns of their own."""
 
 

@@ -78,7 +78,7 @@ ddp-doctor explain job.log.gz --format json -o report.json
   that only ends there looks the same. It is a FAIL too when the log is nccl-tests' (its `# nThread` banner)
   and stops while a communicator is set up or at its table's header: nccl-tests prints a row as each size
   completes, so no row means the first collective never did. Its start-up lines alone (NCCL's first lines, its
-  device list) stay a paste's beginning: a WARN. Two more waits are read the same way: CUDA's
+  device list) stay a paste's beginning: a WARN. More waits are read the same way: CUDA's
   p2pBandwidthLatencyTest stopping inside its tables (a GPU-to-GPU copy that never finished: peer-to-peer behind
   the IOMMU or PCIe ACS first; a WARN; its tables are also read, diagnose/p2ptables.py: a pair the driver says can
   use P2P that copies at less than half the speed of the host path is `diag.p2p_slower_than_host`, a FAIL),
@@ -88,6 +88,10 @@ ddp-doctor explain job.log.gz --format json -o report.json
   itself (Ray 1.x's `trainer.py:N -- Trainer logs will be logged in:`, Ray Train v2's `Attempting to start
   training worker group of size N`) before any worker printed: its workers wait for their placement group, one
   bundle per worker, so the WARN names more GPU workers than GPUs first, then GPUs Ray did not register.
+- **nccl-tests run as separate tests** (`diag.nccl_tests_without_mpi`, diagnose/nccltests.py): nccl-tests lists
+  each rank of a test once, gathered over MPI; a rank listed twice before a test's summary means each process ran a
+  test of its own (built without `MPI=1`): a FAIL. Complete tests on different hosts each listing the same rank are
+  that or tests run one by one on purpose: a WARN; on one host (a loop over GPUs) nothing is said.
 - **Fatal signals** (`diag.fatal_signal`): crash handlers' lines (UCX's `Caught signal`, Python's
   faulthandler, glog / torch's `*** SIGSEGV`, glibc's heap checks, the shell's `Segmentation fault`)
   and the backtrace frames below them name the signal, the library it happened in (the first frame
@@ -267,7 +271,8 @@ tacotron2-57, tacotron2-64 and training-442) left the part without new ones coll
 The failures left at WARN are listed in tests/diagnose/test_never_pass.py with why: jobset-603.log holds byte for
 byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning); openrlhf-208.log,
 rccl-1129.log and ray-23395.log stop where a run that went on also passes (the lines every process prints before a
-C++ extension build; nccl-tests' device list; Ray Train's trainer before its workers): the WARN says what a stop there means and its remedy, and the test asserts the
+C++ extension build; nccl-tests' device list; Ray Train's trainer before its workers); ucx-8229.log is UCX's
+locked-memory error for an InfiniBand device, which runs that went on print too (ucx-8746.log, healthy): the WARN says what a stop there means and its remedy, and the test asserts the
 WARN. No blind failure is left at WARN; nccl-tests-115.log (moved to the fitted part once seen) and tacotron2-64.log
 (a script's own init line and nothing after it) are strict xfails there.
 """
