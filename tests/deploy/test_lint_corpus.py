@@ -56,10 +56,6 @@ FITTED_GAPS: dict[str, str] = {
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
         "on the default 64 MiB /dev/shm: shm_too_small"
     ),
-    "vit-clouds-elastic-torchrun.bash": (
-        "an elastic node range (--nnodes=1:2) in a batch script that asks Slurm for one node, read as a job of its "
-        "maximum: a false error on a localhost rendezvous only that one node uses"
-    ),
     "k8s-gpu-examples-extended-resources-job.yaml": (
         "GPUs asked for only through fields the Pod API does not have (extendedResources, extendedResourceRequests), "
         "so the container requests none: gpus_not_requested"

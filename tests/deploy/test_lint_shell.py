@@ -266,3 +266,24 @@ def test_a_command_that_looks_a_launcher_up_does_not_run_it(tmp_path: Path, tool
     assert "nnodes_mismatch" in _lint(
         tmp_path, "job.sbatch", head + "srun torchrun --nproc-per-node 8 t.py || true\n" + run
     )
+
+
+@pytest.mark.parametrize(
+    ("nodes", "nnodes", "expected"),
+    [
+        ("", "1:2", None),  # one node (sbatch's default), and --nnodes=1:2 forms its world on it alone
+        ("", "2", "error"),  # the launcher itself needs a second node, which cannot reach this one's localhost
+        ("", "2:4", "error"),
+        ("#SBATCH --nodes=2\n", "1:2", "error"),  # two nodes: each would meet at its own localhost
+    ],
+)
+def test_a_localhost_rendezvous_against_the_fewest_nodes_the_job_runs_on(
+    tmp_path: Path, nodes: str, nnodes: str, expected: str | None
+) -> None:
+    step = "srun " if nodes else ""
+    text = (
+        f"#!/bin/bash\n#SBATCH --gres=gpu:4\n{nodes}{step}torchrun --nnodes={nnodes} --nproc_per_node=4 "
+        "--rdzv_backend=c10d --rdzv_endpoint=localhost:6000 t.py\n"
+    )
+    found = _lint(tmp_path, "job.sbatch", text).get("master_addr_localhost")
+    assert (found[0][1] if found else None) == expected, found

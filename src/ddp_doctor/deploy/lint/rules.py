@@ -590,11 +590,20 @@ def node_count(u: Unit) -> int:
     return max(counts)
 
 
-def nodes_from(u: Unit) -> str:
+def fewest_nodes(u: Unit) -> int:
+    """The fewest nodes the job runs its launchers on: the scheduler's count, else the fewest an elastic
+    launcher forms its world with (--nnodes=1:2 may well run, and meet, on one node alone)."""
+    counts = [u.nodes.value if u.nodes is not None else 1]
+    spans = (_nnodes_range(l.nnodes.value.strip("'\"")) for l in u.launches if l.nnodes is not None)
+    return max(counts + [span[0] for span in spans if span is not None])
+
+
+def nodes_from(u: Unit, best: int | None = None) -> str:
     """Where the node count was read: '--nnodes=2, line 3' or 'replicas (all replica types), line 7'."""
-    best = node_count(u)
+    best = node_count(u) if best is None else best
     for launch in u.launches:
-        if launch.nnodes is not None and nnodes_max(launch) == best:
+        span = _nnodes_range(launch.nnodes.value.strip("'\"")) if launch.nnodes is not None else None
+        if launch.nnodes is not None and (nnodes_max(launch) == best or (span is not None and span[0] == best)):
             return f"--nnodes={launch.nnodes.value}, line {launch.nnodes.line}"
     if u.nodes is not None:
         return f"{u.nodes_what or 'nodes'}, line {u.nodes.line}"
@@ -603,14 +612,14 @@ def nodes_from(u: Unit) -> str:
 
 @finder
 def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
-    nodes = node_count(u)
+    nodes = fewest_nodes(u)
     if nodes <= 1:
         return
     if any(launch.standalone for launch in u.launches):
         # The rendezvous address is ignored under --standalone; that flag is the mistake.
         for launch in u.launches:
             if launch.standalone:
-                yield Hit("standalone_multinode", launch.line, {"nodes": nodes, "nodes_from": nodes_from(u)})
+                yield Hit("standalone_multinode", launch.line, {"nodes": nodes, "nodes_from": nodes_from(u, nodes)})
         return
     candidates = []
     for launch in u.launches:
@@ -625,7 +634,7 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
     tool = u.launches[0].tool if u.launches else ""
     for fld, value, line in candidates:
         if is_local(value):
-            ctx: Ctx = {"nodes": nodes, "value": value, "field": fld, "tool": tool, "nodes_from": nodes_from(u)}
+            ctx: Ctx = {"nodes": nodes, "value": value, "field": fld, "tool": tool, "nodes_from": nodes_from(u, nodes)}
             yield Hit("master_addr_localhost", line, ctx)
             return
 
