@@ -17,7 +17,7 @@ from ddp_doctor import knowledge
 from ddp_doctor.env import target as env_target
 from ddp_doctor.env.probes import gpu, nccl_probe, network, system, torch_probe
 from ddp_doctor.env.probes.interp_child import InterpreterFacts, TorchMetadata
-from ddp_doctor.env.probes.nccl_probe import NcclLoad, NetPlugins
+from ddp_doctor.env.probes.nccl_probe import NcclLoad, NetPluginsJson
 from ddp_doctor.env.probes.torch_probe import TorchImport
 from ddp_doctor.proc import Background
 
@@ -65,7 +65,7 @@ class NcclJson(TypedDict, total=False):
     version: str | None
     error: str | None
     candidates: list[NcclCandidate]
-    net_plugins: NetPlugins
+    net_plugins: NetPluginsJson
 
 
 def _torch_facts(meta: TorchMetadata, imported: TorchImport | None, probe_error: str | None) -> TorchJson:

@@ -32,7 +32,9 @@ BACKEND_WORDS = {"nccl": "NCCL", "gloo": "gloo", "mpi": "MPI"}
 
 # The parts of a report's facts (its JSON) that a headline reads. Any report, also one saved by an
 # older version, may lack a key or hold another type there: each is read with .get and checked.
-class LiveFacts(TypedDict, total=False):
+class LiveSection(TypedDict, total=False):
+    """The report's facts.live as render reads it: every key optional (older reports, a run cut short)."""
+
     world_size: int
     backend: str
     nnodes: str | int
@@ -85,7 +87,7 @@ def _check(report: Report) -> str:
         return f"The check could not run in image {image}: {_sentence(container.summary)}"
     if "live.launch" not in ids:
         return _static(report, where)
-    live: LiveFacts = report.facts.get("live") or LiveFacts()
+    live: LiveSection = report.facts.get("live") or LiveSection()
     failed = report.failures()
     live_failed = [r for r in failed if r.id.startswith("live.")]
     if live_failed:
@@ -129,7 +131,7 @@ def _static(report: Report, where: str) -> str:
     )
 
 
-def _what_ran(report: Report, live: LiveFacts) -> str:
+def _what_ran(report: Report, live: LiveSection) -> str:
     world = int(live.get("world_size") or 0) or len(live.get("devices") or {}) or 1
     backend = BACKEND_WORDS.get(str(live.get("backend")), str(live.get("backend") or "?"))
     ranks = plural(world, f"{backend} rank")
@@ -145,7 +147,7 @@ def _what_ran(report: Report, live: LiveFacts) -> str:
     return f"{ranks} ran the live chain"
 
 
-def _gpu_names(live: LiveFacts) -> list[str]:
+def _gpu_names(live: LiveSection) -> list[str]:
     """One name per distinct GPU the ranks used (two ranks on one GPU count it once)."""
     seen: dict[str, str] = {}
     for rank, device in (live.get("devices") or {}).items():
@@ -166,7 +168,7 @@ def _no_gpu_reason(report: Report) -> str:
     return f"{plural(count, 'GPU')} {'is' if count == 1 else 'are'} visible, but the ranks ran on CPU with gloo"
 
 
-def _phases_run(live: LiveFacts) -> list[str]:
+def _phases_run(live: LiveSection) -> list[str]:
     order: dict[str, None] = {}
     for phases in (live.get("phases") or {}).values():
         if isinstance(phases, dict):
@@ -174,7 +176,7 @@ def _phases_run(live: LiveFacts) -> list[str]:
     return list(order)
 
 
-def _phases_passed(live: LiveFacts) -> list[str]:
+def _phases_passed(live: LiveSection) -> list[str]:
     per_rank = [p for p in (live.get("phases") or {}).values() if isinstance(p, dict)]
     return [name for name in _phases_run(live) if per_rank and all(p.get(name) == "pass" for p in per_rank)]
 

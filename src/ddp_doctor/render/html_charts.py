@@ -108,7 +108,9 @@ class StackJson(TypedDict, total=False):
     text: str
 
 
-class RankState(TypedDict, total=False):
+class HungRankState(TypedDict, total=False):
+    """One rank's entry in a hang's states, as the chart reads it."""
+
     state: str
     doing: str
 
@@ -118,7 +120,7 @@ class Hang(TypedDict, total=False):
     kind: str
     message: str
     stacks: dict[str, StackJson]
-    states: dict[str, RankState]
+    states: dict[str, HungRankState]
 
 
 class RunFacts(TypedDict, total=False):
@@ -204,7 +206,7 @@ def _run_sections(run: RunFacts) -> str:
         out.append(f'<section class="hang"><h2>Hang {i + 1} at {float(h["at_s"]):.0f} s: {escape(str(h["kind"]))}</h2>')
         out.append(f"<p>{escape(str(h['message']))}</p>")
         for r, st in sorted((h.get("stacks") or {}).items(), key=lambda kv: int(kv[0])):
-            state = (h.get("states") or dict[str, RankState]()).get(r, RankState())
+            state = (h.get("states") or dict[str, HungRankState]()).get(r, HungRankState())
             out.append(
                 f"<details open><summary>rank {escape(r)} ({escape(str(state.get('state', '?')))}: "
                 f"{escape(str(state.get('doing', '')))}) — {escape(str(st.get('method')))}</summary>"

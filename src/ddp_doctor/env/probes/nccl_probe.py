@@ -167,7 +167,9 @@ class NetPluginFound(TypedDict):
     path: str
 
 
-class NetPlugins(TypedDict):
+class NetPluginsJson(TypedDict):
+    """The report's nccl.net_plugins as the probe writes it (checks.facts.host.NetPlugins reads it)."""
+
     names: list[str]
     """The library names NCCL tries, in its order."""
     searched: list[str]
@@ -226,7 +228,7 @@ def net_plugins(
     nccl_library: str | None,
     use_ldconfig: bool = True,
     default_dirs: tuple[str, ...] = DEFAULT_LIB_DIRS,
-) -> NetPlugins:
+) -> NetPluginsJson:
     """Which NCCL network plugin libraries the loader would find for the target's environment `env`."""
     names = net_plugin_names(env.get("NCCL_NET_PLUGIN"))
     dirs: list[tuple[str, str]] = [
@@ -251,4 +253,4 @@ def net_plugins(
         searched.append("the ldconfig cache")
         cached = {str(p.name): p for p in ldconfig_libs("libnccl-net")}
         found.extend(NetPluginFound(where="ldconfig cache", path=str(cached[n])) for n in names if n in cached)
-    return NetPlugins(names=names, searched=searched, found=found)
+    return NetPluginsJson(names=names, searched=searched, found=found)
