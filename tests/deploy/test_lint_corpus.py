@@ -56,10 +56,6 @@ FITTED_GAPS: dict[str, str] = {
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
         "on the default 64 MiB /dev/shm: shm_too_small"
     ),
-    "k8s-gpu-examples-extended-resources-job.yaml": (
-        "GPUs asked for only through fields the Pod API does not have (extendedResources, extendedResourceRequests), "
-        "so the container requests none: gpus_not_requested"
-    ),
 }
 """Fitted files lint does not get right yet, with what is missing (strict xfail: a fix makes the test say so,
 and the entry goes). Each is a class of knowledge to add, not a file to fit."""

@@ -282,3 +282,36 @@ def test_a_name_left_to_a_template_is_judged_once_filled_in(tmp_path: Path, name
         """
     assert "invalid_name" not in _found(_write(tmp_path, "job.yaml", text.replace("NAME", name)))
     assert "invalid_name" in _found(_write(tmp_path, "job.yaml", text.replace("NAME", "LWS_NAME")))
+
+
+@pytest.mark.parametrize(
+    ("where", "misplaced"),
+    [
+        ("containers:\n  - {name: t, image: 'img:1', command: [python, t.py], resources: {limits: {GPU: 1}}}", False),
+        (  # an alpha proposal's fields the Pod API never had (the real file below)
+            (
+                "containers:\n  - {name: t, image: 'img:1', command: [python, t.py]}\n"
+                "extendedResources: [{name: g, resources: {limits: {GPU: 1}}}]"
+            ),
+            True,
+        ),
+        ("resources: {limits: {GPU: 1}}\ncontainers:\n  - {name: t, image: 'img:1', command: [python, t.py]}", True),
+        (  # node labels and taints name the resource without asking for it
+            (
+                "nodeSelector: {GPU: present}\ntolerations: [{key: GPU, operator: Exists}]\n"
+                "containers:\n  - {name: t, image: 'img:1', command: [python, t.py], resources: {limits: {GPU: 1}}}"
+            ),
+            False,
+        ),
+    ],
+)
+def test_a_gpu_count_where_the_pod_api_reads_none(tmp_path: Path, where: str, misplaced: bool) -> None:
+    spec = textwrap.indent(where.replace("GPU", "nvidia.com/gpu"), "      ")
+    text = f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: t}}\nspec:\n  template:\n    spec:\n{spec}\n"
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    assert ("gpu_request_misplaced" in _found(path)) is misplaced
+    if not misplaced:
+        return
+    real = _found(FIXTURES / "lint-corpus" / "k8s-gpu-examples-extended-resources-job.yaml")
+    assert [(line, sev) for line, sev, _ in real["gpu_request_misplaced"]] == [(22, "warning")]

@@ -69,6 +69,7 @@ def units(doc: YMap, source: str) -> list[Unit]:
             for i, c in enumerate(containers)
             if isinstance(c, YMap)
         ]
+        _mark_gpus_misplaced(found, pod, w.path)
         names = [c.get("name") for c in containers if isinstance(c, YMap)]
         _mark_restarted(found, _restarts_when_done(doc, pod))
         if doc.get("kind") not in (*ALWAYS_RESTARTED, "DaemonSet"):
@@ -406,6 +407,33 @@ def _shm(u: Unit, c: YMap, pod: YMap, volumes: dict[Any, YMap], line: int, suppl
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+_READ_AT = re.compile(r"^(?:containers|initContainers)\[\d+\]\.resources\.(?:limits|requests)$")
+"""Where the Pod API reads a container's GPU count (extended resources: limits, or requests equal to them)."""
+
+
+def _gpu_keys(node: Any, path: str) -> list[tuple[str, int]]:
+    found: list[tuple[str, int]] = []
+    if isinstance(node, YMap):
+        for key, value in node.items():
+            if key in GPU_KEYS and path.rsplit(".", 1)[-1] in ("limits", "requests") and not _READ_AT.match(path):
+                found.append((f"{path}.{key}" if path else str(key), node.line_of(key)))
+            found += _gpu_keys(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, YList):
+        for i, item in enumerate(node):
+            found += _gpu_keys(item, f"{path}[{i}]")
+    return found
+
+
+def _mark_gpus_misplaced(found: list[Unit], pod: YMap, where: str) -> None:
+    """A GPU count written where the Pod API does not read one (an alpha proposal's extendedResources, a
+    resources block under the wrong key or indentation): the containers are granted no GPU."""
+    for path, line in _gpu_keys(pod, "")[:1]:
+        if found:
+            found[0].structural.append(
+                Structural("gpu_request_misplaced", line, {"path": f"{where}.{path}" if where else path})
+            )
 
 
 def _names(doc: YMap) -> list[Structural]:

@@ -489,7 +489,7 @@ def _trainjob(doc: YMap, label: str) -> list[PodTemplate]:
     container.line, container.key_lines, container.value_lines = trainer.line, dict(trainer.key_lines), {}
     container["name"] = "trainer"
     if "resourcesPerNode" in trainer:
-        container["resources"] = trainer["resourcesPerNode"]
+        container["resources"] = container.pop("resourcesPerNode")
         container.key_lines["resources"] = trainer.line_of("resourcesPerNode")
     pod = _empty(trainer.line)
     pod["containers"] = ylist([container], trainer.line)
