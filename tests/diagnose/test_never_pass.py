@@ -96,8 +96,6 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
     "nccl-tests-27.log": "blind: called healthy on arrival",
     "nccl-tests-182.log": "blind: called healthy on arrival",
     "online-rlhf-11.log": "blind: called healthy on arrival (never read; the scorer lists it among the blind misses)",
-    "ms-swift-1538.log": "fitted: accelerate's refusal of a device_map='auto' model, pasted without 'ValueError:', is not read yet",
-    "accelerate-1199.log": "fitted: accelerate's launcher refusing an old torch (one line, no exception name) is not read yet",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.

@@ -65,10 +65,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "uniter-31.log",
         # a multi-GPU run started with plain python (no launcher), the model spread over the GPUs: the launcher not named
         "llamafactory-140.log",
-        # accelerate's refusal of a device_map='auto' model under a distributed launch, pasted without its exception name
-        "ms-swift-1538.log",
-        # a launcher's own refusal of an old torch (one line, no exception name) is not read as a failure
-        "accelerate-1199.log",
         # a Lightning GPU selection with gaps failing at its first barrier: only the generic NCCL system error named
         "lightning-8139.log",
     }

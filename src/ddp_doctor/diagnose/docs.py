@@ -252,11 +252,13 @@ CORPUS_SCORES = """\
 | 1002e73 + 5 more logs: this round's 50 new logs (13 of them blind, from two collectors) scored on arrival (the 13 blind alone 7/13) | 456 | 64/73 (87.7%) | 344/383 (89.8%) | 3, 3 | 1, 0 | 1, 9 | 3, 11 |
 | a6bb8f2, ucx-8229 moved to the fitted part (seen, still a WARN) | 456 | 64/72 (88.9%) | 344/384 (89.6%) | 3, 3 | 1, 0 | 0, 10 | 3, 11 |
 | + Ray Train's start stage and Ray's resource waits, DeepSpeed ops built for another torch, mpi4py built where no MPI is, a cut traceback's env:// raise, torch 1.x's store connect timeout, nccl-tests run as separate tests, UCX short of locked memory | 456 | 64/72 (88.9%) | 349/384 (90.9%) | 3, 2 | 1, 0 | 0, 10 | 3, 11 |
+| e836fac (e00988b's 2 more logs, both blind) | 458 | 66/74 (89.2%) | 349/384 (90.9%) | 3, 2 | 1, 0 | 0, 10 | 3, 11 |
+| + accelerate's refusals: a device_map='auto' model in a distributed launch, a torch too old for its multi-GPU launcher or FSDP | 458 | 66/74 (89.2%) | 351/384 (91.4%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 
 Three blind failures collected after these rules are called healthy on arrival (online-rlhf-11.log, nccl-tests-27.log,
 nccl-tests-182.log; never read: the scorer lists them; strict xfails in tests/diagnose/test_never_pass.py until their
-classes are learnt), and two fitted ones (ms-swift-1538.log and accelerate-1199.log, accelerate's own refusals
-pasted as one line without an exception name). The class of nccl-tests-27 and nccl-tests-182 (nccl-tests built
+classes are learnt); no fitted one is (ms-swift-1538.log and accelerate-1199.log, accelerate's own refusals pasted
+as one line without an exception name, are now named from accelerate's source). The class of nccl-tests-27 and nccl-tests-182 (nccl-tests built
 without MPI, by their labels) was then added from nccl-tests' source and the fitted nccl-tests-17.log, now a FAIL
 (a rank listed twice in one test, diagnose/nccltests.py); both blind logs are still called healthy, so they show it
 in a form not read yet and stay blind. ucx-8229.log moved to the fitted part unread: its thread, with its
