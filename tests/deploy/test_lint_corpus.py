@@ -49,8 +49,7 @@ FITTED_GAPS: dict[str, str] = {
     ),
     "gpu-cluster-acceptance-train.sbatch": (
         "#SBATCH counts written as ${VAR} (sbatch leaves them for the command line) read as no request: tasks per "
-        "node and torchrun's nproc the same variable (launcher_per_task), and a c10d endpoint of $HOSTNAME expanded "
-        "inside each srun task (rendezvous_host_wrong)"
+        "node and torchrun's nproc the same variable (launcher_per_task)"
     ),
     "neucom-fedpod-argo-workflow.yaml": (
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "

@@ -282,3 +282,25 @@ def test_an_srun_step_running_a_python_module_is_one_rank_per_task(tmp_path: Pat
     )
     # A tool run through -m (installing, reporting) is no rank of the job.
     assert "slurm_gpus_missing" not in _rules(tmp_path, head + "srun python -m pip install -r req.txt\n")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "step", "expected"),
+    [
+        ("2", "srun torchrun --nnodes 2 --nproc-per-node 8 {rdzv} t.py", None),  # the batch shell fills it in once
+        ("2", "srun bash -c '{cmd}'", "error"),  # single quotes: each node fills in its own name
+        ("2", 'srun bash -c "{cmd_escaped}"', "error"),
+        ("2", 'srun bash -c "{cmd}"', None),  # double quotes: expanded before srun, the first node's name
+        ("${NODES}", "srun bash -lc '{cmd}'", "warning"),  # several nodes unless NODES is 1
+        ("1", "srun bash -c '{cmd}'", None),
+    ],
+)
+def test_a_rendezvous_host_each_node_fills_in_with_its_own_name(
+    tmp_path: Path, nodes: str, step: str, expected: str | None
+) -> None:
+    rdzv = "--rdzv-backend c10d --rdzv-endpoint $HOSTNAME:29500"
+    cmd = f"torchrun --nnodes {nodes} --nproc-per-node 8 {rdzv} t.py"
+    line = step.format(rdzv=rdzv, cmd=cmd, cmd_escaped=cmd.replace("$HOSTNAME", "\\$HOSTNAME"))
+    head = f"#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n"
+    found = _rules(tmp_path, head + line + "\n").get("rdzv_host_per_node")
+    assert found == ([(5, expected)] if expected else None), found

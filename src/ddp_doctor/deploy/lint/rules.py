@@ -639,6 +639,31 @@ def multi_node_rendezvous(u: Unit) -> Iterator[Hit]:
             return
 
 
+_PER_NODE_HOST = re.compile(
+    r"^(?:\$\{?(HOSTNAME|SLURMD_NODENAME)(?![A-Za-z0-9_])\}?|\$\((hostname)[^)]*\)|`(hostname)[^`]*`)"
+)
+"""A host name each node fills in with its own: $HOSTNAME, $SLURMD_NODENAME, $(hostname)."""
+
+
+@finder
+def rendezvous_per_node(u: Unit) -> Iterator[Hit]:
+    """A launcher srun starts on every node whose rendezvous host is the node's own name, expanded on each
+    node (in a single-quoted bash -c, or escaped \\$HOSTNAME): every node points at itself."""
+    if u.area != "slurm" or (u.nodes is not None and u.nodes.value <= 1):
+        return
+    for launch in u.launches:
+        for fld, given in (("--rdzv-endpoint", launch.rdzv_endpoint), ("--master-addr", launch.master_addr)):
+            m = _PER_NODE_HOST.match(given.value.strip("'\"")) if given is not None else None
+            if given is None or m is None or not launch.under_srun:
+                continue
+            name = next(g for g in m.groups() if g)
+            if launch.expanded_before_srun and name not in launch.deferred:
+                continue  # the batch script's shell fills it in once, on the first node: one host for all
+            ctx: Ctx = {"tool": launch.tool, "field": fld, "value": given.value}
+            yield Hit("rdzv_host_per_node", given.line, ctx, None if u.nodes is not None else "warning")
+            return
+
+
 @finder
 def slurm_srun(u: Unit) -> Iterator[Hit]:
     if u.area != "slurm" or u.nodes is None or u.nodes.value <= 1:
