@@ -47,6 +47,8 @@ def test_ray1_trainer_that_stops_before_its_workers_is_a_hang_naming_gpus() -> N
     assert hang is not None and hang.status is Status.WARN
     assert hang.observed["stage"] == "ray_train_start", hang.summary
     assert "num_workers" in hang.remedy and "GPU" in hang.remedy
+    # its closing advice is Ray's, not the NCCL hang's (no collective or process group exists yet)
+    assert "ray status" in hang.remedy and "init_process_group" not in hang.remedy
 
 
 def test_ray_train_v2_worker_group_that_never_starts_is_a_hang() -> None:

@@ -177,6 +177,9 @@ def read(
                     "init": stage_hyps + tuple(h for h in sig.hypotheses.get("init", ()) if h not in stage_hyps),
                 },
             )
+        waited = NOT_NCCL.get(stage)
+        if waited is not None and waited.closing:
+            sig = replace(sig, remedy=waited.closing)
         result = _result(sig, source, stage, last_meaningful, per_who, last_coll, seen.n_ranks, len(tail))
         return _stopped(result, seen, last_meaningful)
     waiting = _waiting_in_collective(per_who, last_coll)
@@ -193,6 +196,9 @@ class Waited:
     cause: str
     if_stopped: str
     """The summary's words for 'if the job stopped there'."""
+    closing: str = ""
+    """What to do after the ranked hypotheses, where diag.hang's own advice (py-spy on the ranks, a collective
+    timeout) does not fit the stage."""
 
 
 NOT_NCCL = {
@@ -218,8 +224,12 @@ NOT_NCCL = {
         "use_gpu=True, or resources_per_worker) in a placement group before any worker exists, and each worker prints "
         "as soon as it starts ('Setting up process group for: env://', 'Started training worker group'). Output "
         "that stops right after the trainer announced itself waits for that placement group: resources the Ray "
-        "cluster does not have are waited for forever (Ray 1.x) or until a timeout that is retried (later Ray).",
+        "cluster does not have are waited for until Ray Train's timeout, where its release has one, or forever.",
         "its workers wait for resources the Ray cluster cannot give them (more GPU workers than GPUs?)",
+        "Run the experiments above in order; the first that changes the outcome names the cause. While it waits, "
+        "`ray status` shows the pending demand; in the releases that have them, TRAIN_PLACEMENT_GROUP_TIMEOUT_S "
+        "(BackendExecutor's placement group) or RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S (Ray Train v2, which then "
+        "retries) bound the wait.",
     ),
 }
 
