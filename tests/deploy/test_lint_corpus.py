@@ -47,10 +47,6 @@ FITTED_GAPS: dict[str, str] = {
         "a one-rank pod on the default 64 MiB /dev/shm whose trainer, a script the config runs but does not show, "
         "uses DataLoader workers: shm_too_small"
     ),
-    "gpu-cluster-acceptance-train.sbatch": (
-        "#SBATCH counts written as ${VAR} (sbatch leaves them for the command line) read as no request: tasks per "
-        "node and torchrun's nproc the same variable (launcher_per_task)"
-    ),
     "neucom-fedpod-argo-workflow.yaml": (
         "an Argo step whose script (not in the config) starts one rank per GPU it is given (-W = the pod's GPU count) "
         "on the default 64 MiB /dev/shm: shm_too_small"

@@ -304,3 +304,21 @@ def test_a_rendezvous_host_each_node_fills_in_with_its_own_name(
     head = f"#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n"
     found = _rules(tmp_path, head + line + "\n").get("rdzv_host_per_node")
     assert found == ([(5, expected)] if expected else None), found
+
+
+@pytest.mark.parametrize(
+    ("tasks", "nproc", "expected"),
+    [
+        ("${GPUS_PER_NODE}", "${GPUS_PER_NODE}", "warning"),  # V tasks x V ranks per node, unless V is 1
+        ("${TASKS}", "${GPUS_PER_NODE}", None),  # two counts: nothing known of either
+        ("1", "${GPUS_PER_NODE}", None),
+    ],
+)
+def test_sbatch_counts_left_to_the_command_line(tmp_path: Path, tasks: str, nproc: str, expected: str | None) -> None:
+    """sbatch does not expand ${VAR} in #SBATCH lines (the count comes from its command line): a GPU request
+    so written is still a request, and tasks per node written as the launcher's own ranks per node multiply."""
+    head = f"#!/bin/bash\n#SBATCH -N ${{NODES}}\n#SBATCH --gpus-per-node=${{GPUS_PER_NODE}}\n#SBATCH --ntasks-per-node={tasks}\n"
+    step = f"srun bash -lc 'torchrun --nproc_per_node={nproc} --nnodes=${{NODES}} t.py --backend nccl'\n"
+    found = _rules(tmp_path, head + step)
+    assert found.get("tasks_per_node") == ([(4, expected)] if expected else None), found
+    assert "slurm_gpus_missing" not in found

@@ -165,6 +165,9 @@ class Unit:
     """Where nproc_declared was read (nprocPerNode, slotsPerWorker, PET_NPROC_PER_NODE), for messages."""
     tasks_per_node: At[int] | None = None
     """Slurm: tasks started per node (each task that runs torchrun starts nproc ranks)."""
+    tasks_per_node_given: At[str] | None = None
+    """Slurm: #SBATCH --ntasks-per-node written as a variable (${GPUS_PER_NODE}), its count left to sbatch's
+    command line."""
     nodes: At[int] | None = None
     """How many nodes the workload spans (replicas, completions, #SBATCH --nodes)."""
     shm: At[str] | None = None

@@ -271,9 +271,25 @@ def slurm_tasks(u: Unit) -> Iterator[Hit]:
         return
     for launch in u.launches:
         tasks = launch.srun_tasks_per_node or u.tasks_per_node
-        if launch.under_srun and launch.tool in PER_NODE_LAUNCHERS and tasks is not None and tasks.value > 1:
+        if not launch.under_srun or launch.tool not in PER_NODE_LAUNCHERS:
+            continue
+        if tasks is not None and tasks.value > 1:
             yield Hit("tasks_per_node", tasks.line, {"tasks": tasks.value, "tool": launch.tool})
             return
+        given = u.tasks_per_node_given
+        if tasks is None and given is not None and launch.nproc is not None and _same_variable(given, launch.nproc):
+            # Tasks per node and ranks per task both the GPU count: its square per node, unless it is 1.
+            yield Hit("tasks_per_node", given.line, {"tasks": given.value, "tool": launch.tool}, "warning")
+            return
+
+
+_ONE_VARIABLE = re.compile(r"['\"]?\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?['\"]?")
+
+
+def _same_variable(a: At[str], b: At[str]) -> bool:
+    """Both values are the same shell variable, unexpanded (${GPUS_PER_NODE} and $GPUS_PER_NODE)."""
+    ma, mb = _ONE_VARIABLE.fullmatch(a.value), _ONE_VARIABLE.fullmatch(b.value)
+    return ma is not None and mb is not None and ma.group(1) == mb.group(1)
 
 
 @finder

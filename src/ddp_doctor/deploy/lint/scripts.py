@@ -262,6 +262,23 @@ def _directive_tokens(line: str) -> list[str]:
         return body.split()
 
 
+def sbatch_variables(text: str, first_line: int = 1) -> dict[str, At[str]]:
+    """#SBATCH counts written as a shell variable (`--ntasks-per-node=${GPUS_PER_NODE}`): sbatch does not
+    expand them, so the value comes from sbatch's command line; lint keeps the words to compare them."""
+    found: dict[str, At[str]] = {}
+    for n, raw in enumerate(text.split("\n"), start=first_line):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            break
+        tokens = _directive_tokens(line) if line.startswith("#SBATCH") else []
+        for i in range(len(tokens)):
+            for key, names in _DIRECTIVES:
+                value = _directive_value(tokens, i, names)
+                if value is not None and "$" in value:
+                    found[key] = At(value, n)
+    return found
+
+
 def sbatch_directives(text: str, first_line: int = 1) -> dict[str, At[int]]:
     """#SBATCH lines up to the first command (where sbatch itself stops reading them)."""
     found: dict[str, At[int]] = {}
@@ -890,6 +907,18 @@ def _container_images(words: list[Word]) -> list[At[str]]:
     return images
 
 
+def _counts_left_to_sbatch(u: Unit, text: str, first_line: int) -> None:
+    """#SBATCH counts written as variables: GPUs are asked for (how many, sbatch's command line says), and
+    the tasks per node are kept as written, to compare with the launcher's ranks per node."""
+    given = sbatch_variables(text, first_line)
+    gpus = next((given[k] for k in ("gpus_per_node", "gpus", "gpus_per_task") if k in given), None)
+    if "gres" in given and "gpu" in given["gres"].value:
+        gpus = gpus or given["gres"]
+    if u.gpus is None and gpus is not None:
+        u.gpus = At(None, gpus.line)
+    u.tasks_per_node_given = given.get("tasks_per_node")
+
+
 def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -> Unit:
     d = sbatch_directives(text, first_line)
     batch = re.search(r"^#SBATCH\b", text, re.MULTILINE) is not None
@@ -899,6 +928,7 @@ def _slurm_unit(text: str, source: str, first_line: int, env: Env, scan: Scan) -
     u.env = env.flat()
     if "gpus_per_node" in d:
         u.gpus = At(d["gpus_per_node"].value, d["gpus_per_node"].line)
+    _counts_left_to_sbatch(u, text, first_line)
     u.nodes = d.get("nodes")
     u.nodes_what = "#SBATCH --ntasks / --ntasks-per-node" if "nodes_implied" in d else "#SBATCH --nodes"
     if "nodes_clipped" in d:
