@@ -7,6 +7,8 @@ the tool sees the content only, never the file name (names can carry the answer)
 verdict matches (a failure: some FAIL result; a healthy run: none) and, for a failure, the tool names the cause
 its thread concluded: the label's root_cause id first, or one of its `cause` patterns in the answer's words
 (headline + the root-cause result's summary, cause and remedy), and its first_rank when the label has one.
+A label marked echo_ok (its log states the cause in the thread's words) is right by its root_cause id only. One
+line counts the echo-able labels per part: a cause pattern that matches its own log (tests/diagnose/test_label_echo.py).
 A log that takes longer than --timeout is wrong ("timed out").
 
 Three outcomes, as the user sees them: FAIL; WARN (the tool says the job may have hung or a line looks wrong:
@@ -75,6 +77,21 @@ def expected(label: Mapping[str, Any]) -> str:
     return f"fail: {rc + ' or ' if rc else ''}/{'|'.join(label['cause'])}/"
 
 
+def echo_line(labels: Mapping[str, Mapping[str, Any]]) -> str:
+    """How many failure labels have a cause pattern that matches their own log (an echo would be judged right)."""
+    counts: dict[str, list[int]] = {"blind": [0, 0, 0], "fitted": [0, 0, 0]}
+    for name, label in labels.items():
+        if label["verdict"] == "fail":
+            c = counts[corpus.part(name, label)]
+            c[0] += 1
+            if corpus.echoed(name, label):
+                c[1 if "echo_ok" not in label else 2] += 1
+    return "echo-able labels (a cause pattern matches the log's own text): " + "; ".join(
+        f"{part} {c[1]} of {c[0]} failures (+{c[2]} allowed: the log states the cause, judged by id only)"
+        for part, c in counts.items()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ddp-doctor", default=None, help="the tool to score (default: the one installed here)")
@@ -125,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             f"healthy runs called failures: {count[corpus.CALLED_FAILURE]} of {healthy}; "
             f"healthy runs given a WARN: {count[corpus.HEALTHY_WARNED]} of {healthy}"
         )
+    print(echo_line(labels))
     misses = [r for r in rows if r["part"] == "blind" and not r["right"]]
     print(f"\nblind misses ({len(misses)}):")
     for r in misses:
