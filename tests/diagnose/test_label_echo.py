@@ -30,7 +30,10 @@ def test_an_allowed_echo_is_justified_named_by_id_and_still_needed() -> None:
 def test_the_judge_takes_only_the_id_for_an_allowed_echo() -> None:
     label = {"verdict": "fail", "cause": ["out of memory"], "root_cause": "diag.cuda_oom", "echo_ok": "OOM"}
     echo = corpus.answer(
-        {"root_cause": "diag.unknown", "results": [{"id": "diag.unknown", "status": "fail", "summary": "out of memory"}]}
+        {
+            "root_cause": "diag.unknown",
+            "results": [{"id": "diag.unknown", "status": "fail", "summary": "out of memory"}],
+        }
     )
     named = corpus.answer({"root_cause": "diag.cuda_oom", "results": [{"id": "diag.cuda_oom", "status": "fail"}]})
     assert not corpus.judge(label, echo).right

@@ -67,9 +67,8 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "llamafactory-140.log",
         # a Lightning GPU selection with gaps failing at its first barrier: only the generic NCCL system error named
         "lightning-8139.log",
-        # a model loaded with device_map (spread over the GPUs) or with low_cpu_mem_usage under ZeRO-3: the error's
-        # own words come back, not the thread's cause (the loader passing the option; each process's own device)
-        "lerobot-2270.log",
+        # a model loaded with low_cpu_mem_usage under ZeRO-3: transformers' refusal comes back, not the thread's cause
+        # (the project's loader passing the option, which ZeRO-3 does not need since it partitions the weights itself)
         "llamafactory-199.log",
         "lmflow-686.log",
     }

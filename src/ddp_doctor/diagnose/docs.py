@@ -254,15 +254,16 @@ CORPUS_SCORES = """\
 | + Ray Train's start stage and Ray's resource waits, DeepSpeed ops built for another torch, mpi4py built where no MPI is, a cut traceback's env:// raise, torch 1.x's store connect timeout, nccl-tests run as separate tests, UCX short of locked memory | 456 | 64/72 (88.9%) | 349/384 (90.9%) | 3, 2 | 1, 0 | 0, 10 | 3, 11 |
 | e836fac (e00988b's 2 more logs, both blind) | 458 | 66/74 (89.2%) | 349/384 (90.9%) | 3, 2 | 1, 0 | 0, 10 | 3, 11 |
 | + accelerate's refusals: a device_map='auto' model in a distributed launch, a torch too old for its multi-GPU launcher or FSDP | 458 | 66/74 (89.2%) | 351/384 (91.4%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
-| ecd7f01, labels that no longer echo their log (66 labels' cause patterns rewritten from the threads' conclusions, one judged by its id only) | 456 | 61/73 (83.6%) | 341/383 (89.0%) | 3, 3 | 1, 0 | 1, 9 | 3, 11 |
+| 19da1d2, labels that no longer echo their log (66 labels' cause patterns rewritten from the threads' conclusions, one judged by its id only) | 458 | 64/74 (86.5%) | 349/384 (90.9%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 
 Label honesty: on ecd7f01, 66 of the 346 failure labels (9 of 43 blind, 57 of 303 fitted) had a `cause` pattern
 that matches text of their own log (ignoring case), so an answer that only quoted the log (the error's own words,
 a path, a flag the log prints) was judged right. Each was rewritten from its thread's conclusion in words a right
 answer uses and the log does not hold; pytorch-68862.log, where DDP's own error states the cause and the fix the
-thread settled on, is judged by its id only (`echo_ok`). Six answers that were right only by an echo are now wrong:
-three blind (llamafactory-1180.log, mgm-91.log, microdl-227.log) and three fitted (lerobot-2270.log,
-llamafactory-199.log, lmflow-686.log; strict xfails in tests/diagnose/test_real_corpus.py). The scorer prints an
+thread settled on, is judged by its id only (`echo_ok`). On 19da1d2 four answers were right only by an echo and
+are now wrong: two blind (mgm-91.log, microdl-227.log) and two fitted (llamafactory-199.log, lmflow-686.log; strict
+xfails in tests/diagnose/test_real_corpus.py); on ecd7f01 lerobot-2270.log and llamafactory-1180.log were too,
+before 19da1d2 named accelerate's refusal of a device_map model. The scorer prints an
 `echo-able labels` line per part and tests/diagnose/test_label_echo.py asserts it stays at zero.
 
 Three blind failures collected after these rules are called healthy on arrival (online-rlhf-11.log, nccl-tests-27.log,
