@@ -119,3 +119,15 @@ def test_words_run_without_a_shell_are_one_command(tmp_path: Path) -> None:
     # A shell after an entrypoint wrapper is still the shell that runs the script.
     wrapped = "command: [/usr/local/bin/uid_entrypoint.sh, /bin/bash, -c, 'mkdir -p /tmp/k && /usr/sbin/sshd -D']"
     assert "gpus_held" in _found(tmp_path, EXTRA="suspend: false", WORKER_COMMAND=wrapped)
+
+
+def test_cpu_mpi_ranks_get_no_dev_shm_finding_however_they_are_counted(tmp_path: Path) -> None:
+    """MPI ranks with no GPU granted and nothing saying GPU are CPU ranks (no NCCL segments in /dev/shm):
+    no shm finding, also where lint cannot count them (a Katib trial's MPIJob read by its shape)."""
+    real = lint_ids(CORPUS / "katib-experiment-mpijob-horovod.yaml")
+    assert "shm_default" not in real and "latest_tag" in real
+    cpu = "#!/bin/bash\ndocker run --rm --user 1000 -v /o:/o img:1 mpirun -np $N python t.py --out /o\n"
+    (tmp_path / "cpu.sh").write_text(cpu)
+    assert "shm_default" not in lint_ids(tmp_path / "cpu.sh")
+    (tmp_path / "gpu.sh").write_text(cpu.replace("--rm", "--rm --gpus all"))
+    assert "shm_default" in lint_ids(tmp_path / "gpu.sh")

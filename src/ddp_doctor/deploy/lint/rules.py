@@ -328,7 +328,9 @@ def _shm_default(u: Unit) -> Hit | None:
     # MPI ranks with no GPU granted and nothing saying GPU are CPU ranks: no NCCL segments in /dev/shm.
     mpi_on_cpu = granted is None and (w.device is None or w.device.value != "gpu") and launcher(u) == "mpirun"
     several = not cpu and not mpi_on_cpu and ranks is not None and ranks > 1
-    uncounted = not cpu and ranks is None and granted != 1 and (w.workers is None or loaders)
+    # A runtime's template gets its GPUs from the job that uses it: its MPI ranks may well be GPU ranks.
+    cpu_ranks = mpi_on_cpu and not u.template
+    uncounted = not cpu and not cpu_ranks and ranks is None and granted != 1 and (w.workers is None or loaders)
     if not (loaders or several or uncounted):
         return None
     ctx: Ctx = {"launcher": launcher(u), "inferred": describe(w), **table.shm().words(ranks)}
