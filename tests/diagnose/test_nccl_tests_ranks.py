@@ -59,3 +59,51 @@ def test_a_loop_of_single_gpu_tests_on_one_host_is_healthy() -> None:
     one = [BANNER, "# Using devices", _device(0, 411, "node1"), ROW, *END]
     two = [BANNER, "# Using devices", _device(0, 412, "node1"), ROW, *END]
     assert _finding(one + two) is None
+
+
+def _nccl(host: str, pid: int, rank: int, nranks: int) -> str:
+    return (
+        f"{host}:{pid}:{pid + 50} [0] NCCL INFO comm 0x55d0c8a0 rank {rank} nranks {nranks} cudaDev 0 - Init COMPLETE"
+    )
+
+
+def test_a_launch_asking_for_more_ranks_than_the_test_lists_is_a_fail() -> None:
+    launch = "mpirun -np 2 -H node1,node2 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 1"
+    found = _finding([launch, BANNER, "# Using devices", _device(0, 411, "node1"), ROW, *END])
+    assert found is not None and found.status.value == "fail"
+    assert found.observed == {"ranks_asked": 2, "ranks_formed": 1}
+
+
+def test_the_ranks_asked_count_slots_and_gpus_per_process() -> None:
+    # Open MPI's -H host:slots gives one process per slot; nccl-tests' -g drives that many GPUs per process
+    launch = "mpirun -H node1:2,node2:2 ./build/all_reduce_perf -g 2"
+    devices = [_device(r, 400 + r // 2, "node1" if r < 4 else "node2") for r in range(8)]
+    assert _finding([launch, BANNER, "# Using devices", *devices, ROW, *END]) is None
+    found = _finding([launch, BANNER, "# Using devices", *devices[:2], ROW, *END])
+    assert found is not None and found.observed == {"ranks_asked": 8, "ranks_formed": 2}
+
+
+def test_nccl_counting_one_rank_where_the_launch_asked_for_several_is_a_fail() -> None:
+    launch = "srun -N 2 --ntasks-per-node=1 ./build/all_reduce_perf -b 8 -e 1G -f 2"
+    found = _finding([launch, BANNER, _nccl("node1", 4100, 0, 1), ROW, *END])
+    assert found is not None and found.observed["ranks_formed"] == 1
+
+
+def test_two_processes_announcing_the_same_nccl_rank_in_nccl_tests_output_is_a_fail() -> None:
+    found = _finding([BANNER, _nccl("node1", 4100, 0, 1), _nccl("node2", 5200, 0, 1), ROW])
+    assert found is not None and found.status.value == "fail" and found.observed["lines"] == [2, 3]
+
+
+def test_one_process_announcing_its_rank_twice_and_a_torch_job_s_groups_are_not_read() -> None:
+    # older NCCL announces "rank 0 nranks 2" and "comm 0x... rank 0 nranks 2" from the same process
+    same = [BANNER, _nccl("node1", 4100, 0, 2), _nccl("node1", 4100, 0, 2), _nccl("node2", 5200, 1, 2), ROW, *END]
+    assert _finding(same) is None
+    # without nccl-tests' output, single-rank groups on every rank (new_group([rank])) are a torch job's own
+    assert _finding([_nccl("node1", 4100, 0, 1), _nccl("node2", 5200, 0, 1)]) is None
+
+
+def test_one_launch_of_several_processes_printing_a_summary_each_is_a_fail() -> None:
+    launch = "mpirun -np 2 ./build/all_reduce_perf -b 8 -e 8M"
+    found = _finding([launch, BANNER, ROW, ROW, *END, *END])
+    assert found is not None and found.status.value == "fail"
+    assert _finding(["mpirun -np 2 ./build/all_reduce_perf", BANNER, ROW, *END]) is None

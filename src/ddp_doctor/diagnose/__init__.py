@@ -122,10 +122,19 @@ def _read_tables(name: str, tail: blockscan.Tail) -> list[Result]:
         pairs = p2ptables.slow_pairs(tail.finish())
         if pairs:
             found.append(p2ptables.result(catalogue.by_id()["diag.p2p_slower_than_host"], name, pairs))
+    without_mpi = catalogue.by_id()["diag.nccl_tests_without_mpi"]
     if nccltests.DEVICE_LINE.search(tail.data):
         repeated = nccltests.repeated_ranks(tail.finish())
         if repeated:
-            found.append(nccltests.result(catalogue.by_id()["diag.nccl_tests_without_mpi"], name, repeated))
+            found.append(nccltests.result(without_mpi, name, repeated))
+    if nccltests.LAUNCH.search(tail.data) and not any(r.id == without_mpi.id for r in found):
+        short = nccltests.short_world(tail.finish())
+        if short:
+            found.append(nccltests.short_result(without_mpi, name, short))
+    if nccltests.BANNER.search(tail.data) and not any(r.id == without_mpi.id for r in found):
+        alone = nccltests.repeated_comm_ranks(tail.finish())
+        if alone:
+            found.append(nccltests.comm_result(without_mpi, name, alone))
     return found
 
 

@@ -13,7 +13,7 @@ purpose: a WARN. Complete tests on one host listing the same rank are a loop ove
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ddp_doctor.diagnose.catalogue import Signature
 from ddp_doctor.diagnose.lines import clean
@@ -112,4 +112,164 @@ def result(sig: Signature, source: str, repeats: Repeats) -> Result:
             "lines": [{"rank": x.rank, "host": x.host, "pid": x.pid, "line": x.lineno} for x in repeated[:MAX_SHOWN]],
         },
         evidence=[Evidence(source, x.line, x.lineno) for x in repeated[:MAX_SHOWN]],
+    )
+
+
+# A launcher starting an nccl-tests binary: how many processes it asked for, and how many ranks each drives
+# (-t threads x -g GPUs, nccl-tests' options, both 1 by default). srun's -c is CPUs per task, so only mpirun's -np
+# / -n and srun's -n / --ntasks count processes.
+LAUNCH = re.compile(rb"\b(?:mpirun|mpiexec|orterun|srun)\b[^\n]*\w_perf\b")
+"""Whether a log holds such a command at all (searched in the tail's bytes)."""
+_LAUNCH = re.compile(r"\b(?:mpirun|mpiexec|orterun|srun)\b(?P<launcher>.*?)\s(?:\S*/)?\w+_perf\b(?P<options>.*)")
+_PROCESSES = re.compile(r"(?:^|\s)(?:-np|-n|--np|--ntasks)(?:=|\s+)(\d+)\b")
+_HOSTS = re.compile(r"(?:^|\s)(?:-H|--host)(?:=|\s+)(\S+)")
+_SLOTS = re.compile(r"([^,:\s]+)(?::(\d+))?")
+_NODES = re.compile(r"(?:^|\s)(?:-N|--nodes)(?:=|\s+)(\d+)\b")
+_PER_NODE = re.compile(r"(?:^|\s)--ntasks-per-node(?:=|\s+)(\d+)\b")
+_PER_PROCESS = re.compile(r"(?:^|\s)(?:-g|--ngpus|-t|--nthreads)(?:=|\s*)(\d+)\b")
+_NRANKS = re.compile(r"\bNCCL INFO\b.*\brank \d+ n[Rr]anks (?P<n>\d+)\b")
+"""NCCL's own count of a communicator's ranks ("comm 0x... rank 0 nranks 1 cudaDev 0", older "rank 0 nranks 1")."""
+
+
+@dataclass(frozen=True)
+class ShortWorld:
+    """A launch of several processes whose test formed fewer ranks than they make together."""
+
+    asked: int
+    formed: int
+    launch: tuple[int, str]
+    seen: list[tuple[int, str]]
+    """The lines that show the smaller world: the device list's, or NCCL's rank counts."""
+
+
+def _processes(launcher: str) -> int:
+    """The processes a launcher's options ask for: -np / -n / --ntasks; else Open MPI's -H host[:slots],... (one
+    process per slot listed) or srun's -N nodes x --ntasks-per-node; 0 when the line does not say."""
+    procs = _PROCESSES.search(launcher)
+    if procs is not None:
+        return int(procs.group(1))
+    hosts = _HOSTS.search(launcher)
+    if hosts is not None:
+        return sum(int(slots or 1) for _, slots in _SLOTS.findall(hosts.group(1)))
+    nodes, per_node = _NODES.search(launcher), _PER_NODE.search(launcher)
+    if nodes is not None and per_node is not None:
+        return int(nodes.group(1)) * int(per_node.group(1))
+    return 0
+
+
+def _asked(text: str) -> tuple[int, str] | None:
+    m = _LAUNCH.search(text)
+    if m is None:
+        return None
+    ranks = _processes(m["launcher"])
+    for each in _PER_PROCESS.finditer(m["options"]):
+        ranks *= int(each.group(1))
+    return ranks, text.strip()
+
+
+@dataclass
+class _Run:
+    asked: int
+    launch: tuple[int, str]
+    listed: list[tuple[int, int, str]] = field(default_factory=list)
+    """(rank, line number, line) of the device list."""
+    counted: list[tuple[int, int, str]] = field(default_factory=list)
+    """(nranks, line number, line) of NCCL's announcements."""
+
+    def short(self) -> ShortWorld | None:
+        formed = [(max(r for r, _, _ in self.listed) + 1, self.listed)] if self.listed else []
+        formed += [(min(n for n, _, _ in self.counted), self.counted)] if self.counted else []
+        for world, lines in formed:
+            if 1 < self.asked and world < self.asked:
+                return ShortWorld(self.asked, world, self.launch, [(n, line) for _, n, line in lines][:MAX_SHOWN])
+        return None
+
+
+def short_world(tail: list[tuple[int, str]]) -> ShortWorld | None:
+    """The first launch asking for more ranks than its test then listed (or NCCL counted): each process alone."""
+    runs: list[_Run] = []
+    for lineno, raw in tail:
+        text = clean(raw)
+        launch = _asked(text)
+        if launch is not None:
+            runs.append(_Run(launch[0], (lineno, launch[1])))
+            continue
+        if not runs:
+            continue
+        device = _DEVICE.search(text)
+        if device is not None:
+            runs[-1].listed.append((int(device["rank"]), lineno, text.strip()))
+        counted = _NRANKS.search(text)
+        if counted is not None:
+            runs[-1].counted.append((int(counted["n"]), lineno, text.strip()))
+    return next((short for run in runs if (short := run.short()) is not None), None)
+
+
+def short_result(sig: Signature, source: str, short: ShortWorld) -> Result:
+    return Result(
+        id=sig.id,
+        title=sig.title,
+        status=sig.severity,
+        summary=f"the command at line {short.launch[0]} asked for {short.asked} ranks, but the test formed "
+        f"{short.formed}: each process ran a test of its own instead of being one rank of a job across them",
+        cause=sig.cause,
+        remedy=sig.remedy,
+        observed={"ranks_asked": short.asked, "ranks_formed": short.formed},
+        evidence=[Evidence(source, short.launch[1][:400], short.launch[0])]
+        + [Evidence(source, line, n) for n, line in short.seen],
+    )
+
+
+BANNER = re.compile(rb"#\s*nThread\s+\d+\s+nGpus\s+\d+|\w_perf\b")
+"""nccl-tests' first line ("# nThread 1 nGpus 1 minBytes ...") or a binary's name: the log holds nccl-tests output."""
+_COMM = re.compile(
+    r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO (?:comm 0x[0-9a-f]+ )?rank (?P<rank>\d+) n[Rr]anks \d+"
+)
+_SUMMARY = re.compile(r"(?:^|#)\s*Avg bus bandwidth\b")
+
+
+def repeated_comm_ranks(tail: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """In nccl-tests output with NCCL_DEBUG=INFO: NCCL's rank announcements naming one rank from two processes
+    before a test's summary (every nccl-tests process's communicators make one world, so each rank is announced by
+    one process only), or two test summaries after one launch of several processes. Each is a process alone."""
+    announced: dict[int, tuple[str, str, int, str]] = {}
+    summaries: list[tuple[int, str]] = []
+    launched = 0
+    for lineno, raw in tail:
+        text = clean(raw).strip()
+        asked = _asked(text)
+        if asked is not None:
+            launched, summaries = asked[0], []
+            continue
+        if _SUMMARY.search(text):
+            announced.clear()
+            summaries.append((lineno, text))
+            if launched > 1 and len(summaries) > 1:
+                return summaries[:MAX_SHOWN]
+            continue
+        m = _COMM.search(text)
+        if m is None:
+            continue
+        before = announced.setdefault(int(m["rank"]), (m["host"], m["pid"], lineno, text))
+        if (before[0], before[1]) != (m["host"], m["pid"]):
+            return [(before[2], before[3]), (lineno, text)]
+    return []
+
+
+def comm_result(sig: Signature, source: str, lines: list[tuple[int, str]]) -> Result:
+    return Result(
+        id=sig.id,
+        title=sig.title,
+        status=sig.severity,
+        summary=f"nccl-tests output at lines {', '.join(str(n) for n, _ in lines)}: "
+        + (
+            "two processes each announced the same NCCL rank"
+            if "NCCL INFO" in lines[0][1]
+            else "one launch of several processes printed a test summary per process"
+        )
+        + ": each process ran a test of its own instead of being one rank of a job across them",
+        cause=sig.cause,
+        remedy=sig.remedy,
+        observed={"lines": [n for n, _ in lines]},
+        evidence=[Evidence(source, line[:400], n) for n, line in lines],
     )
