@@ -244,6 +244,10 @@ def test_the_user_a_container_runs_as_in_every_format(tmp_path: Path) -> None:
     assert docker["run_as_root"] == [(2, "warning")]
     ray = _lint(tmp_path, "r.sh", "#!/bin/bash\ndocker run --gpus 1 rayproject/ray:2.9.0-gpu python t.py\n")
     assert "run_as_root" not in ray
+    # nginx's unprivileged image ends with USER 101 (the real file: a LeaderWorkerSet of it, no training).
+    assert "run_as_root" not in _found(CORPUS / "lws-sample.yaml")
+    nginx = _lint(tmp_path, "n.sh", "#!/bin/bash\ndocker run --gpus 1 nginx:1.27 python t.py\n")
+    assert nginx["run_as_root"] == [(2, "warning")]
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "Dockerfile").write_text("FROM python:3.12\nRUN useradd -u 1000 me\nUSER me\n")
     built = "services:\n  t:\n    build: {build}\n    command: python t.py\n"

@@ -386,6 +386,11 @@ NON_ROOT_IMAGES = {
     # ray-project/ray docker/base-deps/Dockerfile: useradd ray --uid $RAY_UID (1000); USER $RAY_UID
     "rayproject/ray": "ray",
     "rayproject/ray-ml": "ray",
+    # nginxinc/docker-nginx-unprivileged mainline/debian/Dockerfile (8ead5ce): ARG UID=101 ... USER $UID; its
+    # README names the same image on Docker Hub, Quay and Amazon ECR.
+    "nginxinc/nginx-unprivileged": "101",
+    "quay.io/nginx/nginx-unprivileged": "101",
+    "public.ecr.aws/nginx/nginx-unprivileged": "101",
 }
 
 
