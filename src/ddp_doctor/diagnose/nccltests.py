@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ddp_doctor.diagnose.catalogue import Signature
 from ddp_doctor.diagnose.lines import clean
 from ddp_doctor.report import Evidence, Result, Status
+from ddp_doctor.words import plural
 
 DEVICE_LINE = re.compile(rb"\bRank\s+\d+\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+\S+\s+device\s+\d+")
 """Whether a log holds nccl-tests' device list at all (searched in the tail's bytes)."""
@@ -89,7 +90,7 @@ def result(sig: Signature, source: str, repeats: Repeats) -> Result:
     listed = f"nccl-tests listed rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
     if repeats.within_one_test:
         summary = (
-            f"{listed} more than once in one test ({len(repeated)} device lines {where}): each process ran a "
+            f"{listed} more than once in one test ({plural(len(repeated), 'device line')} {where}): each process ran a "
             "test of its own instead of being one rank of a job across them"
         )
     else:
@@ -210,7 +211,7 @@ def short_result(sig: Signature, source: str, short: ShortWorld) -> Result:
         id=sig.id,
         title=sig.title,
         status=sig.severity,
-        summary=f"the command at line {short.launch[0]} asked for {short.asked} ranks, but the test formed "
+        summary=f"the command at line {short.launch[0]} asked for {plural(short.asked, 'rank')}, but the test formed "
         f"{short.formed}: each process ran a test of its own instead of being one rank of a job across them",
         cause=sig.cause,
         remedy=sig.remedy,
