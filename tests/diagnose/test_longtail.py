@@ -305,12 +305,26 @@ def test_a_traceback_cut_off_before_its_exception_line_is_still_a_failure_with_i
   File "{SP}/torch/distributed/distributed_c10d.py", line 423, in init_process_group
     store, rank, world_size = next(rendezvous_iterator)
   File "{SP}/torch/distributed/rendezvous.py", line 166, in _env_rendezvous_handler
-    raise _env_error("MASTER_ADDR")
+    raise _store_error("timed out")
 """
     root = _root(log)
     assert root.id == "diag.unknown"
     assert root.observed["phase"] == "init" and root.observed["user_frame"] == "train.py:11 in <module>"
-    assert 'raise _env_error("MASTER_ADDR")' in root.summary
+    assert 'raise _store_error("timed out")' in root.summary
+
+
+def test_a_cut_traceback_whose_last_line_names_its_cause_gets_that_signature_and_its_phase() -> None:
+    # torch's env:// rendezvous raising for a variable the launcher sets: the process was not started by one
+    log = f"""Traceback (most recent call last):
+  File "train.py", line 11, in <module>
+    torch.distributed.init_process_group(backend="nccl", world_size=4)
+  File "{SP}/torch/distributed/distributed_c10d.py", line 423, in init_process_group
+    store, rank, world_size = next(rendezvous_iterator)
+  File "{SP}/torch/distributed/rendezvous.py", line 166, in _env_rendezvous_handler
+    raise _env_error("MASTER_ADDR")
+"""
+    root = _root(log)
+    assert root.id == "diag.env_not_set" and root.observed.get("phase") == "init", root.observed
 
 
 def test_a_traceback_pasted_onto_one_line_is_read_from_its_raise() -> None:

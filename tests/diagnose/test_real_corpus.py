@@ -49,7 +49,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "rccl-1129.log",  # nccl-tests stopping after its device list (peer-to-peer behind the IOMMU): a WARN
         "ray-30333.log",  # NCCL_SOCKET_IFNAME not matching the node's interface under Ray: a FAIL, cause not named
         "pyllama-25.log",
-        "pytorch-15592.log",
         "pytorch-177472.log",
         # a Ray Train job asking for more GPU workers than GPUs: its two start-up lines and nothing after, a WARN
         "ray-23395.log",
