@@ -256,6 +256,7 @@ CORPUS_SCORES = """\
 | + accelerate's refusals: a device_map='auto' model in a distributed launch, a torch too old for its multi-GPU launcher or FSDP | 458 | 66/74 (89.2%) | 351/384 (91.4%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 | 19da1d2, labels that no longer echo their log (66 labels' cause patterns rewritten from the threads' conclusions, one judged by its id only) | 458 | 64/74 (86.5%) | 349/384 (90.9%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 | e07e2e5: nccl-tests run as separate tests read three more ways (a launch asking for more ranks than the test formed, one NCCL rank announced by two processes, a summary per process); llamafactory-1180 moved to the fitted part (seen, right before and after) | 458 | 63/73 (86.3%) | 350/385 (90.9%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
+| + SIGABRT a cascade (the abort follows the error it reports: a C++ exception's what() line, the watchdog's timeout) | 458 | 63/73 (86.3%) | 351/385 (91.2%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 
 Label honesty: on ecd7f01, 66 of the 346 failure labels (9 of 43 blind, 57 of 303 fitted) had a `cause` pattern
 that matches text of their own log (ignoring case), so an answer that only quoted the log (the error's own words,
