@@ -257,6 +257,7 @@ CORPUS_SCORES = """\
 | 19da1d2, labels that no longer echo their log (66 labels' cause patterns rewritten from the threads' conclusions, one judged by its id only) | 458 | 64/74 (86.5%) | 349/384 (90.9%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 | e07e2e5: nccl-tests run as separate tests read three more ways (a launch asking for more ranks than the test formed, one NCCL rank announced by two processes, a summary per process); llamafactory-1180 moved to the fitted part (seen, right before and after) | 458 | 63/73 (86.3%) | 350/385 (90.9%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 | + SIGABRT a cascade (the abort follows the error it reports: a C++ exception's what() line, the watchdog's timeout) | 458 | 63/73 (86.3%) | 351/385 (91.2%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
+| dfa2f96: the blind part refilled after two logs left it as seen (horovod-3752, healthy; colossalai-3638), scored on arrival (the 2 new blind alone 1/2: colossalai-3638's failure called healthy) | 460 | 64/75 (85.3%) | 351/385 (91.2%) | 4, 0 | 1, 0 | 0, 10 | 3, 11 |
 
 Label honesty: on ecd7f01, 66 of the 346 failure labels (9 of 43 blind, 57 of 303 fitted) had a `cause` pattern
 that matches text of their own log (ignoring case), so an answer that only quoted the log (the error's own words,
@@ -268,8 +269,8 @@ xfails in tests/diagnose/test_real_corpus.py); on ecd7f01 lerobot-2270.log and l
 before 19da1d2 named accelerate's refusal of a device_map model. The scorer prints an
 `echo-able labels` line per part and tests/diagnose/test_label_echo.py asserts it stays at zero.
 
-Three blind failures collected after these rules are called healthy on arrival (online-rlhf-11.log, nccl-tests-27.log,
-nccl-tests-182.log; never read: the scorer lists them; strict xfails in tests/diagnose/test_never_pass.py until their
+Four blind failures collected after these rules are called healthy on arrival (online-rlhf-11.log, nccl-tests-27.log,
+nccl-tests-182.log, colossalai-3638.log; never read: the scorer lists them; strict xfails in tests/diagnose/test_never_pass.py until their
 classes are learnt); no fitted one is (ms-swift-1538.log and accelerate-1199.log, accelerate's own refusals pasted
 as one line without an exception name, are now named from accelerate's source). The class of nccl-tests-27 and nccl-tests-182 (nccl-tests built
 without MPI, by their labels) was then added from nccl-tests' source and the fitted nccl-tests-17.log, now a FAIL
@@ -292,7 +293,8 @@ Twelve blind logs (those four, then nvidia-docker-1671, open-ce-376 and verl-275
 tacotron2-57, tacotron2-64 and training-442) left the part without new ones collected to replace them; the
 13 blind logs among this round's 50 replace the twelve, and one more; ucx-8229 and
 llamafactory-1180 (seen: its last lines were printed by mistake while accelerate's refusal was written) left it
-since, not replaced yet.
+since; two new blind logs replace them (dfa2f96: horovod-3752.log, a healthy Horovod run, right on arrival;
+colossalai-3638.log, a launcher wrapper failing before torchrun starts, called healthy on arrival).
 The failures left at WARN are listed in tests/diagnose/test_never_pass.py with why: jobset-603.log holds byte for
 byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry warning); openrlhf-208.log,
 rccl-1129.log and ray-23395.log stop where a run that went on also passes (the lines every process prints before a
