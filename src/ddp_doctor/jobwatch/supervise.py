@@ -30,7 +30,7 @@ from ddp_doctor.jobwatch.progress import ProgressClock
 from ddp_doctor.jobwatch.rhythm import PHASE_ALLOWANCE_S, Threshold
 from ddp_doctor.jobwatch.stacks import Stack, classify
 from ddp_doctor.live import procs
-from ddp_doctor.rundir import reader
+from ddp_doctor.rundir import owner, reader
 
 POLL_S = 0.5
 SCAN_S = 2.0
@@ -123,14 +123,6 @@ def _cpu_ticks(pid: int) -> int:
     fields = raw[raw.rfind(")") + 2 :].split()
     # utime + stime, plus cutime + cstime: children it already reaped (a compiler's cc1plus) count as its work.
     return int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(raw[raw.rfind(")") + 2 :].split()[19])
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -230,7 +222,7 @@ class Watcher:
         for r, rec in found.records.items():
             pid = rec.pid
             if pid and pid not in self.tracked:
-                start = _start_time(pid)
+                start = owner.start_ticks(pid)
                 if start is not None:
                     self.tracked[pid] = start
             self.out.ranks.setdefault(r, rec)
