@@ -6,7 +6,10 @@ Yardsticks, run in the same script, interleaved, on the same machine:
   accelerate `accelerate test` with 2 CPU processes (MULTI_CPU), if accelerate is installed
 Targets: chain <= 1.3x minimal, chain <= 0.6x accelerate test, parent peak RSS < 100 MB.
 
-    .venv/bin/python benchmarks/bench_live_chain.py [--repeat 3]
+    .venv/bin/python benchmarks/bench_live_chain.py [--repeat 3] [--check-arg=--expect-gpus=0 ...]
+
+On a GPU node, hide the GPUs from every yardstick alike (CUDA_VISIBLE_DEVICES= in the environment) and pass
+`--check-arg=--expect-gpus=0`, so that the chain runs the same 2 gloo CPU ranks as the yardsticks.
 """
 
 from __future__ import annotations
@@ -115,6 +118,9 @@ def segments(report: Path, t0: float, t1: float) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--check-arg", action="append", default=[], help="one more argument for `ddp-doctor check` (repeatable)"
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
     try:
@@ -143,6 +149,7 @@ def main() -> int:
                     "json",
                     "--output",
                     str(work / "report.json"),
+                    *args.check_arg,
                 ],
                 env,
                 sample_rss=True,
