@@ -79,6 +79,26 @@ def test_mpirun_np_against_the_operators_hostfile(tmp_path: Path, fill: dict[str
     assert found == ([(15, expected)] if expected else None), found
 
 
+@pytest.mark.parametrize(
+    ("np", "expected"),
+    [
+        ("2", None),  # 2 workers x 1 slot: the program's -n 100 is its iteration count, not mpirun's -n
+        ("4", "error"),
+        ("1", "warning"),
+    ],
+)
+def test_mpirun_reads_its_options_up_to_the_program(tmp_path: Path, np: str, expected: str | None) -> None:
+    """`mpirun [options] <program> [<args>]`: options with values (-x NAME, --mca KEY VALUE, --bind-to X) and
+    without (--tag-output) come before the program; nccl-tests' own -n (iterations) and -f (size factor) after it
+    are the program's, neither a rank count nor a hostfile."""
+    command = (
+        f'[/opt/openmpi/bin/mpirun, --allow-run-as-root, --tag-output, -np, "{np}", -x, PATH, --mca, pml, "^cm",'
+        ' --bind-to, none, /opt/nccl-tests/all_reduce_perf, -b, "8", -f, "2", -g, "1", -n, "100"]'
+    )
+    found = _found(tmp_path, LAUNCHER_COMMAND=command).get("mpi_slots_mismatch")
+    assert found == ([(15, expected)] if expected else None), found
+
+
 def test_a_launcher_that_runs_no_rank_holds_its_gpu_idle(tmp_path: Path) -> None:
     gpu = "resources: {limits: {nvidia.com/gpu: 1}}"
     assert _found(tmp_path, LAUNCHER_GPUS=gpu)["nproc_below_gpus"] == [(16, "warning")]

@@ -130,6 +130,71 @@ MPI_TOTAL = ("-np", "-n", "--np", "-c")
 MPI_PER_NODE = ("-npernode", "--npernode", "-N", "--N")
 MPI_HOSTS = ("-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile", "-f", "-hosts")
 """mpirun's own hosts (Open MPI, and Hydra's -f / -hosts), in place of the hostfile its environment gives."""
+MPI_FLAGS_ALONE = frozenset(
+    {
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-oversubscribe",
+        "--nooversubscribe",
+        "-nooversubscribe",
+        "--tag-output",
+        "-tag-output",
+        "--timestamp-output",
+        "-timestamp-output",
+        "--report-bindings",
+        "-report-bindings",
+        "--display-map",
+        "-display-map",
+        "--display-allocation",
+        "-display-allocation",
+        "--display-devel-map",
+        "--use-hwthread-cpus",
+        "-use-hwthread-cpus",
+        "--merge-stderr-to-stdout",
+        "-merge-stderr-to-stdout",
+        "--noprefix",
+        "--enable-recovery",
+        "--disable-recovery",
+        "--preload-binary",
+        "-s",
+        "-v",
+        "--verbose",
+        "-q",
+        "--quiet",
+        "-d",
+        "--debug",
+        "--debug-devel",
+        "-nolocal",
+        "--nolocal",
+        "-bind-to-core",
+        "-bind-to-socket",
+        "-bycore",
+        "-bysocket",
+        "-bynode",
+        "-byslot",
+        "--xml",
+        "-l",
+        "-prepend-rank",
+        "-genvall",
+        "-genvnone",
+        "-envall",
+        "-envnone",
+        "-print-rank-map",
+        "-print-all-exitcodes",
+        "-ordered-output",
+        "-verbose",
+        "-info",
+        "--gloo",
+        "--mpi",
+        "--disable-cache",
+    }
+)
+"""mpirun / mpiexec / horovodrun options that take no value; every other option takes one, but these two-value
+ones (Open MPI's MCA parameters, Hydra's -env NAME VALUE). mpirun reads its options up to the program, whose own
+flags follow it (`mpirun [options] <program> [<args>]`: Open MPI's mpirun(1),
+https://docs.open-mpi.org/en/v5.0.x/man-openmpi/man1/mpirun.1.html; MPICH's Hydra usage,
+https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md; horovodrun -h)."""
+MPI_TWO_VALUES = frozenset({"--mca", "-mca", "--gmca", "-gmca", "-genv", "-env", "--tune-mca"})
 SCRIPT_DEPTH = 3
 TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -602,8 +667,9 @@ def _mpirun(words: list[Word], i: int) -> Launch:
     launch.srun_nodes_what = srun_nodes_what(words, i)
     rest = words[i + 1 :]
     launch.spans_nodes = True
+    end = mpi_program(rest)
     j = 0
-    while j < len(rest):
+    while j < end:
         text, nxt = rest[j].text, rest[j + 1] if j + 1 < len(rest) else None
         if text in MPI_TOTAL and nxt is not None:
             launch.total = _int_at(At(nxt.text, nxt.line))
@@ -626,12 +692,30 @@ def _mpirun(words: list[Word], i: int) -> Launch:
         ):
             launch.oversubscribe = At(text, rest[j].line)
         j += 1
-    program = next((k for k, w in enumerate(rest) if w.text.endswith(".py") and not w.text.startswith("-")), None)
+    program = next(
+        (k for k, w in enumerate(rest) if k >= end and w.text.endswith(".py") and not w.text.startswith("-")), None
+    )
     if program is not None:
         launch.script = At(rest[program].text, rest[program].line)
         _script_flags(launch, rest[program + 1 :])
         launch.script_nodes = script_nodes(rest[program + 1 :])
     return launch
+
+
+def mpi_program(rest: list[Word]) -> int:
+    """Where the program starts among the words after mpirun: the first word that is neither an option nor an
+    option's value. The program's own flags (nccl-tests' `-n 100`, `-f 2`) are not mpirun's."""
+    j = 0
+    while j < len(rest):
+        text = rest[j].text
+        if not text.startswith("-"):
+            return j
+        name, eq, _ = text.partition("=")
+        if eq or name in MPI_FLAGS_ALONE:
+            j += 1
+        else:
+            j += 3 if name in MPI_TWO_VALUES else 2
+    return len(rest)
 
 
 def _starts_mpi(words: list[Word], i: int) -> bool:
