@@ -772,11 +772,19 @@ def world_size(u: Unit) -> Iterator[Hit]:
             continue
         ctx: Ctx = {"tool": launch.tool, "nodes": step.value, "nodes_what": what, "nodes_line": step.line}
         if launch.nnodes is None:
-            if u.area == "slurm" and not launch.under_srun:
-                continue  # run once, with no --nnodes: a world of one node, and torchrun_without_srun's finding
+            once = u.area == "slurm" and not launch.under_srun
+            if once and launch.spans_nodes:
+                continue  # deepspeed / accelerate over mpirun start the other nodes themselves
             if max(step.value, u.nodes_total.value if u.nodes_total else 0) > 1 and u.operator not in INJECTS_NNODES:
                 flag = "--num_machines" if launch.tool == "accelerate" else "--nnodes"
-                yield Hit("nnodes_mismatch", launch.line, {**ctx, "nnodes": f"no {flag} (default 1)"})
+                # Run once by the batch script: a world of one node while the others idle (torchrun_without_srun
+                # is the error); srun alone would then start a world of its own on every node.
+                yield Hit(
+                    "nnodes_mismatch",
+                    launch.line,
+                    {**ctx, "nnodes": f"no {flag} (default 1)"},
+                    "warning" if once else None,
+                )
             continue
         span = _nnodes_range(launch.nnodes.value.strip("'\""))
         total = u.nodes_total.value if u.nodes_total is not None else None
