@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.diagnose import explain_text
+from ddp_doctor.diagnose import explain_text, readers
 from ddp_doctor.report import Result, Status
 
 # Each line written as its producer prints it (the source is named in readers.yaml ends_badly); alone in a log.
@@ -45,6 +45,30 @@ def _results(lines: list[str]) -> list[Result]:
 def test_a_line_showing_a_process_ending_badly_is_a_fail(line: str) -> None:
     results = _results(["step 10 loss 2.31", line])
     assert any(r.status is Status.FAIL for r in results), [(r.id, r.status) for r in results]
+
+
+LAUNCHERS = [rule for rule in readers.load().ends_badly if rule.launcher]
+
+
+@pytest.mark.parametrize("rule", LAUNCHERS, ids=[f"{r.launcher}: {r.says}" for r in LAUNCHERS])
+def test_a_launcher_s_failure_summary_is_a_fail(rule: readers.EndsBadly) -> None:
+    """Every row of readers.yaml ends_badly.launchers: its source named, its example recognised and a FAIL."""
+    assert rule.source.startswith("https://"), rule.launcher
+    assert rule.pattern.search(rule.example), rule.example
+    results = _results(["step 10 loss 2.31", rule.example])
+    assert any(r.status is Status.FAIL for r in results), [(r.id, r.status) for r in results]
+
+
+def test_a_launcher_s_success_lines_are_not_an_ending() -> None:
+    results = _results(
+        [
+            "Process 4242 exits successfully.",  # deepspeed/launcher/launch.py
+            "pytorchjob-worker-0   0/1     Completed   0          3m",  # kubectl get pods
+            "      Exit Code:    0",  # kubectl describe pod
+            "[INFO] process 1 terminated with exit code 0",
+        ]
+    )
+    assert not any(r.status is Status.FAIL for r in results), [(r.id, r.summary) for r in results]
 
 
 @pytest.mark.parametrize("line", NOT_AN_ENDING)

@@ -88,6 +88,10 @@ WARN_IS_HONEST = {
     "ray-23395.log": "Ray Train's start-up lines, before any worker printed, and nothing after them",
     # UCX failing to create an InfiniBand completion queue for lack of locked memory: runs that do not need that
     # device print the same line and go on (openucx/ucx issue 8746). The WARN names the memlock limit and its remedy.
+    # DeepSpeed's init_distributed lines (every process's backend line, rank 0's 'Initializing TorchBackend') and
+    # nothing after: init_process_group prints nothing until it returns, so the job waits there if it stopped there;
+    # a paste of only a run's first lines looks the same. The WARN names the hang-at-init hypotheses.
+    "online-rlhf-11.log": "a framework's process-group init lines and nothing after them",
     "ucx-8229.log": "UCX's ibv_create_cq 'Cannot allocate memory' line, which runs that went on print too",
 }
 STILL_CALLED_HEALTHY: dict[str, str] = {
@@ -95,8 +99,6 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
     # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
     "nccl-tests-27.log": "blind: called healthy on arrival",
     "nccl-tests-182.log": "blind: called healthy on arrival",
-    "online-rlhf-11.log": "blind: called healthy on arrival (never read; the scorer lists it among the blind misses)",
-    "colossalai-3638.log": "blind: called healthy on arrival (collected to refill the blind part; the scorer lists it)",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.

@@ -49,7 +49,10 @@ ddp-doctor explain job.log.gz --format json -o report.json
   tier the earliest line. Each result carries its evidence: source, line number, the line.
 - **Never a PASS for a failure.** A log that shows a process ending badly is a FAIL even when no
   signature knows why: an uncaught Python exception (also one whose traceback the paste cuts off before its
-  exception line), a launcher's failure summary (torchrun's ChildFailedError, mpirun, srun, Slurm), a
+  exception line), a launcher's or wrapper's own failure summary (one row per wording in readers.yaml
+  `ends_badly.launchers`, each with the launcher's source file that prints it: torchrun, torch.multiprocessing.spawn,
+  colossalai run and invoke / fabric, deepspeed, accelerate and subprocess, mpirun / prterun, srun, pdsh,
+  horovodrun, Ray, Kubernetes Jobs and pods; the next launcher's wording is one row), Slurm ending the job, a
   non-zero exit code or `exitcode: -N`, a fatal signal named by any layer (kernel OOM killer, shell, torchrun's
   agent, mpirun / srun, a crash handler), an NCCL error (`NCCL error`, an `ncclXxxError`, NCCL's `file:line -> N`
   return trace), a CUDA error, a C++ exception in native code (torch's `c10::Error` backtrace, `Exception raised
@@ -59,7 +62,10 @@ ddp-doctor explain job.log.gz --format json -o report.json
   A user sees one of three answers: FAIL; WARN (the job may have hung there, or a line looks wrong: not a
   healthy verdict, and the headline leads with what may be wrong); PASS (healthy). A failure is never a PASS;
   it is a WARN only where the log cannot be told from a healthy one (the same bytes as a healthy run's log, or
-  a log that stops where a run that went on also passes, when nothing says it waited there).
+  a log that stops where a run that went on also passes, when nothing says it waited there). A short paste that
+  stops at process-group set-up (NCCL's init lines, or a framework's own line before init_process_group:
+  DeepSpeed's init_distributed, Megatron-LM's, Lightning's, a script's) is a WARN naming the hang hypotheses,
+  never a PASS; a run's later lines, or its completion, make it healthy.
   tests/diagnose/test_never_pass.py runs every failure log of every corpus (tests/fixtures/logs with
   EXPECTED.yaml, the H200 recordings, and both parts of the real corpus) and asserts it is never a PASS and is a
   FAIL (the exceptions listed there with why), and that no healthy one is a FAIL.

@@ -30,6 +30,12 @@ class Library:
 class EndsBadly:
     says: str
     pattern: re.Pattern[str]
+    launcher: str = ""
+    """For a launcher's own failure summary: the launcher that prints it (readers.yaml ends_badly.launchers)."""
+    source: str = ""
+    """Where that wording is printed (the launcher's source file)."""
+    example: str = ""
+    """A line as the launcher prints it."""
 
 
 @dataclass(frozen=True)
@@ -103,5 +109,13 @@ def load() -> Knowledge:
         handler_frames=re.compile("|".join(fatal["handler_frames"])),
         libraries=tuple(Library(re.compile(x["match"]), x["name"], x["meaning"]) for x in fatal["libraries"]),
         signals={int(k): str(v) for k, v in fatal["signals"].items()},
-        ends_badly=tuple(EndsBadly(str(x["says"]), re.compile(x["pattern"])) for x in data["ends_badly"]["lines"]),
+        ends_badly=_launchers(data["ends_badly"]["launchers"])
+        + tuple(EndsBadly(str(x["says"]), re.compile(x["pattern"])) for x in data["ends_badly"]["lines"]),
+    )
+
+
+def _launchers(rows: Any) -> tuple[EndsBadly, ...]:
+    return tuple(
+        EndsBadly(str(x["says"]), re.compile(x["pattern"]), str(x["launcher"]), str(x["source"]), str(x["example"]))
+        for x in rows
     )
