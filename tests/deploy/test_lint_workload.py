@@ -1030,6 +1030,12 @@ spec:
         ('image: busybox:1.36\n          command: [sh, -c, "tail -f /dev/null"]', True),
         ("image: tensorflow/tensorflow:2.16.1\n          command: [tensorboard, --logdir, /logs]", True),
         ("image: fluent/fluent-bit:2.2", True),  # the image's own server, no command given
+        # The image's entrypoint given args only is still its server: a Prometheus exporter serves /metrics.
+        ('image: prom/node-exporter:v1.6.0\n          args: ["--web.listen-address=:9100"]', True),
+        ("image: nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04", True),
+        ("image: registry.local/tools:1\n          command: [/bin/node_exporter, --web.listen-address=:9100]", True),
+        # A command of its own replaces the entrypoint: a one-off export that ends.
+        ('image: prom/node-exporter:v1.6.0\n          command: [sh, -c, "python onnx_exporter.py"]', False),
         ('image: busybox:1.36\n          command: [sh, -c, "cp -r /src /dst"]', False),  # ends by itself
     ],
 )
@@ -1039,6 +1045,25 @@ def test_a_sidecar_that_never_ends_keeps_the_training_pods_gpus(tmp_path: Path, 
     assert ("gpus_held" in found) is held, found
     if held:
         assert found["gpus_held"] == [(15, "warning")]  # the sidecar's line
+
+
+@pytest.mark.parametrize(
+    ("command", "held"),
+    [
+        ('[bash, -c, "echo start\\npython train.py --epochs 2 2>&1 | tee /logs/t.log\\necho done"]', True),
+        ("[python, -m, pkg.finetune, --lr, 1e-3]", True),
+        ('[bash, -c, "python export_model.py"]', False),  # no training program: not judged as the trainer
+    ],
+)
+def test_a_training_program_run_without_a_launcher_is_held_by_a_sidecar(
+    tmp_path: Path, command: str, held: bool
+) -> None:
+    """One rank started by the container itself (python train.py inside bash -c), no launcher: its pod too stays
+    with its GPU while the sidecar serves."""
+    text = _SIDECAR_JOB.format(kind="Job", sidecar="image: prom/node-exporter:v1.6.0")
+    text = text.replace('[torchrun, --nproc-per-node, "1", train.py]', command)
+    found = _lint(tmp_path, "job.yaml", text)
+    assert ("gpus_held" in found) is held, found
 
 
 _TWO_RANKS = """

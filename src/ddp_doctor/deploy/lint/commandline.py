@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -196,6 +197,8 @@ https://docs.open-mpi.org/en/v5.0.x/man-openmpi/man1/mpirun.1.html; MPICH's Hydr
 https://github.com/pmodels/mpich/blob/main/doc/wiki/how_to/Using_the_Hydra_Process_Manager.md; horovodrun -h)."""
 MPI_TWO_VALUES = frozenset({"--mca", "-mca", "--gmca", "-gmca", "-genv", "-env", "--tune-mca"})
 SCRIPT_DEPTH = 3
+TRAINING_NAME = re.compile(r"(?i)train|fine_?tun|finetun")
+"""A program named for training (train.py, finetune.sh, pkg.train)."""
 TORCH_RUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
@@ -718,6 +721,34 @@ def mpi_program(rest: list[Word]) -> int:
     return len(rest)
 
 
+def shell_script(words: list[Word], i: int) -> Word | None:
+    """The script words[i] runs when it is a shell given one (`bash -c / -xc / -lc / -x -c '...'`), or eval's."""
+    base = os.path.basename(words[i].text)
+    if base in SHELLS or (base == "env" and i + 1 < len(words) and words[i + 1].text in SHELLS):
+        # the first word after the -c option group
+        j = i + 1
+        while j < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--"):
+            if "c" in words[j].text[1:]:
+                return words[j + 1] if j + 1 < len(words) else None
+            j += 1
+    elif base == "eval" and i + 1 < len(words):
+        return Word(" ".join(x.text for x in words[i + 1 :]), words[i + 1].line)
+    return None
+
+
+def training_program(words: list[Word], depth: int = 0) -> At[str] | None:
+    """The training program these words run themselves, with no launcher (`python train.py`, `python -m
+    pkg.train`, `bash finetune.sh`), looking inside `bash -c '...'` scripts."""
+    script = shell_script(words, 0) if words else None
+    if script is not None:
+        inner = commands(script.text, first_line=script.line) if depth < SCRIPT_DEPTH else []
+        return next((p for cmd in inner if (p := training_program(cmd.words, depth + 1)) is not None), None)
+    at = program_at(words)
+    if at is None or _names_only(words) or not TRAINING_NAME.search(os.path.basename(words[at].text)):
+        return None
+    return At(" ".join(w.text for w in words[: at + 1]), words[at].line)
+
+
 def _starts_mpi(words: list[Word], i: int) -> bool:
     """words[i] is mpirun-like and nothing after it is a launcher of its own or a shell script."""
     if os.path.basename(words[i].text) not in MPI_STARTERS:
@@ -783,18 +814,7 @@ def launches(
         if _starts_mpi(words, i):
             found.append(_mpirun(words, i))
             break
-        script: Word | None = None
-        base = os.path.basename(w.text)
-        if base in SHELLS or (base == "env" and i + 1 < len(words) and words[i + 1].text in SHELLS):
-            # bash -c / -xc / -lc / -ec / -x -c 'script': the first word after the -c option group.
-            j = i + 1
-            while j < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--"):
-                if "c" in words[j].text[1:]:
-                    script = words[j + 1] if j + 1 < len(words) else None
-                    break
-                j += 1
-        elif base == "eval" and i + 1 < len(words):
-            script = Word(" ".join(x.text for x in words[i + 1 :]), words[i + 1].line)
+        script = shell_script(words, i)
         if script is not None and depth < SCRIPT_DEPTH:
             text = resolve(script.text) if resolve else script.text
             script = filled(script, text)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from ddp_doctor.checks import table
-from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches, script_outputs
+from ddp_doctor.deploy.lint.commandline import TORCHRUN_FLAGS, launches, script_outputs, training_program
 from ddp_doctor.deploy.lint.idle import command_text, holds_forever
 from ddp_doctor.deploy.lint.loader import YList, YMap, scalar_text
 from ddp_doctor.deploy.lint.model import IMAGE_DECIDES, MAX_ID, At, Ctx, Structural, Unit, filled_later
@@ -132,11 +133,33 @@ _SERVER = re.compile(
     r"\b(?:tensorboard|jupyter(?:-lab|\s+lab|\s+notebook)?|nginx|http\.server|mlflow\s+(?:server|ui)|fluent-bit|fluentd)\b"
 )
 """Servers a sidecar runs until it is stopped: they do not end when the training does."""
-SERVER_IMAGES = ("nginx", "fluent-bit", "fluentd", "envoy", "cloud-sql-proxy", "tensorboard")
+SERVER_IMAGES = (
+    "nginx",
+    "fluent-bit",
+    "fluentd",
+    "envoy",
+    "cloud-sql-proxy",
+    "tensorboard",
+    "prometheus",
+    "pushgateway",
+    "promtail",
+    "opentelemetry-collector",
+    "opentelemetry-collector-contrib",
+)
+"""Images whose entrypoint is a server (the daemon runs until it is stopped)."""
+_EXPORTER = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)*[-_]exporter")
+"""Prometheus exporters (node_exporter, dcgm-exporter, ...): HTTP servers that serve /metrics until stopped
+(https://prometheus.io/docs/instrumenting/writing_exporters/; named *_exporter / *-exporter by
+https://prometheus.io/docs/practices/naming/ and https://prometheus.io/docs/instrumenting/exporters/)."""
+
+
+def _serves(name: str) -> bool:
+    return name in SERVER_IMAGES or _EXPORTER.fullmatch(name) is not None
 
 
 def _never_ends(u: Unit, c: YMap) -> str | None:
-    """Why a container with no GPU runs on after the training: a command that holds forever, or a server."""
+    """Why a container with no GPU runs on after the training: a command that holds forever, or a server. With no
+    `command`, the image's entrypoint runs (given the container's `args`, if any): a server image serves."""
     if u.idles is not None:
         return u.idles.value
     words = container_words(c)
@@ -144,8 +167,11 @@ def _never_ends(u: Unit, c: YMap) -> str | None:
     server = _SERVER.search(text)
     if server is not None:
         return f"runs {server.group(0)}, a server that runs until it is stopped"
+    program = os.path.basename(words[0].text) if words and "command" in c else ""
+    if _serves(program):
+        return f"runs {program}, a server that runs until it is stopped"
     image = str(c.get("image") or "").split("@")[0].rsplit(":", 1)[0].rsplit("/", 1)[-1]
-    if not words and image in SERVER_IMAGES:
+    if "command" not in c and _serves(image):
         return f"runs the {image} image's server, which runs until it is stopped"
     return None
 
@@ -161,7 +187,7 @@ def _held_by_sidecar(found: list[Unit], containers: list[YMap]) -> None:
         if why is None:
             continue
         for u in found:
-            if u is not v and u.gpus is not None and u.idles is None and u.trains:
+            if u is not v and u.gpus is not None and u.idles is None and (u.trains or u.program is not None):
                 u.idles = At(f"shares its pod with container {c.get('name', '?')}, which {why}", v.line)
 
 
@@ -263,9 +289,7 @@ def _container(
     if u.nproc_declared is None and shards is not None:
         u.nproc_declared, u.nproc_what = shards, "NUM_SHARD"
     u.slots, u.slot_pods, u.mpi_implementation, u.rankless = w.slots, w.slot_pods, w.mpi_implementation, w.rankless
-    u.trains = (w.trains or bool(own)) and w.role not in (LAUNCHER, HELPER)
-    if u.trains and not u.launches:
-        u.outputs = script_outputs(words)
+    _work(u, w, words, bool(own))
     _resources(u, c)
     _shm(u, c, pod, volumes, line, w.shm_supplied if index == 0 else None)
     _ray_object_store(u, c, words, w, index)
@@ -286,6 +310,16 @@ def _container(
     if isinstance(c.get("workingDir"), str):
         u.workdir = c["workingDir"]
     return u
+
+
+def _work(u: Unit, w: PodTemplate, words: list[Word], launches_own: bool) -> None:
+    """Whether the container trains (its kind says so, or it starts a launcher), what it writes, and the training
+    program it runs itself when no launcher does (python train.py)."""
+    u.trains = (w.trains or launches_own) and w.role not in (LAUNCHER, HELPER)
+    if u.trains and not u.launches:
+        u.outputs = script_outputs(words)
+    if not u.launches and w.role not in (LAUNCHER, HELPER):
+        u.program = training_program(words)
 
 
 def _resources(u: Unit, c: YMap) -> None:

@@ -14,6 +14,7 @@ from itertools import pairwise
 from ddp_doctor.checks import table
 from ddp_doctor.deploy.lint.commandline import (
     SHELLS,
+    TRAINING_NAME,
     RunCommand,
     gres_gpus,
     launches,
@@ -118,15 +119,12 @@ def _storage(u: Unit, run: RunCommand, mounts: list[At[str]], mount_opts: list[A
         u.interactive = At("an interactive shell (-it)", tty.line)
 
 
-_TRAINING = re.compile(r"(?i)train|fine_?tun|finetun")
-
-
 def _training_program(command: list[Word]) -> At[str] | None:
     """The training program a container runs itself, named for it: `python train.py`, `python -m pkg.train`,
     `train` (SageMaker's entry point), `bash finetune.sh`."""
     at = program_at(command)
     word = command[at] if at is not None else (command[0] if command else None)
-    if word is None or not _TRAINING.search(os.path.basename(word.text)):
+    if word is None or not TRAINING_NAME.search(os.path.basename(word.text)):
         return None
     return At(" ".join(w.text for w in command[: (at or 0) + 1]), word.line)
 
