@@ -315,3 +315,66 @@ def test_a_gpu_count_where_the_pod_api_reads_none(tmp_path: Path, where: str, mi
         return
     real = _found(FIXTURES / "lint-corpus" / "k8s-gpu-examples-extended-resources-job.yaml")
     assert [(line, sev) for line, sev, _ in real["gpu_request_misplaced"]] == [(22, "warning")]
+
+
+_ARGO_DAG = """
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  generateName: train-
+spec:
+  entrypoint: main
+  templates:
+  - name: main
+    dag:
+      tasks:
+      - name: train
+        template: train
+      - name: package
+        depends: train.Succeeded
+        template: package
+        arguments:
+          parameters:
+          - {name: run-id, value: "{{tasks.train.outputs.parameters.run-id}}"}
+  - name: train
+    outputs:
+      parameters:
+      - name: run-id
+        valueFrom: {path: /tmp/run-id}
+    container:
+      image: registry.local/train:1.0
+      command: [python, train.py]
+  - name: package
+    inputs:
+      parameters:
+      - name: run-id
+    container:
+      image: registry.local/train:1.0
+      command: [python, package.py]
+      env:
+      - name: RUN_ID
+        value: "VALUE"
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("{{inputs.parameters.run-id}}", False),  # passed in by the DAG task's arguments
+        ("{{workflow.name}}-{{pod.name}}", False),  # the workflow's globals and the pod's own name
+        ("{{tasks.train.outputs.parameters.run-id}}", True),  # only the DAG template has tasks.*
+        ("{{steps.train.outputs.result}}", True),
+        ("{{=sprig.trim(inputs.parameters['run-id'])}}", False),  # an expression: not a variable tag
+    ],
+)
+def test_an_argo_leaf_template_cannot_see_its_callers_variables(tmp_path: Path, value: str, refused: bool) -> None:
+    """A container template is validated in a scope of its own inputs, pod.name, retries and the workflow's
+    globals: a tasks.* or steps.* tag in it fails Argo's validation ('failed to resolve'); the same tag in the
+    DAG task's arguments is fine."""
+    path = _write(tmp_path, "wf.yaml", _ARGO_DAG.replace("VALUE", value))
+    found = _found(path).get("argo_variable_out_of_scope")
+    assert found == (
+        [(36, "error", "Workflow/train- template package container main (spec.templates[2].container)")]
+        if refused
+        else None
+    ), found

@@ -274,7 +274,7 @@ def _container(
     for item in env_list if isinstance(env_list, YList) else []:
         if isinstance(item, YMap) and isinstance(item.get("name"), str) and item.get("value") is not None:
             u.env[item["name"]] = At(str(item["value"]), item.line_of("value"))
-    u.structural += _not_strings(c)
+    u.structural += _not_strings(c) + (w.refused if index == 0 else [])
     words = container_words(c)
     held = holds_forever(command_text([w.text for w in words])) if words else None
     u.idles = At(held, words[-1].line) if held is not None else w.outlives

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_doctor.deploy.lint.argovars import out_of_scope
 from ddp_doctor.deploy.lint.commandline import launches
 from ddp_doctor.deploy.lint.loader import YList, YMap, load_yaml_documents
-from ddp_doctor.deploy.lint.model import At
+from ddp_doctor.deploy.lint.model import At, Structural
 from ddp_doctor.deploy.lint.shellparse import Word
 from ddp_doctor.errors import InputError
 from ddp_doctor.words import plural
@@ -78,6 +79,8 @@ class PodTemplate:
     """Why the pods keep running after the job's work (a RayJob's cluster that is not shut down)."""
     deleted_after: At[str] | None = None
     """What deletes the pods, and their disks, when the job ends (a RayJob's shutdownAfterJobFinishes)."""
+    refused: list[Structural] = field(default_factory=list)
+    """What the object's validator refuses in this template (an Argo variable the template cannot see)."""
     object_store: At[str] | None = None
     """A Ray group's rayStartParams object-store-memory (bytes), when set."""
     pod_hostnames: At[str] | None = None
@@ -599,6 +602,7 @@ def _argo(doc: YMap, label: str) -> list[PodTemplate]:
                 persists=persists,
                 stands_for=id(original) if original is not None else None,
                 single=key != "containerSet",
+                refused=out_of_scope(t),
             )
         )
     return out
