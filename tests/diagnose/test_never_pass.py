@@ -103,7 +103,6 @@ STILL_CALLED_HEALTHY: dict[str, str] = {
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.
     "nccl-tests-115.log": "fitted (seen): GPU peer-to-peer broken behind the IOMMU / PCIe ACS, a WARN only",
-    "prime-rl-1360.log": "fitted: a trainer stopped from outside because a sibling component crashed, a WARN only",
     "open-llama-47.log": "fitted: ranks left waiting at a store barrier for one held up by wandb (the log stops), a WARN only",
     "tacotron2-64.log": "fitted: a script's own init line and nothing after it (a stale file:// rendezvous file), a WARN only",
     "cudf-spark-7632.log": "fitted: UCX unable to create a completion queue (locked-memory limit), one line, a WARN only",

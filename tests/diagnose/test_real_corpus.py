@@ -44,7 +44,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "open-llama-47.log",  # ranks waiting at a store barrier for one held up by its experiment logger (wandb)
         "open-r1-249.log",  # a trainer's batch arithmetic across processes (GRPO generations per prompt)
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
-        "prime-rl-1360.log",  # a trainer stopped from outside because a sibling component of the run crashed
         "pseco-15.log",
         "rccl-1129.log",  # nccl-tests stopping after its device list (peer-to-peer behind the IOMMU): a WARN
         "ray-30333.log",  # NCCL_SOCKET_IFNAME not matching the node's interface under Ray: a FAIL, cause not named
