@@ -46,6 +46,7 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         "openrlhf-208.log",  # a stale torch_extensions build lock left by an interrupted build (hang)
         "pseco-15.log",
         "rccl-1129.log",  # nccl-tests stopping after its device list (peer-to-peer behind the IOMMU): a WARN
+        "nccl-257.log",  # nccl-tests stopping in communicator set-up, as a cut paste of a healthy run does: a WARN
         "ray-30333.log",  # NCCL_SOCKET_IFNAME not matching the node's interface under Ray: a FAIL, cause not named
         "pyllama-25.log",
         "pytorch-177472.log",

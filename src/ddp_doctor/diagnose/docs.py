@@ -82,9 +82,11 @@ ddp-doctor explain job.log.gz --format json -o report.json
   in) and gives the ranked hypotheses for that stage with the experiment that tells them apart. It is a
   FAIL when the ranks disagree (different collectives or stages, ranks missing), else a WARN: a paste
   that only ends there looks the same. It is a FAIL too when the log is nccl-tests' (its `# nThread` banner)
-  and stops while a communicator is set up or at its table's header: nccl-tests prints a row as each size
-  completes, so no row means the first collective never did. Its start-up lines alone (NCCL's first lines, its
-  device list) stay a paste's beginning: a WARN. More waits are read the same way: CUDA's
+  and stops at its table's header: nccl-tests prints the header once its communicators are set up and a row as
+  each size completes, so no row means the first collective never did. Output that stops earlier, while the
+  communicators are set up, is read as any job's (a WARN unless the ranks disagree): a healthy run's paste cut at
+  its NCCL set-up lines looks the same (nccl-259, a blind healthy run called a hang before this). More waits are
+  read the same way: CUDA's
   p2pBandwidthLatencyTest stopping inside its tables (a GPU-to-GPU copy that never finished: peer-to-peer behind
   the IOMMU or PCIe ACS first; a WARN; its tables are also read, diagnose/p2ptables.py: a pair the driver says can
   use P2P that copies at less than half the speed of the host path is `diag.p2p_slower_than_host`, a FAIL),

@@ -251,10 +251,11 @@ def _stopped(result: Result, seen: _Scan, last_meaningful: Last) -> Result:
                 f"if it stopped there, {waited.if_stopped}; if the paste only ends there, its end says more",
             ),
         )
-    if seen.self_checking and seen.past_startup:
-        # nccl-tests prints a row for every message size as soon as its collective completes: a run whose
-        # output stops while its communicator is set up, or at the table's header, waited there. A paste of
-        # only the lines every rank prints first is still read as the beginning of a log.
+    if seen.self_checking and last_meaningful.kind == "collective":
+        # nccl-tests prints its table's header once its communicators are set up, then a row for every message
+        # size as soon as its collective completes: output that stops at the header waited in the first
+        # collective. Output that stops while the communicators are set up is read as any job's (below): a
+        # paste of a run's first lines, cut there, shows the same lines as a run that stopped there.
         result.summary += "; nccl-tests printed no result row after it, so its first collective never completed"
         return result
     doubled = sorted(r for r, n in seen.claims.items() if n > 1)

@@ -50,7 +50,7 @@ class Knowledge:
     extension_lock: tuple[re.Pattern[str], ...]
     """A line saying a C++ extension's build lock file is already there (the wait that follows may never end)."""
     self_checking: tuple[re.Pattern[str], ...]
-    """Banners of tests that print a result per step: ending in set-up after one is a hang, not a short paste."""
+    """Banners of tests that print a result per step: ending at the table's header after one is a hang."""
     distributed_start: tuple[re.Pattern[str], ...]
     """A script's own line right before init_process_group: the job is distributed by its own word."""
     file_init: tuple[re.Pattern[str], ...]
