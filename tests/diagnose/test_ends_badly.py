@@ -71,6 +71,17 @@ def test_a_launcher_s_success_lines_are_not_an_ending() -> None:
     assert not any(r.status is Status.FAIL for r in results), [(r.id, r.summary) for r in results]
 
 
+def test_a_warning_of_a_cause_is_named_when_a_launcher_says_the_command_failed() -> None:
+    export = "bash: line 1: export: `MY-VAR=1': not a valid identifier"
+    summary = "pdsh@node-0: node-1: ssh exited with exit code 1"
+    results = _results([export, summary])
+    unknown = next(r for r in results if r.id == "diag.unknown")
+    assert unknown.status is Status.FAIL and unknown.observed["may_be_why"] == "diag.shell_export_refused"
+    assert "diag.unknown" not in {r.id for r in _results(["step 10 loss 2.31", export])}
+    alone = next(r for r in _results(["step 10 loss 2.31", summary]) if r.id == "diag.unknown")
+    assert "may_be_why" not in alone.observed
+
+
 @pytest.mark.parametrize("line", NOT_AN_ENDING)
 def test_words_alone_are_not_an_ending(line: str) -> None:
     results = _results(["step 10 loss 2.31", line])

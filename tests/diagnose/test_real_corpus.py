@@ -70,9 +70,6 @@ AWAITING_KNOWLEDGE: frozenset[str] = frozenset(
         # (the project's loader passing the option, which ZeRO-3 does not need since it partitions the weights itself)
         "llamafactory-199.log",
         "lmflow-686.log",
-        # a launcher wrapper's own failure summary (a FAIL): the shell's refusal of the environment it re-exports
-        # is not named
-        "colossalai-3638.log",
         # DeepSpeed's init lines and nothing after: a WARN naming the hang at init, not a FAIL
         "online-rlhf-11.log",
     }

@@ -380,7 +380,7 @@ class Matcher:
             at = next(
                 (i for i, r in enumerate(out) if by_id[r.id].tier == "cascade" or r.status is not Status.FAIL), len(out)
             )
-            out.insert(at, self._unknown_result(raised, failed))
+            out.insert(at, _with_warning(self._unknown_result(raised, failed), out, by_id))
         return out
 
     def _first(self, candidates: list[Raised]) -> Raised | None:
@@ -457,6 +457,23 @@ class Matcher:
                 "ended_badly_lines": self._ends_count,
             },
         )
+
+
+def _with_warning(unknown: Result, out: list[Result], by_id: dict[str, Signature]) -> Result:
+    """A process ended badly with no failure named: a warning of a cause found in the same log may be why."""
+    if unknown.status is not Status.FAIL or unknown.observed.get("error_lines"):
+        return unknown
+    warned = next((r for r in out if r.status is Status.WARN and by_id[r.id].tier == "cause"), None)
+    if warned is None:
+        return unknown
+    unknown.summary = _short(f"{unknown.summary}; a warning found in the log may be why: {warned.title}", 400)
+    unknown.cause = (
+        "These lines show a failure that no failure signature names; the warning found in the same log is a known "
+        "cause that can end a run this way."
+    )
+    unknown.remedy = f"Start with the warning {warned.id} ({warned.title}): {warned.remedy}\n{unknown.remedy}"
+    unknown.observed["may_be_why"] = warned.id
+    return unknown
 
 
 def _severity_rank(sig: Signature, count: int = 1) -> int:
