@@ -107,3 +107,44 @@ def test_one_launch_of_several_processes_printing_a_summary_each_is_a_fail() -> 
     found = _finding([launch, BANNER, ROW, ROW, *END, *END])
     assert found is not None and found.status.value == "fail"
     assert _finding(["mpirun -np 2 ./build/all_reduce_perf", BANNER, ROW, *END]) is None
+
+
+# A run prints one summary (src/common.cu: the footer, from process 0 only under MPI). A paste of only the end of
+# the output still shows it.
+
+
+def test_two_summaries_with_no_test_started_between_them_are_a_warning() -> None:
+    found = _finding([ROW, *END, *END])
+    assert found is not None and found.status.value == "warn", found
+    assert found.observed["summary_lines"] == [3, 6] and "MPI=1" in found.summary
+
+
+def test_the_oldest_summary_without_its_hash_is_read_too() -> None:
+    old = [" Out of bounds values : 0 OK", " Avg bus bandwidth    : 3.5 ", ""]
+    found = _finding([ROW, *old, ROW, *old])
+    assert found is not None and found.status.value == "warn"
+
+
+def test_one_summary_or_tests_each_shown_from_its_start_are_not_read_as_separate_processes() -> None:
+    assert _finding([ROW, *END]) is None
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    assert _finding([ROW, *END, header, ROW, *END]) is None  # a loop: the second test's header follows the summary
+    assert _finding([BANNER, ROW, *END, BANNER, ROW, *END]) is None
+
+
+def _destroy(host: str, pid: int, rank: int) -> str:
+    return f"{host}:{pid}:{pid} [{rank}] NCCL INFO comm 0x55c6f1c65b50 rank {rank} nranks 2 cudaDev {rank} - Destroy COMPLETE"
+
+
+def test_tests_whose_nccl_ranks_were_each_on_one_host_of_their_own_are_a_warning_naming_the_hosts() -> None:
+    one = [ROW, _destroy("gpu1", 2832, 0), _destroy("gpu1", 2832, 1), *END]
+    two = [BANNER, ROW, _destroy("gpu2", 3255, 0), _destroy("gpu2", 3255, 1), *END]
+    found = _finding(one + two)
+    assert found is not None and found.status.value == "warn"
+    assert found.observed["hosts"] == ["gpu1", "gpu2"] and found.observed["ranks"] == [0, 1]
+
+
+def test_tests_of_one_mpi_job_across_hosts_run_one_after_another_are_healthy() -> None:
+    # each test's communicator spans both hosts: rank 0 on gpu1, rank 1 on gpu2, every time
+    test = [BANNER, ROW, _destroy("gpu1", 2832, 0), _destroy("gpu2", 3255, 1), *END]
+    assert _finding(test + test) is None

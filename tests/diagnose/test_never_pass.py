@@ -86,6 +86,11 @@ WARN_IS_HONEST = {
     # up: the same form as nccl-259.log, a healthy run's paste cut there (its thread: only the start was asked
     # about). A hang if it stopped there, a paste's end otherwise; the WARN names peer-to-peer behind the IOMMU.
     "nccl-257.log": "nccl-tests output that stops while its communicators are set up, as a cut paste does",
+    # Two nccl-tests summaries (one run prints one, from its first process only under MPI) with no start of a test
+    # between them, or each after NCCL ranks announced on one host of its own: the processes of one launch each
+    # running alone (built without MPI=1), or tests run one by one whose ends were pasted together; the same lines.
+    "nccl-tests-27.log": "two nccl-tests summaries and nothing else",
+    "nccl-tests-182.log": "two nccl-tests summaries, each after NCCL ranks 0-1 of its own host, no test's start",
     # Ray Train's trainer announcing itself and nothing after: its workers would print at once unless they wait for
     # their placement group (resources the cluster lacks), so the job waits there if it stopped there; a paste of
     # only a run's first lines looks the same. The WARN names more GPU workers than GPUs first.
@@ -101,8 +106,6 @@ WARN_IS_HONEST = {
 STILL_CALLED_HEALTHY: dict[str, str] = {
     # Failures explain still calls healthy (a blind one is never read here: benchmarks/score_explain_corpus.py lists
     # it as a miss, and the class it names is the next thing to learn); strict: a fix shows here.
-    "nccl-tests-27.log": "blind: called healthy on arrival",
-    "nccl-tests-182.log": "blind: called healthy on arrival",
 }
 NOT_A_FAIL_YET: dict[str, str] = {
     # Failures explain leaves at WARN (not healthy, but no FAIL): strict, a FAIL shows here.

@@ -131,11 +131,18 @@ def _read_tables(name: str, tail: blockscan.Tail) -> list[Result]:
         short = nccltests.short_world(tail.finish())
         if short:
             found.append(nccltests.short_result(without_mpi, name, short))
-    if nccltests.BANNER.search(tail.data) and not any(r.id == without_mpi.id for r in found):
-        alone = nccltests.repeated_comm_ranks(tail.finish())
-        if alone:
-            found.append(nccltests.comm_result(without_mpi, name, alone))
+    if nccltests.OUTPUT.search(tail.data) and not any(r.id == without_mpi.id for r in found):
+        found += _nccl_tests_runs(without_mpi, name, tail.finish())
     return found
+
+
+def _nccl_tests_runs(without_mpi: catalogue.Signature, name: str, tail: list[tuple[int, str]]) -> list[Result]:
+    """nccl-tests output read for processes that each ran alone: by NCCL's rank lines, then by its summaries."""
+    alone = nccltests.repeated_comm_ranks(tail)
+    if alone:
+        return [nccltests.comm_result(without_mpi, name, alone)]
+    summaries = nccltests.separate_summaries(tail)
+    return [nccltests.summaries_result(without_mpi, name, summaries)] if summaries else []
 
 
 def explain_text(text: str | bytes, name: str = "log", exit_codes: Mapping[str, int] | None = None) -> list[Result]:

@@ -99,7 +99,11 @@ ddp-doctor explain job.log.gz --format json -o report.json
 - **nccl-tests run as separate tests** (`diag.nccl_tests_without_mpi`, diagnose/nccltests.py): nccl-tests lists
   each rank of a test once, gathered over MPI; a rank listed twice before a test's summary means each process ran a
   test of its own (built without `MPI=1`): a FAIL. Complete tests on different hosts each listing the same rank are
-  that or tests run one by one on purpose: a WARN; on one host (a loop over GPUs) nothing is said.
+  that or tests run one by one on purpose: a WARN; on one host (a loop over GPUs) nothing is said. A paste of
+  only the ends of tests is read by their summaries: one run prints one (from its first process only under MPI),
+  so a second summary whose test shows no start after the first (no banner, device list or table header), or
+  tests whose NCCL ranks (NCCL_DEBUG=INFO) were each all on one host of their own, are one launch's processes
+  each alone or tests run one by one: a WARN naming both.
 - **Fatal signals** (`diag.fatal_signal`): crash handlers' lines (UCX's `Caught signal`, Python's
   faulthandler, glog / torch's `*** SIGSEGV`, glibc's heap checks, the shell's `Segmentation fault`)
   and the backtrace frames below them name the signal, the library it happened in (the first frame
@@ -285,7 +289,10 @@ without MPI, by their labels) was then added from nccl-tests' source and the fit
 (a rank listed twice in one test, diagnose/nccltests.py); both blind logs are still called healthy, so they show it
 in a form not read yet and stay blind; three more forms of the class read since (a launch of N processes whose
 test formed fewer ranks, one NCCL rank announced by two processes, a summary per process from one launch) leave
-them so too. ucx-8229.log moved to the fitted part unread: its thread, with its
+them so too. Both were then opened to find the form missed: pastes of only the tests' ends (their summaries, with
+NCCL's rank lines in one), which the reader did not take for nccl-tests' output at all. Summaries now count as its
+output, and two of them with nothing to say the tests were separate are a WARN naming the class: the same lines
+come from two runs' ends pasted together, so not a FAIL. Both moved to the fitted part (seen), WARNs. ucx-8229.log moved to the fitted part unread: its thread, with its
 conclusion, came up in a search while UCX's locked-memory wording was added. ray-23395.log (two lines of Ray
 Train's start-up and nothing after them, a job waiting for a second GPU that does not exist) is now a WARN whose
 first hypothesis is that cause: a paste of only a run's first two lines looks the same, so it is listed with the

@@ -221,12 +221,20 @@ def short_result(sig: Signature, source: str, short: ShortWorld) -> Result:
     )
 
 
-BANNER = re.compile(rb"#\s*nThread\s+\d+\s+nGpus\s+\d+|\w_perf\b")
-"""nccl-tests' first line ("# nThread 1 nGpus 1 minBytes ...") or a binary's name: the log holds nccl-tests output."""
+OUTPUT = re.compile(
+    rb"nThread\s+\d+\s+nGpus\s+\d+|\w_perf\b|Avg bus bandwidth\s*:|Out of bounds values\s*:|Collective test (?:start|conclud)"
+)
+"""Whether the log holds nccl-tests output: its banner ("# nThread 1 nGpus 1 minBytes ..."; the oldest releases print
+it without the '#'), a binary's name, or its closing summary, which a paste of only a run's end still shows."""
 _COMM = re.compile(
     r"(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO (?:comm 0x[0-9a-f]+ )?rank (?P<rank>\d+) n[Rr]anks \d+"
 )
 _SUMMARY = re.compile(r"(?:^|#)\s*Avg bus bandwidth\b")
+_START = re.compile(
+    r"(?:^|#)\s*(?:nThread\s+\d+\s+nGpus|Using devices\b|Collective test starting:|nccl-tests version\b"
+    r"|size\s+count\s+type|\(B\)\s+\(elements\))"
+)
+"""What a run of nccl-tests prints before its rows (src/common.cu): the banner, the device list, the table's header."""
 
 
 def repeated_comm_ranks(tail: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -273,4 +281,97 @@ def comm_result(sig: Signature, source: str, lines: list[tuple[int, str]]) -> Re
         remedy=sig.remedy,
         observed={"lines": [n for n, _ in lines]},
         evidence=[Evidence(source, line[:400], n) for n, line in lines],
+    )
+
+
+# One run of an nccl-tests binary prints one closing summary, and under MPI only its first process prints at all
+# (src/common.cu: PRINT is printf on the main thread of process 0; the footer comes once, after the last size, even
+# with -N cycles). A log with a second summary is a second run, or a second process of one launch running alone.
+
+
+@dataclass
+class _Test:
+    """The lines of one test's output up to its summary."""
+
+    started: bool = False
+    """Its start is in the log: the banner, the device list, the table's header, or the command that ran it."""
+    hosts_of: dict[int, set[str]] = field(default_factory=dict)
+    """NCCL rank -> the hosts whose NCCL_DEBUG=INFO lines announced it."""
+
+
+@dataclass(frozen=True)
+class Summaries:
+    """Test summaries that nothing shows were separate runs on purpose."""
+
+    lines: list[tuple[int, str]]
+    hosts: list[str]
+    """Two hosts whose tests each held the same NCCL ranks, all on that host; empty when the lines do not say."""
+    ranks: list[int]
+
+
+def separate_summaries(tail: list[tuple[int, str]]) -> Summaries | None:
+    """Two tests of which each held the same NCCL ranks on one host of its own; else a second summary whose test
+    shows no start after the summary before it (its rows came with no header: another process's output)."""
+    tests: list[tuple[_Test, int, str]] = []
+    current = _Test()
+    for lineno, raw in tail:
+        text = clean(raw).strip()
+        if _SUMMARY.search(text):
+            tests.append((current, lineno, text))
+            current = _Test()
+            continue
+        if _START.search(text) or _DEVICE.search(text) or _asked(text) is not None:
+            current.started = True
+        comm = _COMM.search(text)
+        if comm is not None:
+            current.hosts_of.setdefault(int(comm["rank"]), set()).add(comm["host"])
+    if len(tests) < 2:
+        return None
+    lines = [(lineno, text) for _, lineno, text in tests]
+    alone = _hosts_alone([test for test, _, _ in tests])
+    if alone is not None:
+        return Summaries(lines, *alone)
+    if any(not test.started for test, _, _ in tests[1:]):
+        return Summaries(lines, [], [])
+    return None
+
+
+def _hosts_alone(tests: list[_Test]) -> tuple[list[str], list[int]] | None:
+    """Two tests whose NCCL ranks were each all on one host, not the same one, with ranks in common."""
+    single: list[tuple[str, set[int]]] = []
+    for test in tests:
+        hosts = set().union(*test.hosts_of.values())
+        if len(hosts) == 1:
+            single.append((hosts.pop(), set(test.hosts_of)))
+    for i, (host, ranks) in enumerate(single):
+        for other, other_ranks in single[i + 1 :]:
+            if other != host and ranks & other_ranks:
+                return [host, other], sorted(ranks & other_ranks)
+    return None
+
+
+def summaries_result(sig: Signature, source: str, found: Summaries) -> Result:
+    at = ", ".join(str(n) for n, _ in found.lines[:MAX_SHOWN])
+    if found.hosts:
+        ranks = ", ".join(map(str, found.ranks[:8]))
+        seen = (
+            f"nccl-tests printed a test summary per host (lines {at}), each after NCCL rank"
+            f"{'s' if len(found.ranks) > 1 else ''} {ranks} announced on that host alone ({', '.join(found.hosts)})"
+        )
+    else:
+        seen = (
+            f"nccl-tests printed {len(found.lines)} test summaries (lines {at}) with no start of a test between them "
+            "(no banner, device list or table header)"
+        )
+    return Result(
+        id=sig.id,
+        title=sig.title,
+        status=Status.WARN,
+        summary=f"{seen}: one run prints one summary, and under MPI from its first process only. If these came from "
+        "one launch (mpirun, srun), each process ran a test of its own instead of being one rank of a job across "
+        "them (nccl-tests built without MPI=1); if the tests were run one by one on purpose, this is expected",
+        cause=sig.cause,
+        remedy=sig.remedy,
+        observed={"summary_lines": [n for n, _ in found.lines], "hosts": found.hosts, "ranks": found.ranks},
+        evidence=[Evidence(source, line[:400], n) for n, line in found.lines[:MAX_SHOWN]],
     )
