@@ -271,6 +271,7 @@ CORPUS_SCORES = """\
 | + SIGABRT a cascade (the abort follows the error it reports: a C++ exception's what() line, the watchdog's timeout) | 458 | 63/73 (86.3%) | 351/385 (91.2%) | 3, 0 | 1, 0 | 0, 10 | 3, 11 |
 | dfa2f96: the blind part refilled after two logs left it as seen (horovod-3752, healthy; colossalai-3638), scored on arrival (the 2 new blind alone 1/2: colossalai-3638's failure called healthy) | 460 | 64/75 (85.3%) | 351/385 (91.2%) | 4, 0 | 1, 0 | 0, 10 | 3, 11 |
 | c537ca3: launchers' own failure summaries as one table (readers.yaml ends_badly.launchers), a framework's own process-group init lines as the hang-at-init stage, torchrun's agent signalled from outside, a shell refusing an exported entry; colossalai-3638 and online-rlhf-11 moved to the fitted part; 5 new blind logs since dfa2f96 (explain-refill), nccl-259 moved by explain-nccl | 465 | 66/77 (85.7%) | 353/388 (91.0%) | 2, 0 | 0, 0 | 0, 11 | 3, 12 |
+| 29a3dc1: nccl-tests output stopping in communicator set-up read as any job's (a hang once its table's header is out; nccl-257, its fitted twin, FAIL to WARN), nccl-tests pasted as only its tests' ends (two summaries that nothing shows were separate runs: a WARN naming MPI=1); nccl-tests-27 and nccl-tests-182 moved to the fitted part (seen, WARNs) | 465 | 66/75 (88.0%) | 353/390 (90.5%) | 0, 0 | 0, 0 | 0, 13 | 3, 12 |
 
 Label honesty: on ecd7f01, 66 of the 346 failure labels (9 of 43 blind, 57 of 303 fitted) had a `cause` pattern
 that matches text of their own log (ignoring case), so an answer that only quoted the log (the error's own words,
@@ -320,8 +321,11 @@ byte the one line of jobset-93.log, whose thread calls it healthy (a c10d retry 
 rccl-1129.log and ray-23395.log stop where a run that went on also passes (the lines every process prints before a
 C++ extension build; nccl-tests' device list; Ray Train's trainer before its workers); ucx-8229.log is UCX's
 locked-memory error for an InfiniBand device, which runs that went on print too (ucx-8746.log, healthy);
-online-rlhf-11.log stops at DeepSpeed's init_distributed lines, where a run that went on also passes: the WARN
-says what a stop or that line means and its remedy, and the test asserts the WARN. No blind failure is left at WARN; nccl-tests-115.log (moved to the fitted part once seen) and tacotron2-64.log
+online-rlhf-11.log stops at DeepSpeed's init_distributed lines, where a run that went on also passes;
+nccl-257.log stops at NCCL's set-up lines of nccl-tests, as nccl-259.log (healthy) does; nccl-tests-27.log and
+nccl-tests-182.log show two nccl-tests summaries and nothing to say whether they came from one launch's processes
+each alone or from tests run one by one: the WARN says what a stop or that line means and its remedy, and the
+test asserts the WARN. No blind failure is left at WARN; nccl-tests-115.log (moved to the fitted part once seen) and tacotron2-64.log
 (a script's own init line and nothing after it) are strict xfails there.
 """
 
