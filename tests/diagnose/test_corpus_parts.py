@@ -17,7 +17,7 @@ NEUTRAL_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*-\d+(-\d+)?\.log$")
 """New logs are named repository-thread[-n].log: nothing in the name says what went wrong."""
 
 # The corpus grows toward 250 logs from 120 repositories with 40 healthy runs; these floors rise with it.
-AT_LEAST = {"logs": 465, "repositories": 288, "healthy": 113}
+AT_LEAST = {"logs": 467, "repositories": 290, "healthy": 114}
 
 
 def test_every_log_has_a_label_and_every_label_a_log() -> None:
