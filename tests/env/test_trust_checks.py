@@ -181,3 +181,46 @@ def test_invalid_nccl_value_fails_only_where_nccl_runs() -> None:
     assert judge(no_gpu)["env.dist_vars"].status is Status.WARN
     assert "fails only once the job runs on GPUs" in judge(cpu)["env.dist_vars"].summary
     assert "fails only once" not in judge(gpu)["env.dist_vars"].summary
+
+
+def _eight(cvd: str, visible: int) -> dict[str, Any]:
+    eight = [{**H200, "index": i, "uuid": f"GPU-{i}"} for i in range(8)]
+    return make_facts(
+        gpus={
+            "all": eight,
+            "physical_count": 8,
+            "visible": eight[:visible],
+            "count": visible,
+            "cuda_visible_devices": cvd,
+        }
+    )
+
+
+def test_a_subset_chosen_by_cuda_visible_devices_is_what_is_expected() -> None:
+    """Slurm's --gres=gpu:4 on an 8-GPU node sets CUDA_VISIBLE_DEVICES=0,1,2,3: every entry resolves, so the
+    four are the job's GPUs, not four lost (it was a FAIL whose cause said the entries did not exist)."""
+    r = judge(_eight("0,1,2,3", 4))["env.gpus.expected"]
+    assert r.status is Status.PASS, r.summary
+    assert "selected by CUDA_VISIBLE_DEVICES='0,1,2,3' of the 8" in r.summary
+
+
+def test_an_entry_cuda_cannot_resolve_still_fails() -> None:
+    """CUDA stops at the first entry it cannot resolve: '0,1,9,3' shows 2 of the 4 listed."""
+    r = judge(_eight("0,1,9,3", 2))["env.gpus.expected"]
+    assert r.status is Status.FAIL and "do not exist here" in (r.cause or "")
+
+
+def test_empty_or_minus_one_hides_every_gpu_and_says_so() -> None:
+    for cvd in ("", "-1", "-1,0"):
+        r = judge(_eight(cvd, 0))["env.gpus.expected"]
+        assert r.status is Status.FAIL, cvd
+        assert "hides every GPU" in (r.cause or "") and "do not exist" not in (r.cause or ""), cvd
+
+
+def test_expect_gpus_zero_requires_none() -> None:
+    """`--expect-gpus 0` (a CPU run on a GPU node, CUDA_VISIBLE_DEVICES='') was read as "not given" and
+    failed on the H200 (2026-12-05): 0 GPUs expected cannot fall short."""
+    facts = _eight("", 0)
+    facts["expect_gpus"] = 0
+    r = judge(facts)["env.gpus.expected"]
+    assert r.status is Status.SKIP and "--expect-gpus 0" in r.summary and "of the 8 NVML sees" in r.summary

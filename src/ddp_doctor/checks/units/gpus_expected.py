@@ -30,8 +30,25 @@ def evidence(f: ExpectedGpusFacts) -> list[str]:
     return why
 
 
+def _listed(cvd: str | None) -> int | None:
+    """How many devices CUDA_VISIBLE_DEVICES names (None: unset; 0: empty, or -1 first, hiding all)."""
+    if cvd is None:
+        return None
+    entries = [e.strip() for e in cvd.split(",") if e.strip()]
+    return 0 if not entries or entries[0] == "-1" else len(entries)
+
+
+def _selected(f: ExpectedGpusFacts) -> bool:
+    """CUDA_VISIBLE_DEVICES names a subset of the GPUs and CUDA resolved every entry: a deliberate choice
+    (Slurm's --gres, a scheduler's or the user's), not GPUs lost."""
+    listed = _listed(f.gpus.cuda_visible_devices)
+    return bool(listed) and len(f.gpus.visible) == listed
+
+
 def _wanted(f: ExpectedGpusFacts) -> int:
-    return f.expect_gpus if f.expect_gpus else max(f.gpus.physical_count, 1)
+    if f.expect_gpus:
+        return f.expect_gpus
+    return len(f.gpus.visible) if _selected(f) else max(f.gpus.physical_count, 1)
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,18 @@ class Shortfall:
 _Why = Callable[[ExpectedGpusFacts, str, list[str]], "Shortfall | None"]
 
 
+def _hiding_cause(cvd: str) -> str:
+    if _listed(cvd) == 0:
+        return (
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA (an empty value or -1 is how a CPU-only "
+            "run is forced), so training here would run on the CPU or fail"
+        )
+    return (
+        "CUDA_VISIBLE_DEVICES names indices or UUIDs that do not exist here (CUDA stops at the first one it "
+        "cannot resolve), so training would fall back to the CPU or fail"
+    )
+
+
 def _hidden_by_cvd(f: ExpectedGpusFacts, shown: str, why: list[str]) -> Shortfall | None:
     g = f.gpus
     if not (g.physical_count > len(g.visible) and g.cuda_visible_devices is not None):
@@ -54,8 +83,7 @@ def _hidden_by_cvd(f: ExpectedGpusFacts, shown: str, why: list[str]) -> Shortfal
     return Shortfall(
         summary=f"CUDA_VISIBLE_DEVICES={g.cuda_visible_devices!r} hides the GPUs: {shown} visible to CUDA, "
         f"NVML sees {g.physical_count} ({listed})",
-        cause="CUDA_VISIBLE_DEVICES names indices or UUIDs that do not exist here (CUDA stops at the first "
-        "one it cannot resolve), so training would fall back to the CPU or fail",
+        cause=_hiding_cause(g.cuda_visible_devices),
         remedy="unset CUDA_VISIBLE_DEVICES, or set it to existing indices or UUIDs from `nvidia-smi -L`",
     )
 
@@ -106,7 +134,9 @@ SHORTFALL: tuple[_Why, ...] = (_hidden_by_cvd, _too_few_on_node, _container_with
 
 def judge(f: ExpectedGpusFacts) -> Finding:
     """Fails when GPUs are meant to be here (NVML sees some, /dev/nvidia* nodes, NVIDIA_VISIBLE_DEVICES
-    set, or `--expect-gpus N`) but CUDA sees fewer; the cause names the first that explains it:
+    set, or `--expect-gpus N`) but CUDA sees fewer; a CUDA_VISIBLE_DEVICES whose every entry resolved
+    chose its subset (Slurm's --gres sets it so) and is what is expected, unless `--expect-gpus N`
+    says more; `--expect-gpus 0` requires none. The cause names the first that explains a shortfall:
     CUDA_VISIBLE_DEVICES hiding them, a node with too few, a container started without the GPU
     runtime, no working driver.
 
@@ -120,6 +150,13 @@ def judge(f: ExpectedGpusFacts) -> Finding:
         "visible": visible,
         "CUDA_VISIBLE_DEVICES": g.cuda_visible_devices,
     }
+    if f.expect_gpus == 0:
+        return Finding(
+            Status.SKIP,
+            f"--expect-gpus 0: no GPU is required here; CUDA sees {plural(len(g.visible), 'GPU')}"
+            + (f" of the {g.physical_count} NVML sees" if g.physical_count else ""),
+            observed=observed,
+        )
     if not why:
         return Finding(
             Status.SKIP,
@@ -130,6 +167,8 @@ def judge(f: ExpectedGpusFacts) -> Finding:
     want = _wanted(f)
     if visible >= want:
         expected_n = f" (expected {f.expect_gpus})" if f.expect_gpus else ""
+        if _selected(f) and visible < g.physical_count:
+            expected_n += f", selected by CUDA_VISIBLE_DEVICES={g.cuda_visible_devices!r} of the {g.physical_count}"
         return Finding(
             Status.PASS, f"{plural(visible, 'GPU')} visible to CUDA{expected_n}; {why[0]}", observed=observed
         )
